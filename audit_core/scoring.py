@@ -1,0 +1,429 @@
+"""Scoring primitives shared by every method: one-pass token probabilities,
+top-k alternatives, generation with logprobs, and word-level views.
+
+Rules that the rest of the code relies on:
+
+* The probability of every token of a text given a context comes from ONE
+  forward pass over ``context + text`` (teacher forcing), never from a loop
+  over prefixes.
+* Context and text are tokenized separately and concatenated, which is
+  exactly the token sequence a model sees when it generates ``text`` after
+  ``context``.
+* Logprobs are those of the model's own (untempered) distribution.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from audit_core.models import LocalLM
+
+#: a "word" for every word-level view in the project: a maximal run of non-space
+_WORD_RE = re.compile(r"\S+")
+
+
+@dataclass
+class TokenScore:
+    """One token of a scored or generated text."""
+
+    token_id: int
+    text: str  # decoded token, with its leading space if any
+    start: int  # character span in the scored / generated text
+    end: int
+    logprob: float | None  # None: nothing to condition on (first token, no BOS)
+    top: list[tuple[str, float]] = field(default_factory=list)  # alternatives, best first
+
+
+@dataclass
+class WordScore:
+    word: str
+    start: int
+    end: int
+    logprob: float | None  # sum over the word's tokens; None when one is unscored
+    token_indices: list[int]
+
+    @property
+    def prob(self) -> float | None:
+        import math
+
+        return None if self.logprob is None else math.exp(self.logprob)
+
+
+@dataclass
+class TextScores:
+    text: str
+    tokens: list[TokenScore]
+
+    def words(self) -> list[WordScore]:
+        """Group tokens into whitespace-delimited words of ``text``.
+
+        A token belongs to the word that contains its first non-space
+        character, so " amox" + "icillin" both land in "amoxicillin".
+        """
+        spans = split_words(self.text)
+        out = [WordScore(w, s, e, 0.0, []) for w, s, e in spans]
+        wi = 0
+        for ti, tok in enumerate(self.tokens):
+            pos = tok.start
+            while pos < tok.end and pos < len(self.text) and self.text[pos].isspace():
+                pos += 1
+            while wi < len(spans) and spans[wi][2] <= pos:
+                wi += 1
+            if wi >= len(spans):
+                break
+            if spans[wi][1] <= pos < spans[wi][2] or (pos < spans[wi][1] and tok.end > spans[wi][1]):
+                w = out[wi]
+                w.token_indices.append(ti)
+                if tok.logprob is None or w.logprob is None:
+                    w.logprob = None
+                else:
+                    w.logprob += tok.logprob
+        for w in out:
+            if not w.token_indices:
+                w.logprob = None
+        return out
+
+
+def split_words(text: str) -> list[tuple[str, int, int]]:
+    """Words of ``text`` with character spans: the project's single definition of a word."""
+    return [(m.group(), m.start(), m.end()) for m in _WORD_RE.finditer(text)]
+
+
+def _decode_token(lm: LocalLM, token_id: int) -> str:
+    cache = lm.__dict__.setdefault("_decode_cache", {})
+    s = cache.get(token_id)
+    if s is None:
+        s = lm.tokenizer.decode([token_id], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        cache[token_id] = s
+    return s
+
+
+def encode_text(lm: LocalLM, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """Token ids of ``text`` (no special tokens) with character offsets."""
+    enc = lm.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+
+
+def encode_context(lm: LocalLM, context: str) -> list[int]:
+    """Token ids of a context, starting with BOS where the model has one.
+
+    With an empty context the first token of the text still needs something to
+    be conditioned on: BOS if the tokenizer defines one, else nothing (the first
+    token is then reported unscored rather than invented).
+    """
+    tok = lm.tokenizer
+    ids = tok(context, add_special_tokens=False)["input_ids"] if context else []
+    bos = tok.bos_token_id
+    if bos is not None and (not ids or ids[0] != bos):
+        # chat templates already start with their own markers; a BOS token in
+        # front of them is what the model saw in training for Gemma, and is
+        # harmless for Llama-style tokenizers that define one.
+        ids = [bos] + ids
+    return ids
+
+
+def _top_from_logprobs(lm: LocalLM, row: torch.Tensor, k: int) -> list[tuple[str, float]]:
+    if k <= 0:
+        return []
+    vals, idx = torch.topk(row, k)
+    return [(_decode_token(lm, int(i)), float(v)) for v, i in zip(vals.tolist(), idx.tolist())]
+
+
+def score_texts(
+    lm: LocalLM,
+    texts: Sequence[str],
+    contexts: Sequence[str] | None = None,
+    top_k: int = 0,
+    batch_size: int = 8,
+) -> list[TextScores]:
+    """Probability of every token of each text given its context, one forward pass per batch.
+
+    ``contexts`` defaults to empty strings (unconditional scoring).
+    """
+    contexts = list(contexts) if contexts is not None else [""] * len(texts)
+    if len(contexts) != len(texts):
+        raise ValueError("texts and contexts must have the same length")
+    items = []
+    for ctx, text in zip(contexts, texts):
+        cids = encode_context(lm, ctx)
+        tids, offs = encode_text(lm, text)
+        items.append((cids, tids, offs, text))
+    return _score_encoded(lm, items, top_k, batch_size)
+
+
+def _score_encoded(lm, items, top_k: int, batch_size: int) -> list[TextScores]:
+    results: list[TextScores] = []
+    pad = lm.tokenizer.pad_token_id or 0
+    for b in range(0, len(items), batch_size):
+        chunk = items[b : b + batch_size]
+        seqs = [c + t for c, t, _, _ in chunk]
+        width = max(1, max(len(s) for s in seqs))
+        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+            mask[i, : len(s)] = 1  # right padding keeps real positions 0..n-1
+        with lm.lock, torch.inference_mode():
+            logits = lm.model(input_ids=ids, attention_mask=mask).logits.float()
+        logp = torch.log_softmax(logits, dim=-1)
+        for i, (cids, tids, offs, text) in enumerate(chunk):
+            toks: list[TokenScore] = []
+            n_ctx = len(cids)
+            for j, tid in enumerate(tids):
+                pos = n_ctx + j - 1  # the logits that predict token j
+                if pos < 0:
+                    toks.append(TokenScore(tid, _decode_token(lm, tid), offs[j][0], offs[j][1], None, []))
+                    continue
+                row = logp[i, pos]
+                toks.append(
+                    TokenScore(
+                        tid, _decode_token(lm, tid), offs[j][0], offs[j][1],
+                        float(row[tid]), _top_from_logprobs(lm, row, top_k),
+                    )
+                )
+            results.append(TextScores(text, toks))
+    return results
+
+
+def score_text(lm: LocalLM, text: str, context: str = "", top_k: int = 0) -> TextScores:
+    return score_texts(lm, [text], [context], top_k=top_k)[0]
+
+
+# --------------------------------------------------------------------------- chat + generation
+
+
+def render_chat(lm: LocalLM, messages: Sequence[dict]) -> str:
+    """The prompt string for a chat, through the model's chat template when it has one.
+
+    Base models without a template get a plain, readable transcript ending in
+    an "Assistant:" cue.
+    """
+    if lm.has_chat_template:
+        return lm.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+    parts = []
+    for m in messages:
+        role = m.get("role", "user")
+        label = {"system": "", "user": "User: ", "assistant": "Assistant: "}.get(role, f"{role}: ")
+        parts.append(f"{label}{m.get('content', '')}".strip())
+    return "\n\n".join(parts) + "\n\nAssistant:"
+
+
+def encode_prompt(lm: LocalLM, prompt: str) -> list[int]:
+    """Prompt ids: a rendered chat template already carries its special tokens."""
+    if lm.has_chat_template:
+        return lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    return encode_context(lm, prompt)
+
+
+@dataclass
+class Generation:
+    text: str
+    tokens: list[TokenScore]
+    prompt_tokens: int
+    finish_reason: str  # "stop" or "length"
+
+
+def _sample(logits: torch.Tensor, temperature: float, gen: torch.Generator | None) -> int:
+    if temperature <= 0:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits / temperature, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=gen))
+
+
+def generate_ids(
+    lm: LocalLM,
+    prompt_ids: list[int],
+    max_new_tokens: int = 32,
+    temperature: float = 0.0,
+    top_logprobs: int = 0,
+    seed: int | None = 0,
+    prefix_cache: "PrefixCache | None" = None,
+) -> Generation:
+    """Greedy (default) or sampled generation with per-token logprobs and top alternatives.
+
+    A manual loop over the KV cache, so that logprobs come from the full
+    distribution of every step. ``prefix_cache`` reuses the key/value states
+    of the longest common prefix with recent prompts.
+    """
+    if not prompt_ids:
+        raise ValueError("empty prompt")
+    gen = torch.Generator().manual_seed(seed) if (temperature > 0 and seed is not None) else None
+    eos = set(_eos_ids(lm))
+    out_ids: list[int] = []
+    tokens: list[TokenScore] = []
+    text = ""
+    finish = "length"
+    with lm.lock, torch.inference_mode():
+        past, logits = _prefill(lm, prompt_ids, prefix_cache)
+        for _ in range(max_new_tokens):
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            nxt = _sample(logits.float(), temperature, gen)
+            if nxt in eos:
+                finish = "stop"
+                break
+            piece = _decode_token(lm, nxt)
+            tokens.append(TokenScore(nxt, piece, len(text), len(text) + len(piece), float(logp[nxt]),
+                                     _top_from_logprobs(lm, logp, top_logprobs)))
+            text += piece
+            out_ids.append(nxt)
+            if len(out_ids) == max_new_tokens:
+                break
+            res = lm.model(input_ids=torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
+            past, logits = res.past_key_values, res.logits[0, -1]
+    # decode the whole sequence once so multi-byte characters come out right
+    full = lm.tokenizer.decode(out_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    if full != text:
+        text = full
+    return Generation(text=text, tokens=tokens, prompt_tokens=len(prompt_ids), finish_reason=finish)
+
+
+def _eos_ids(lm: LocalLM) -> list[int]:
+    ids = []
+    tok = lm.tokenizer
+    if tok.eos_token_id is not None:
+        ids.append(tok.eos_token_id)
+    gc = getattr(lm.model, "generation_config", None)
+    extra = getattr(gc, "eos_token_id", None) if gc is not None else None
+    if isinstance(extra, int):
+        ids.append(extra)
+    elif isinstance(extra, (list, tuple)):
+        ids.extend(extra)
+    for special in ("<|im_end|>", "<end_of_turn>"):
+        tid = tok.convert_tokens_to_ids(special)
+        if isinstance(tid, int) and tid != tok.unk_token_id:
+            ids.append(tid)
+    return ids
+
+
+def generate(
+    lm: LocalLM,
+    messages: Sequence[dict],
+    max_new_tokens: int = 32,
+    temperature: float = 0.0,
+    top_logprobs: int = 0,
+    seed: int | None = 0,
+    prefix_cache: "PrefixCache | None" = None,
+) -> Generation:
+    """Chat generation: render through the chat template, then generate_ids."""
+    ids = encode_prompt(lm, render_chat(lm, messages))
+    return generate_ids(lm, ids, max_new_tokens, temperature, top_logprobs, seed, prefix_cache)
+
+
+# --------------------------------------------------------------------------- prefix reuse
+
+
+def _prefill(lm: LocalLM, prompt_ids: list[int], prefix_cache: "PrefixCache | None"):
+    """Run the prompt, reusing cached key/values of its longest known prefix."""
+    reuse, past = (0, None)
+    if prefix_cache is not None:
+        reuse, past = prefix_cache.lookup(prompt_ids)
+    # always leave at least one token to run, to get the next-token logits
+    reuse = min(reuse, len(prompt_ids) - 1)
+    if past is not None:
+        held = past.get_seq_length()
+        window = getattr(lm.model.config, "sliding_window", None)
+        if window and held >= window - 1:
+            # sliding-window layers have already dropped early states: they
+            # cannot be rewound, so this prompt runs from scratch
+            reuse, past = 0, None
+        elif held > reuse:
+            past.crop(reuse - held)  # a negative count removes that many tokens
+    if reuse == 0:
+        past = None
+    rest = torch.tensor([prompt_ids[reuse:]], dtype=torch.long)
+    res = lm.model(input_ids=rest, past_key_values=past, use_cache=True)
+    past = res.past_key_values
+    if prefix_cache is not None:
+        prefix_cache.store(prompt_ids, past)
+    return past, res.logits[0, -1]
+
+
+class PrefixCache:
+    """Key/value states of recent prompts, reused for the longest common token prefix.
+
+    Audit probes of one document share most of their prompt (system prompt,
+    retrieved documents, the start of the document), as production servers
+    exploit. Entries are deep-copied in and out so that generation never
+    mutates a stored state.
+    """
+
+    def __init__(self, max_entries: int = 8):
+        self.max_entries = max_entries
+        self._entries: list[tuple[list[int], object]] = []
+        self.hits = 0
+        self.reused_tokens = 0
+
+    def lookup(self, ids: list[int]) -> tuple[int, object | None]:
+        import copy
+
+        best, best_len = None, 0
+        for key, past in self._entries:
+            n = _common_prefix_len(key, ids)
+            if n > best_len:
+                best, best_len = past, n
+        if best is None or best_len == 0:
+            return 0, None
+        self.hits += 1
+        self.reused_tokens += best_len
+        return best_len, copy.deepcopy(best)
+
+    def store(self, ids: list[int], past) -> None:
+        import copy
+
+        self._entries.append((list(ids), copy.deepcopy(past)))
+        if len(self._entries) > self.max_entries:
+            self._entries.pop(0)
+
+
+def _common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def next_token_distributions(
+    lm: LocalLM, prompts: Sequence[list[int]], top_k: int, batch_size: int = 16
+) -> list[tuple[list[tuple[str, float]], int]]:
+    """First-token distribution of several prompts that share a prefix.
+
+    The shared prefix runs once; the differing tails run as one padded batch on
+    top of its key/value states (teacher forcing for a group of probes).
+    Returns, per prompt, its top-k alternatives and the greedy token id.
+    """
+    if not prompts:
+        return []
+    shared = min(_common_prefix_len(prompts[0], p) for p in prompts)
+    shared = min(shared, min(len(p) for p in prompts) - 1)
+    out: list[tuple[list[tuple[str, float]], int]] = []
+    pad = lm.tokenizer.pad_token_id or 0
+    with lm.lock, torch.inference_mode():
+        base = None
+        if shared > 0:
+            base = lm.model(input_ids=torch.tensor([prompts[0][:shared]]), use_cache=True).past_key_values
+        for b in range(0, len(prompts), batch_size):
+            chunk = [p[shared:] for p in prompts[b : b + batch_size]]
+            width = max(len(t) for t in chunk)
+            ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(chunk), shared + width), dtype=torch.long)
+            mask[:, :shared] = 1
+            for i, t in enumerate(chunk):
+                ids[i, : len(t)] = torch.tensor(t)
+                mask[i, shared : shared + len(t)] = 1
+            past = None
+            if base is not None:
+                import copy
+
+                past = copy.deepcopy(base)
+                past.batch_repeat_interleave(len(chunk))
+            pos = torch.arange(shared, shared + width).unsqueeze(0).expand(len(chunk), -1)
+            logits = lm.model(input_ids=ids, attention_mask=mask, past_key_values=past,
+                              position_ids=pos, use_cache=past is not None).logits
+            for i, t in enumerate(chunk):
+                row = torch.log_softmax(logits[i, len(t) - 1].float(), dim=-1)
+                out.append((_top_from_logprobs(lm, row, top_k), int(torch.argmax(row))))
+    return out

@@ -1,0 +1,253 @@
+"""The Target interface: everything the auditor knows about a RAG system.
+
+A target takes a chat request and returns a completion with (optionally)
+per-token logprobs and top alternatives, in OpenAI's shape. Two kinds of
+implementation exist: the OpenAI-compatible HTTP connector (a real user's
+target, or our reference server over loopback) and ``shadow.rag.RagSystem``
+in-process. The shadow is probed through exactly the same code as the target,
+so every method sees the same kind of observation from both.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+#: OpenAI's API caps top_logprobs at 20
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion request, as sent to any target."""
+
+    messages: tuple[tuple[str, str], ...]  # (role, content) pairs; hashable and ordered
+    max_tokens: int = 16
+    temperature: float = 0.0
+    logprobs: bool = False
+    top_logprobs: int = 0
+    seed: int | None = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}")
+        if self.top_logprobs and not self.logprobs:
+            raise ValueError("top_logprobs needs logprobs=True")
+        if self.max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+
+    @classmethod
+    def chat(cls, messages: Sequence[dict], **kw) -> "ChatRequest":
+        return cls(messages=tuple((m["role"], m["content"]) for m in messages), **kw)
+
+    def message_dicts(self) -> list[dict]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["messages"] = self.message_dicts()
+        return d
+
+    def key(self) -> str:
+        """Stable content hash: the same request always maps to the same stored answer."""
+        blob = json.dumps(self.to_json(), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass
+class TokenLogprob:
+    """One generated token with its logprob and the top alternatives (best first)."""
+
+    token: str
+    logprob: float
+    top: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class Completion:
+    text: str
+    tokens: list[TokenLogprob] | None  # None: the endpoint returned no logprobs
+    usage: Usage
+    finish_reason: str = "stop"
+    model: str = ""
+    raw: dict | None = None  # what the endpoint sent, kept as evidence
+
+    def to_json(self) -> dict:
+        return {
+            "text": self.text,
+            "tokens": None if self.tokens is None else [
+                {"token": t.token, "logprob": t.logprob, "top": [list(a) for a in t.top]} for t in self.tokens
+            ],
+            "usage": asdict(self.usage),
+            "finish_reason": self.finish_reason,
+            "model": self.model,
+            "raw": self.raw,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Completion":
+        toks = d.get("tokens")
+        return cls(
+            text=d["text"],
+            tokens=None if toks is None else [
+                TokenLogprob(t["token"], float(t["logprob"]), [(a[0], float(a[1])) for a in t["top"]]) for t in toks
+            ],
+            usage=Usage(**d.get("usage", {})),
+            finish_reason=d.get("finish_reason", "stop"),
+            model=d.get("model", ""),
+            raw=d.get("raw"),
+        )
+
+
+@dataclass
+class Capabilities:
+    """What an endpoint returns, found by a capability probe."""
+
+    reachable: bool
+    logprobs: bool
+    max_top_logprobs: int
+    model: str = ""
+    detail: str = ""
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class TargetError(RuntimeError):
+    """A target call failed. ``reason`` is a short machine-readable code.
+
+    Messages never contain the API key: connectors build them from status
+    codes and the server's error text only.
+    """
+
+    reason = "target_error"
+    retryable = False
+
+
+class AuthenticationFailed(TargetError):
+    reason = "authentication_failed"
+
+
+class UnknownModel(TargetError):
+    reason = "unknown_model"
+
+
+class NoLogprobs(TargetError):
+    reason = "no_logprobs"
+
+
+class ContextTooLong(TargetError):
+    reason = "context_too_long"
+
+
+class Unreachable(TargetError):
+    reason = "unreachable"
+    retryable = True
+
+
+class RateLimited(TargetError):
+    reason = "rate_limited"
+    retryable = True
+
+
+class ServerError(TargetError):
+    reason = "server_error"
+    retryable = True
+
+
+class BadResponse(TargetError):
+    reason = "bad_response"
+    retryable = True
+
+
+# --------------------------------------------------------------------------- accounting
+
+
+@dataclass
+class QueryAccount:
+    """Per-run account of what was sent: every query is paid by the user."""
+
+    queries: int = 0
+    failures: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def record(self, usage: Usage | None = None, failed: bool = False, retries: int = 0) -> None:
+        with self._lock:
+            self.queries += 1
+            self.retries += retries
+            if failed:
+                self.failures += 1
+            if usage is not None:
+                self.prompt_tokens += usage.prompt_tokens
+                self.completion_tokens += usage.completion_tokens
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("queries", "failures", "retries", "prompt_tokens", "completion_tokens")}
+
+
+# --------------------------------------------------------------------------- the interface
+
+
+class Target:
+    """Base class of every target. Subclasses implement ``complete``.
+
+    ``complete_many`` answers a batch; the default runs ``complete`` with
+    bounded concurrency and returns a TargetError in place of a completion
+    that failed, so one failure never loses the rest. In-process systems
+    override it to share computation across requests.
+    """
+
+    #: human-readable identity (base URL + model); never contains a secret
+    name: str = "target"
+    max_concurrency: int = 1
+
+    def __init__(self) -> None:
+        self.account = QueryAccount()
+
+    def complete(self, request: ChatRequest) -> Completion:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def complete_many(
+        self, requests: Sequence[ChatRequest], progress: Callable[[int], None] | None = None
+    ) -> list[Completion | TargetError]:
+        def one(req: ChatRequest) -> Completion | TargetError:
+            try:
+                return self.complete(req)
+            except TargetError as exc:
+                return exc
+            finally:
+                if progress is not None:
+                    progress(1)
+
+        if self.max_concurrency <= 1 or len(requests) <= 1:
+            return [one(r) for r in requests]
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            return list(pool.map(one, requests))
+
+    def capabilities(self) -> Capabilities:
+        """Probe with one tiny request asking for the maximum of alternatives."""
+        req = ChatRequest.chat([{"role": "user", "content": "Say OK."}], max_tokens=1,
+                               logprobs=True, top_logprobs=MAX_TOP_LOGPROBS)
+        try:
+            comp = self.complete(req)
+        except NoLogprobs as exc:
+            return Capabilities(True, False, 0, detail=str(exc))
+        except TargetError as exc:
+            return Capabilities(False, False, 0, detail=str(exc))
+        if not comp.tokens:
+            return Capabilities(True, False, 0, model=comp.model, detail="the endpoint returned no logprobs")
+        n = max((len(t.top) for t in comp.tokens), default=0)
+        return Capabilities(True, True, n, model=comp.model,
+                            detail=f"logprobs with up to {n} alternatives per token")

