@@ -1,0 +1,125 @@
+"""The method interface shared by S-RAG, MBA and the baselines.
+
+Probing (paid target queries) and scoring (offline) are separate, so stored
+observations can be re-scored with another calibration without querying again:
+
+    obs = method.probe(doc, target)            # raw answers, queries, tokens
+    cal = method.prepare(member_obs, nonmember_obs)   # fitted on the SHADOW only
+    res = method.score(obs, cal)                # score in [0, 1], decision, evidence
+
+A failed target call is data: the observation records the error and the
+result is inconclusive with that reason. No score is ever invented.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
+
+from audit_core.documents import Document
+from audit_core.target.base import Completion, Target, TargetError
+
+
+@dataclass
+class Observation:
+    """Everything one method learned about one document from one target."""
+
+    method: str
+    doc_id: str
+    requests: list[dict] = field(default_factory=list)  # ChatRequest.to_json()
+    responses: list[dict | None] = field(default_factory=list)  # Completion.to_json() or None
+    errors: list[str | None] = field(default_factory=list)  # "reason: message" for failed calls
+    data: dict[str, Any] = field(default_factory=dict)  # method-specific (probed words, masks...)
+    skipped: str | None = None  # why the method could not probe this document at all
+
+    @property
+    def queries(self) -> int:
+        return len(self.requests)
+
+    @property
+    def failed(self) -> int:
+        return sum(e is not None for e in self.errors)
+
+    def tokens_used(self) -> tuple[int, int]:
+        p = c = 0
+        for r in self.responses:
+            if r:
+                p += r["usage"]["prompt_tokens"]
+                c += r["usage"]["completion_tokens"]
+        return p, c
+
+    def add(self, request_json: dict, outcome: Completion | TargetError) -> None:
+        self.requests.append(request_json)
+        if isinstance(outcome, TargetError):
+            self.responses.append(None)
+            self.errors.append(f"{outcome.reason}: {outcome}")
+        else:
+            self.responses.append(outcome.to_json())
+            self.errors.append(None)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Observation":
+        return cls(**d)
+
+
+@dataclass
+class Calibration:
+    """What a method learned on the shadow: threshold or model, plus the shadow's own scores."""
+
+    method: str
+    threshold: float | None = None
+    member_scores: list[float] = field(default_factory=list)  # shadow members (for KDE plots)
+    nonmember_scores: list[float] = field(default_factory=list)
+    shadow_auc: float | None = None  # validation AUC on held-out shadow documents
+    params: dict[str, Any] = field(default_factory=dict)
+    model: Any = None  # e.g. a trained classifier; not serialised by to_json
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.pop("model")
+        return d
+
+
+@dataclass
+class MethodResult:
+    method: str
+    doc_id: str
+    score: float | None  # membership score in [0, 1]; None when inconclusive
+    decision: bool | None  # True: member; None: inconclusive
+    reason: str | None = None  # why inconclusive
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class MembershipMethod:
+    """Base class: one subclass per method, in its own module."""
+
+    name: str = "method"
+    #: bump when the requests a method sends change (stored answers are keyed by it)
+    version: str = "1"
+    requires_logprobs: bool = False
+    #: fewest words a document needs for this method
+    min_words: int = 1
+
+    def probe(self, doc: Document, target: Target) -> Observation:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def probe_many(
+        self, docs: Sequence[Document], target: Target, progress: Callable[[int], None] | None = None
+    ) -> list[Observation]:
+        out = []
+        for d in docs:
+            out.append(self.probe(d, target))
+            if progress:
+                progress(1)
+        return out
+
+    def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:  # pragma: no cover
+        raise NotImplementedError
+
+    def score(self, obs: Observation, calibration: Calibration) -> MethodResult:  # pragma: no cover
+        raise NotImplementedError
