@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 from audit_core.documents import Document
-from audit_core.target.base import Completion, Target, TargetError
+from audit_core.target.base import ChatRequest, Completion, Target, TargetError
 
 
 @dataclass
@@ -123,3 +123,43 @@ class MembershipMethod:
 
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:  # pragma: no cover
         raise NotImplementedError
+
+
+def send_all(
+    target: Target,
+    requests: Sequence[ChatRequest],
+    obs: Observation,
+    progress: Callable[[int], None] | None = None,
+) -> list[Completion | TargetError]:
+    """Send a method's requests as one batch and record every outcome in ``obs``.
+
+    Batching lets in-process targets share computation and HTTP targets run
+    concurrently; failures come back as TargetError objects, in order.
+    """
+    outcomes = target.complete_many(list(requests), progress)
+    for req, out in zip(requests, outcomes):
+        obs.add(req.to_json(), out)
+    return outcomes
+
+
+def best_threshold(member_scores: Sequence[float], nonmember_scores: Sequence[float], default: float) -> float:
+    """Threshold maximising balanced accuracy on shadow scores (score >= t means member).
+
+    Falls back to ``default`` (the paper's value) only when either class is
+    empty; the caller records which was used.
+    """
+    import numpy as np
+
+    m = np.asarray([s for s in member_scores if s is not None], dtype=float)
+    n = np.asarray([s for s in nonmember_scores if s is not None], dtype=float)
+    if len(m) == 0 or len(n) == 0:
+        return default
+    cands = np.unique(np.concatenate([m, n]))
+    # midpoints between distinct scores generalise better than the scores themselves
+    mids = np.concatenate([[cands[0] - 1e-9], (cands[:-1] + cands[1:]) / 2, [cands[-1] + 1e-9]])
+    best_t, best_acc = default, -1.0
+    for t in mids:
+        acc = 0.5 * ((m >= t).mean() + (n < t).mean())
+        if acc > best_acc + 1e-12:
+            best_t, best_acc = float(t), acc
+    return best_t
