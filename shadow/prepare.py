@@ -1,0 +1,206 @@
+"""Shadow preparation: build a shadow RAG from public auxiliary data, probe its
+members and non-members exactly as a target is probed, and calibrate every
+method on those labelled results (S-RAG section 4.2; DESIGN.md "Data flow").
+
+Everything expensive is cached under ``cache_dir()/shadow/<key>`` where the
+key is made of the corpus hash, the models, the shadow's parameters (top-k,
+defense, sizes, seed) and each method's name, version and configuration:
+
+* ``observations.json`` -- raw shadow probe results (the expensive part);
+* ``calibration.json`` -- thresholds, shadow score lists, validation AUC;
+* ``predictor/`` -- S-RAG's trained AutoGluon model.
+
+A second preparation with the same key loads them in seconds.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from audit_core.documents import Document
+from audit_core.methods.base import Calibration, MembershipMethod, Observation
+from audit_core.models import cache_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_AUX_CORPUS = ROOT / "assets" / "aux_medquad.jsonl"
+
+#: progress(stage, done, total)
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class ShadowConfig:
+    """How the shadow RAG is built and how much of it is probed."""
+
+    aux_corpus: str = str(DEFAULT_AUX_CORPUS)
+    #: shadow members / non-members probed for calibration (issue default 200 + 200)
+    n_members: int = 200
+    n_nonmembers: int = 200
+    #: smaller sizes for methods whose probes are long generations (MBA, S2MIA):
+    #: a threshold needs fewer examples than a classifier
+    n_per_class_generative: int = 60
+    seed: int = 0
+    generator: str = "smollm2-135m-instruct"
+    embedder: str = "all-minilm-l6-v2"
+    top_k_docs: int = 4  # retrieved documents per query (paper: k = 4)
+    defense: str | None = None  # simulate a defended target on the shadow too
+    top_logprobs: int = 20
+
+    def corpus_docs(self) -> list[Document]:
+        from shadow.corpus import load_corpus
+
+        return load_corpus(self.aux_corpus)
+
+
+@dataclass
+class ShadowPreparation:
+    calibrations: dict[str, Calibration]
+    observations: dict[str, dict[str, list[Observation]]]
+    keys: dict[str, str]
+    seconds: dict[str, float] = field(default_factory=dict)
+    from_cache: dict[str, bool] = field(default_factory=dict)
+
+
+def _config_of(method: MembershipMethod) -> dict:
+    cfg = getattr(method, "config", None)
+    if cfg is None:
+        return {}
+    d = asdict(cfg) if is_dataclass(cfg) else dict(vars(cfg))
+    d.pop("model_dir", None)  # where to write, not what to compute
+    return d
+
+
+def preparation_key(method: MembershipMethod, cfg: ShadowConfig, corpus_hash: str) -> str:
+    blob = json.dumps(
+        {
+            "corpus": corpus_hash,
+            "shadow": {k: v for k, v in asdict(cfg).items() if k != "aux_corpus"},
+            "method": method.name,
+            "version": method.version,
+            "method_config": _config_of(method),
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def _sizes(method: MembershipMethod, cfg: ShadowConfig) -> tuple[int, int]:
+    if method.name in ("srag", "rag_mia", "mink"):
+        return cfg.n_members, cfg.n_nonmembers
+    n = cfg.n_per_class_generative
+    return min(n, cfg.n_members), min(n, cfg.n_nonmembers)
+
+
+def build_shadow_rag(cfg: ShadowConfig, kb: Sequence[Document]):
+    from shadow.rag import RagConfig, RagSystem
+
+    rc = RagConfig(generator=cfg.generator, embedder=cfg.embedder, top_k=cfg.top_k_docs, defense=cfg.defense)
+    return RagSystem(list(kb), rc)
+
+
+def prepare_shadow(
+    methods: Sequence[MembershipMethod],
+    cfg: ShadowConfig | None = None,
+    progress: Progress | None = None,
+    root: Path | None = None,
+    force: bool = False,
+) -> ShadowPreparation:
+    """Probe the shadow with each method (or load cached results) and calibrate."""
+    from shadow.corpus import corpus_hash, split_members
+
+    cfg = cfg or ShadowConfig()
+    root = Path(root) if root else cache_dir() / "shadow"
+    docs = cfg.corpus_docs()
+    chash = corpus_hash(docs)
+    # D_s,i (knowledge base of the shadow) and D_s,o (never in it): seeded halves
+    half = len(docs) // 2
+    kb, outside = split_members(docs, half, len(docs) - half, cfg.seed)
+
+    prep = ShadowPreparation({}, {}, {})
+    rag = None
+    for method in methods:
+        key = preparation_key(method, cfg, chash)
+        prep.keys[method.name] = key
+        folder = root / key
+        t0 = time.time()
+        if force and folder.exists():
+            shutil.rmtree(folder)
+        obs_file = folder / "observations.json"
+        if obs_file.exists():
+            raw = json.loads(obs_file.read_text())
+            mem = [Observation.from_json(o) for o in raw["members"]]
+            non = [Observation.from_json(o) for o in raw["nonmembers"]]
+            prep.from_cache[method.name] = True
+        else:
+            if rag is None:
+                if progress:
+                    progress("building the shadow RAG", 0, 1)
+                rag = build_shadow_rag(cfg, kb)
+                if progress:
+                    progress("building the shadow RAG", 1, 1)
+            n_m, n_n = _sizes(method, cfg)
+            import random
+
+            rnd = random.Random(cfg.seed + 1)
+            mem_docs = rnd.sample(list(kb), min(n_m, len(kb)))
+            non_docs = rnd.sample(list(outside), min(n_n, len(outside)))
+            stage = f"{method.name}: probing the shadow"
+            total = len(mem_docs) + len(non_docs)
+            done = [0]
+
+            def tick(n: int = 1) -> None:
+                done[0] += n
+                if progress:
+                    progress(stage, done[0], total)
+
+            mem = _probe(method, mem_docs, rag, cfg, tick)
+            non = _probe(method, non_docs, rag, cfg, tick)
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = obs_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"members": [o.to_json() for o in mem],
+                                       "nonmembers": [o.to_json() for o in non]}))
+            tmp.replace(obs_file)
+            prep.from_cache[method.name] = False
+        prep.observations[method.name] = {"members": mem, "nonmembers": non}
+        if progress:
+            progress(f"{method.name}: calibrating", 0, 1)
+        prep.calibrations[method.name] = _calibrate(method, mem, non, folder)
+        if progress:
+            progress(f"{method.name}: calibrating", 1, 1)
+        prep.seconds[method.name] = time.time() - t0
+    return prep
+
+
+def _probe(method, docs, rag, cfg: ShadowConfig, tick) -> list[Observation]:
+    kwargs = {"top_logprobs": cfg.top_logprobs} if method.requires_logprobs else {}
+    try:
+        return method.probe_many(docs, rag, progress=tick, **kwargs)
+    except TypeError:
+        return method.probe_many(docs, rag, progress=tick)
+
+
+def _calibrate(method, mem, non, folder: Path) -> Calibration:
+    """Calibrate, reusing a persisted S-RAG predictor when one exists."""
+    cal_file = folder / "calibration.json"
+    pred_dir = folder / "predictor"
+    if method.name == "srag":
+        from audit_core.methods.srag import load_predictor
+
+        if cal_file.exists() and (pred_dir / "predictor.pkl").exists():
+            cal = Calibration(**json.loads(cal_file.read_text()))
+            cal.model = load_predictor(pred_dir)
+            return cal
+        if pred_dir.exists():
+            shutil.rmtree(pred_dir)
+        method.config.model_dir = str(pred_dir)
+    cal = method.prepare(mem, non)
+    tmp = cal_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(cal.to_json(), default=str))
+    tmp.replace(cal_file)
+    return cal
