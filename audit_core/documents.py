@@ -1,8 +1,15 @@
 """The unit of an audit: a document with a stable id."""
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import re
+import warnings
 from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -16,3 +23,349 @@ class Document:
 
     def content_hash(self) -> str:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# Loading and validating a user's own documents (CSV upload or pasted text).
+#
+# A "word" here is a maximal run of non-space characters, the same definition
+# as ``audit_core.scoring.split_words`` and ``Document.n_words``; it is
+# recomputed with ``str.split`` so that loading documents never imports torch.
+# ---------------------------------------------------------------------------
+
+#: Documents shorter than this are reported as "too_short" and not audited.
+#: Why 20: the half-document methods (S2MIA, Min-k) query with the first half
+#: and score the second, and MBA masks M=10 words; below ~20 words too little
+#: text is left to carry signal, so a verdict would be noise. Each method
+#: still enforces its own minimum; this is the default of the upload check.
+MIN_WORDS = 20
+
+RowStatusName = Literal["usable", "empty", "too_short", "duplicate"]
+ROW_STATUSES: tuple[str, ...] = ("usable", "empty", "too_short", "duplicate")
+
+#: Delimiters a user's CSV may use (Excel in many European locales writes ';').
+CSV_DELIMITERS = ",;\t|"
+
+# Magic numbers of files people upload by mistake instead of a CSV.
+_BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"%PDF-", "a PDF file"),
+    (b"PK\x03\x04", "a ZIP archive (an .xlsx/.docx/.odt file is one)"),
+    (b"PK\x05\x06", "an empty ZIP archive"),
+    (b"\x1f\x8b", "a gzip-compressed file"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "a legacy Office file (.xls/.doc)"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"Rar!\x1a\x07", "a RAR archive"),
+    (b"SQLite format 3\x00", "a SQLite database"),
+)
+
+_ID_COLUMN_NAMES = ("id", "doc_id", "docid", "document_id", "documentid", "doc", "identifier", "key", "uid", "uuid")
+
+
+class DocumentInputError(ValueError):
+    """The user's input cannot be read as documents; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class RowStatus:
+    """What happened to one input row (CSV data row or pasted block).
+
+    ``row`` is 1-based among data rows (the CSV header is not counted) or among
+    pasted blocks; ``id`` is the document id for usable rows, else None.
+    """
+
+    row: int
+    status: RowStatusName
+    message: str
+    id: str | None = None
+
+
+@dataclass
+class DocumentBatch:
+    """Usable documents plus a per-row account of everything that was dropped."""
+
+    documents: list[Document]
+    rows: list[RowStatus]
+
+    def counts(self) -> dict[str, int]:
+        """Number of rows per status; every status is present, zero included."""
+        out = {s: 0 for s in ROW_STATUSES}
+        for r in self.rows:
+            out[r.status] += 1
+        return out
+
+    def problems(self) -> list[RowStatus]:
+        """Rows that did not become a document, in input order."""
+        return [r for r in self.rows if r.status != "usable"]
+
+
+def normalize_whitespace(text: str) -> str:
+    """Collapse every run of whitespace (newlines, tabs, NBSP...) into one space.
+
+    Knowledge bases are normally indexed with normalised whitespace, and the
+    membership methods compare words, so layout carries no information.
+    """
+    return " ".join(text.split())
+
+
+def _decode(data: bytes) -> str:
+    """Decode bytes as UTF-16 (with BOM), UTF-8 (with or without BOM), then cp1252, then Latin-1.
+
+    cp1252 comes before Latin-1 because Windows tools write it and it agrees
+    with Latin-1 on every printable Latin-1 character; Latin-1 is last since
+    it accepts any byte sequence.
+    """
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise DocumentInputError("The file starts like UTF-16 text but is not valid UTF-16.") from exc
+    if data.startswith(b"\xef\xbb\xbf"):
+        try:
+            return data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise DocumentInputError(
+                "The file starts with a UTF-8 marker but is not valid UTF-8; save it again as 'CSV UTF-8'."
+            ) from exc
+    for encoding in ("utf-8", "cp1252"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    return data.decode("latin-1")
+
+
+def _check_not_binary(data: bytes) -> None:
+    for magic, kind in _BINARY_SIGNATURES:
+        if data.startswith(magic):
+            raise DocumentInputError(f"This file is {kind}, not a CSV. Export your table as CSV (comma or semicolon separated).")
+    if b"\x00" in data[:65536] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise DocumentInputError("This file contains binary data (NUL bytes), not CSV text. Export your table as CSV.")
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _check_text_like(text: str) -> None:
+    """Reject decoded content dominated by control characters (binary without NULs)."""
+    sample = text[:65536]
+    controls = len(_CONTROL_RE.findall(sample))
+    if sample and controls / len(sample) > 0.01:
+        raise DocumentInputError("This file does not look like text (many control characters); upload a CSV file.")
+
+
+def _records(sample: str, delimiter: str, limit: int = 200) -> list[list[str]]:
+    """Up to ``limit`` non-blank records of ``sample`` parsed with ``delimiter``."""
+    reader = csv.reader(io.StringIO(sample), delimiter=delimiter, quotechar='"', doublequote=True, strict=False)
+    out: list[list[str]] = []
+    try:
+        for rec in reader:
+            if rec:
+                out.append(rec)
+                if len(out) >= limit:
+                    break
+    except csv.Error:
+        pass
+    return out
+
+
+def _consistency(records: list[list[str]]) -> tuple[float, int]:
+    """(fraction of records with as many fields as the header, header width)."""
+    if not records:
+        return 0.0, 0
+    width = len(records[0])
+    return sum(len(r) == width for r in records) / len(records), width
+
+
+def _detect_delimiter(text: str) -> str:
+    """The delimiter of a CSV text, or '' for a single-column file.
+
+    csv.Sniffer is tried first; its answer is kept only if the header has at
+    least two fields and every sampled row has the header's width. Otherwise
+    the candidate whose parse is most consistent wins (ties: wider header).
+    A header with one field under every candidate means a one-column file.
+    """
+    sample = text[:32768]
+    if len(text) > len(sample) and "\n" in sample:
+        sample = sample[: sample.rfind("\n") + 1]  # whole lines only
+    try:
+        sniffed: str | None = csv.Sniffer().sniff(sample, delimiters=CSV_DELIMITERS).delimiter
+    except csv.Error:
+        sniffed = None
+    scored = {d: _consistency(_records(sample, d)) for d in CSV_DELIMITERS}
+    if sniffed in scored and scored[sniffed][1] >= 2 and scored[sniffed][0] == 1.0:
+        return sniffed
+    candidates = [(c, w, d) for d, (c, w) in scored.items() if w >= 2]
+    if not candidates:
+        return ""
+    best = max(candidates, key=lambda t: (t[0], t[1]))
+    return best[2]
+
+
+def _unused_delimiter(text: str) -> str:
+    for d in ("\x1f", "\x1e", "\x1d", "\x1c"):
+        if d not in text:
+            return d
+    raise DocumentInputError("This file contains unusual control characters; save it again as plain CSV.")
+
+
+def read_csv_bytes(data: bytes) -> pd.DataFrame:
+    """Parse an uploaded CSV into a DataFrame of strings (empty cells are "").
+
+    Encoding and delimiter are detected because users export from Excel,
+    LibreOffice or scripts with every combination of UTF-8/BOM/cp1252 and
+    ',' ';' tab '|'. Nothing is coerced: "NA", "0012" and "1e5" stay text.
+    Raises DocumentInputError for empty, binary or unparseable input.
+    """
+    if not data or not data.strip():
+        raise DocumentInputError("The file is empty.")
+    _check_not_binary(data)
+    text = _decode(data)
+    _check_text_like(text)
+    text = text.lstrip("\ufeff")
+    if not text.strip():
+        raise DocumentInputError("The file is empty.")
+    delimiter = _detect_delimiter(text)
+    if not delimiter:
+        delimiter = _unused_delimiter(text)  # one column: every line is one field
+    try:
+        with warnings.catch_warnings():
+            # pandas only warns when a row has more fields than the header and
+            # drops the extra ones: that is data loss, so it is an error here
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            df = pd.read_csv(
+                io.StringIO(text),
+                sep=delimiter,
+                quotechar='"',
+                doublequote=True,
+                dtype=str,
+                index_col=False,  # never turn a first column into the index
+                keep_default_na=False,
+                na_filter=False,
+                skip_blank_lines=True,
+                engine="c",
+            )
+    except pd.errors.EmptyDataError as exc:
+        raise DocumentInputError("The file has no header row and no data.") from exc
+    except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
+        shown = {"\t": "tab", "\x1f": "none"}.get(delimiter, repr(delimiter))
+        raise DocumentInputError(
+            f"The file could not be read as a table (delimiter {shown}): a row has more fields than the header "
+            f"({str(exc).strip()}). Texts containing the delimiter or line breaks must be in double quotes."
+        ) from exc
+    df = df.fillna("").astype(str)
+    df.columns = [str(c).strip() for c in df.columns]
+    return df
+
+
+def guess_text_column(df: pd.DataFrame) -> str:
+    """The column whose cells are longest on average: documents are the long cells."""
+    if len(df.columns) == 0:
+        raise DocumentInputError("The table has no columns.")
+    best, best_len = str(df.columns[0]), -1.0
+    for col in df.columns:
+        values = df[col].astype(str)
+        mean_len = float(values.str.len().mean()) if len(values) else 0.0
+        if mean_len > best_len:
+            best, best_len = str(col), mean_len
+    return best
+
+
+def guess_id_column(df: pd.DataFrame, text_column: str | None = None) -> str | None:
+    """A column that names the documents, or None when none looks like one.
+
+    A column named like an id (id, doc_id, key, ...) wins; otherwise the first
+    other column whose values are non-empty, unique and short (no spaces,
+    at most 64 characters). Never the text column.
+    """
+    text_column = text_column if text_column is not None else (guess_text_column(df) if len(df.columns) else None)
+    others = [str(c) for c in df.columns if str(c) != text_column]
+    for col in others:
+        if re.sub(r"[\s\-]", "_", col.strip().lower()) in _ID_COLUMN_NAMES:
+            return col
+    for col in others:
+        values = df[col].astype(str).str.strip()
+        if len(values) == 0 or (values == "").any() or not values.is_unique:
+            continue
+        if values.str.len().max() <= 64 and not values.str.contains(r"\s").any():
+            return col
+    return None
+
+
+def _unique_id(wanted: str, used: set[str]) -> str:
+    if wanted not in used:
+        return wanted
+    k = 2
+    while f"{wanted}-{k}" in used:
+        k += 1
+    return f"{wanted}-{k}"
+
+
+def _build_batch(texts: list[str], ids: list[str] | None, min_words: int, unit: str) -> DocumentBatch:
+    """Classify each raw text (empty / too_short / duplicate / usable) and build documents."""
+    documents: list[Document] = []
+    rows: list[RowStatus] = []
+    seen: dict[str, tuple[int, str]] = {}  # normalised text -> (row, id) of its first usable occurrence
+    used_ids: set[str] = set()
+    for i, raw in enumerate(texts):
+        row = i + 1
+        text = normalize_whitespace(raw)
+        if not text:
+            rows.append(RowStatus(row, "empty", f"{unit} {row} has no text."))
+            continue
+        n = len(text.split())
+        if n < min_words:
+            rows.append(RowStatus(row, "too_short", f"{unit} {row} has {n} words; at least {min_words} are needed."))
+            continue
+        if text in seen:
+            first_row, first_id = seen[text]
+            rows.append(RowStatus(row, "duplicate", f"{unit} {row} repeats the text of {unit.lower()} {first_row} (id {first_id})."))
+            continue
+        wanted = ids[i].strip() if ids is not None else ""
+        doc_id = _unique_id(wanted or f"doc-{row}", used_ids)
+        used_ids.add(doc_id)
+        seen[text] = (row, doc_id)
+        documents.append(Document(doc_id, text))
+        note = f" (id {wanted!r} was already used)" if wanted and doc_id != wanted else ""
+        rows.append(RowStatus(row, "usable", f"{unit} {row} is usable{note}.", doc_id))
+    return DocumentBatch(documents, rows)
+
+
+def documents_from_table(
+    df: pd.DataFrame, text_column: str, id_column: str | None = None, min_words: int = MIN_WORDS
+) -> DocumentBatch:
+    """Documents from one column of a table, with a status for every row.
+
+    Ids come from ``id_column`` (stringified, stripped; repeated ids get a
+    "-2", "-3" suffix) or are "doc-<row>". Only the first of identical texts
+    (after whitespace normalisation) is kept: auditing it twice would only
+    double the cost of the audit.
+    """
+    columns = [str(c) for c in df.columns]
+    for name, label in ((text_column, "Text"), (id_column, "Id")):
+        if name is not None and name not in columns:
+            raise DocumentInputError(f"{label} column {name!r} not found; the columns are: {', '.join(map(repr, columns))}.")
+    texts = ["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in df[text_column].tolist()]
+    ids = None
+    if id_column is not None:
+        ids = ["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in df[id_column].tolist()]
+    return _build_batch(texts, ids, min_words, "Row")
+
+
+_BLANK_LINE_RE = re.compile(r"\n[ \t\u00a0]*\n")
+
+
+def documents_from_text(pasted: str, min_words: int = MIN_WORDS) -> DocumentBatch:
+    """Documents from pasted text: blocks separated by one or more blank lines.
+
+    Text without a blank line is one document. Ids are "doc-<block>".
+    Raises DocumentInputError when nothing but whitespace was pasted.
+    """
+    if not pasted or not pasted.strip():
+        raise DocumentInputError("No text was pasted.")
+    text = pasted.replace("\r\n", "\n").replace("\r", "\n")
+    blocks = [b for b in _BLANK_LINE_RE.split(text) if b.strip()]
+    return _build_batch(blocks, None, min_words, "Block")

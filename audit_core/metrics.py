@@ -1,0 +1,309 @@
+"""Evaluation metrics for membership inference: AUC, threshold metrics, TPR at low FPR.
+
+Conventions used throughout (and by the benchmark and the app):
+
+* ``labels``: 1 / True for a member, 0 / False for a non-member.
+* ``scores``: higher means "more likely a member". A score of ``None`` (or NaN)
+  is *inconclusive* -- the method could not score that document (no logprobs,
+  target errors, too short). Inconclusive documents are excluded from every
+  metric and counted separately, never imputed, so a method is not rewarded or
+  punished with a made-up score; ``summarize`` reports how many were excluded.
+* ``decisions``: True (member) / False (not found) / None (inconclusive), with
+  the same exclusion rule. ``decisions_at(scores, t)`` applies ``score >= t``.
+* An undefined metric (precision with no positive decision, AUC with one class)
+  is ``nan`` here and ``None`` in ``summarize``'s JSON-friendly output.
+
+TPR at a low FPR follows Carlini et al. ("Membership inference attacks from
+first principles"): the highest true-positive rate among the thresholds of the
+empirical ROC curve whose false-positive rate does not exceed the target. No
+interpolation between ROC points is done, so the number is achievable by an
+actual threshold. With fewer than ``1 / fpr`` non-members the only admissible
+FPR is 0, i.e. the value is the TPR above the highest-scoring non-member.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy.stats import rankdata
+
+#: FPR levels reported by ``summarize`` (1% and 0.1%, as in the MIA literature)
+DEFAULT_FPRS: tuple[float, ...] = (0.01, 0.001)
+#: bootstrap resamples and confidence level used unless told otherwise
+DEFAULT_BOOTSTRAP = 1000
+DEFAULT_LEVEL = 0.95
+
+ArrayLike = Sequence[float | int | bool | None] | np.ndarray
+MetricFn = Callable[[np.ndarray, np.ndarray], float]
+
+
+# --------------------------------------------------------------------------- input handling
+
+
+def _labels(labels: ArrayLike) -> np.ndarray:
+    y = np.asarray(labels)
+    if y.ndim != 1:
+        raise ValueError("labels must be one-dimensional")
+    y = y.astype(float)
+    if not np.all((y == 0) | (y == 1)):
+        raise ValueError("labels must be 0/1 or booleans")
+    return y.astype(np.int8)
+
+
+def _values(values: ArrayLike) -> np.ndarray:
+    """Floats with NaN where a value is None (inconclusive)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
+        return values.astype(float)  # fast path: bootstrap resamples are already numeric
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
+
+
+def clean(labels: ArrayLike, values: ArrayLike) -> tuple[np.ndarray, np.ndarray, int]:
+    """Drop inconclusive entries (None / NaN). Returns labels, values and how many were dropped."""
+    y = _labels(labels)
+    v = _values(values)
+    if len(y) != len(v):
+        raise ValueError(f"{len(y)} labels but {len(v)} scores")
+    keep = ~np.isnan(v)
+    return y[keep], v[keep], int((~keep).sum())
+
+
+def decisions_at(scores: ArrayLike, threshold: float) -> list[bool | None]:
+    """Decisions ``score >= threshold``; an inconclusive score gives an inconclusive decision."""
+    return [None if s is None or math.isnan(float(s)) else bool(float(s) >= threshold) for s in scores]
+
+
+# --------------------------------------------------------------------------- ranking metrics
+
+
+def roc_auc(labels: ArrayLike, scores: ArrayLike) -> float:
+    """Area under the ROC curve; ties between a member and a non-member count one half.
+
+    Computed as the Mann-Whitney U statistic with mid-ranks, which equals the
+    trapezoidal area under the empirical ROC curve. ``nan`` if a class is absent.
+    """
+    y, s, _ = clean(labels, scores)
+    n1 = int(y.sum())
+    n0 = len(y) - n1
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    ranks = rankdata(s)  # average ranks for ties
+    u = ranks[y == 1].sum() - n1 * (n1 + 1) / 2.0
+    return float(u / (n1 * n0))
+
+
+def roc_curve(labels: ArrayLike, scores: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Empirical ROC curve: (fpr, tpr, thresholds), thresholds decreasing.
+
+    Point i is the rule ``score >= thresholds[i]``; the first point is
+    ``(0, 0)`` with threshold +inf, the last ``(1, 1)`` at the lowest score.
+    Tied scores form a single point. Empty arrays if a class is absent.
+    """
+    y, s, _ = clean(labels, scores)
+    n1 = int(y.sum())
+    n0 = len(y) - n1
+    if n1 == 0 or n0 == 0:
+        empty = np.array([], dtype=float)
+        return empty, empty, empty
+    order = np.argsort(-s, kind="mergesort")
+    s_sorted, y_sorted = s[order], y[order]
+    # the last index of every run of equal scores is where a threshold takes effect
+    ends = np.r_[np.nonzero(np.diff(s_sorted))[0], len(s_sorted) - 1]
+    tps = np.cumsum(y_sorted)[ends]
+    fps = (ends + 1) - tps
+    fpr = np.r_[0.0, fps / n0]
+    tpr = np.r_[0.0, tps / n1]
+    thresholds = np.r_[np.inf, s_sorted[ends]]
+    return fpr, tpr, thresholds
+
+
+def tpr_at_fpr(labels: ArrayLike, scores: ArrayLike, fpr: float) -> float:
+    """Highest TPR over ROC thresholds whose FPR is at most ``fpr`` (no interpolation).
+
+    The comparison is done on counts (false positives <= floor(fpr * n0)) so
+    floating-point rounding never admits or rejects a point wrongly.
+    """
+    if not 0.0 <= fpr <= 1.0:
+        raise ValueError("fpr must be in [0, 1]")
+    y, s, _ = clean(labels, scores)
+    n0 = int((y == 0).sum())
+    f, t, _ = roc_curve(y, s)
+    if len(f) == 0:
+        return float("nan")
+    max_fp = math.floor(fpr * n0 + 1e-9)
+    admissible = np.rint(f * n0) <= max_fp
+    return float(t[admissible].max())
+
+
+# --------------------------------------------------------------------------- decision metrics
+
+
+def confusion(labels: ArrayLike, decisions: ArrayLike) -> dict[str, int]:
+    """Counts tp, fp, tn, fn over decided documents (None decisions excluded)."""
+    y, d, _ = clean(labels, decisions)
+    d = d.astype(bool)
+    pos = y == 1
+    return {
+        "tp": int((d & pos).sum()),
+        "fp": int((d & ~pos).sum()),
+        "tn": int((~d & ~pos).sum()),
+        "fn": int((~d & pos).sum()),
+    }
+
+
+def _ratio(num: int, den: int) -> float:
+    return float(num / den) if den else float("nan")
+
+
+def accuracy(labels: ArrayLike, decisions: ArrayLike) -> float:
+    c = confusion(labels, decisions)
+    return _ratio(c["tp"] + c["tn"], sum(c.values()))
+
+
+def precision(labels: ArrayLike, decisions: ArrayLike) -> float:
+    """Share of "member" decisions that are members; nan when nothing was called a member."""
+    c = confusion(labels, decisions)
+    return _ratio(c["tp"], c["tp"] + c["fp"])
+
+
+def recall(labels: ArrayLike, decisions: ArrayLike) -> float:
+    """True-positive rate among decided members; nan without members."""
+    c = confusion(labels, decisions)
+    return _ratio(c["tp"], c["tp"] + c["fn"])
+
+
+def f1(labels: ArrayLike, decisions: ArrayLike) -> float:
+    """2TP / (2TP + FP + FN); nan when there is neither a member nor a member decision."""
+    c = confusion(labels, decisions)
+    return _ratio(2 * c["tp"], 2 * c["tp"] + c["fp"] + c["fn"])
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+def _stratified_indices(y: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """``n`` resamples of indices, each drawn with replacement within each class."""
+    rng = np.random.default_rng(seed)
+    strata = [np.nonzero(y == c)[0] for c in (1, 0)]
+    parts = [rng.choice(idx, size=(n, len(idx)), replace=True) for idx in strata if len(idx)]
+    return np.concatenate(parts, axis=1)
+
+
+def bootstrap_ci(
+    metric_fn: MetricFn,
+    labels: ArrayLike,
+    scores: ArrayLike,
+    n: int = DEFAULT_BOOTSTRAP,
+    seed: int = 0,
+    level: float = DEFAULT_LEVEL,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``metric_fn(labels, scores)``.
+
+    Resampling is stratified: each resample keeps the number of members and
+    non-members of the data, so AUC and TPR@FPR stay defined in every
+    resample. ``scores`` may be decisions for the decision metrics. Inconclusive
+    entries are dropped first. Resamples where the metric is undefined (e.g.
+    precision with no member decision) are skipped; if none is defined the
+    interval is ``(nan, nan)``.
+    """
+    if n < 1:
+        raise ValueError("n must be at least 1")
+    if not 0.0 < level < 1.0:
+        raise ValueError("level must be in (0, 1)")
+    y, v, _ = clean(labels, scores)
+    if len(y) == 0:
+        return float("nan"), float("nan")
+    idx = _stratified_indices(y, n, seed)
+    stats = np.array([metric_fn(y[i], v[i]) for i in idx], dtype=float)
+    stats = stats[np.isfinite(stats)]
+    if len(stats) == 0:
+        return float("nan"), float("nan")
+    alpha = 1.0 - level
+    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
+    return float(low), float(high)
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _none_if_nan(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _ci(metric_fn: MetricFn, y: np.ndarray, v: np.ndarray, n: int, seed: int, level: float) -> list[float | None] | None:
+    if n <= 0:
+        return None
+    lo, hi = bootstrap_ci(metric_fn, y, v, n=n, seed=seed, level=level)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return [lo, hi]
+
+
+def fpr_key(fpr: float) -> str:
+    """The summary key of TPR at a given FPR, e.g. ``tpr@fpr=0.01``."""
+    return f"tpr@fpr={fpr:g}"
+
+
+def summarize(
+    labels: ArrayLike,
+    scores: ArrayLike,
+    decisions: ArrayLike | None = None,
+    *,
+    threshold: float | None = None,
+    fprs: Sequence[float] = DEFAULT_FPRS,
+    n_boot: int = DEFAULT_BOOTSTRAP,
+    seed: int = 0,
+    level: float = DEFAULT_LEVEL,
+    include_roc: bool = True,
+) -> dict:
+    """Every metric with its bootstrap interval, as a JSON-ready dict.
+
+    Score metrics (``auc``, ``tpr@fpr=...``) use the documents with a score;
+    decision metrics (``accuracy``, ``precision``, ``recall``, ``f1``) use the
+    documents with a decision. ``decisions`` default to ``score >= threshold``
+    when a threshold is given; with neither, decision metrics are None.
+    ``n_inconclusive_scores`` / ``n_inconclusive_decisions`` count what was
+    excluded. Undefined values are None. ``n_boot=0`` skips the intervals.
+    Each metric's interval key is its name + ``_ci``: ``[low, high]`` or None.
+    """
+    y_all = _labels(labels)
+    if decisions is None and threshold is not None:
+        decisions = decisions_at(list(scores), threshold)
+    ys, s, n_bad_s = clean(y_all, scores)
+    out: dict = {
+        "n": int(len(y_all)),
+        "n_members": int(y_all.sum()),
+        "n_nonmembers": int(len(y_all) - y_all.sum()),
+        "n_scored": int(len(ys)),
+        "n_inconclusive_scores": n_bad_s,
+        "threshold": threshold,
+        "level": level,
+        "n_boot": n_boot,
+    }
+    score_metrics: dict[str, MetricFn] = {"auc": roc_auc}
+    for f in fprs:
+        score_metrics[fpr_key(f)] = (lambda fv: (lambda a, b: tpr_at_fpr(a, b, fv)))(f)
+    for name, fn in score_metrics.items():
+        out[name] = _none_if_nan(fn(ys, s))
+        out[name + "_ci"] = _ci(fn, ys, s, n_boot, seed, level) if out[name] is not None else None
+
+    decision_metrics: dict[str, MetricFn] = {"accuracy": accuracy, "precision": precision, "recall": recall, "f1": f1}
+    if decisions is None:
+        out["n_decided"] = 0
+        out["n_inconclusive_decisions"] = int(len(y_all))
+        out["confusion"] = None
+        for name in decision_metrics:
+            out[name] = out[name + "_ci"] = None
+    else:
+        yd, d, n_bad_d = clean(y_all, decisions)
+        out["n_decided"] = int(len(yd))
+        out["n_inconclusive_decisions"] = n_bad_d
+        out["confusion"] = confusion(yd, d)
+        for name, fn in decision_metrics.items():
+            out[name] = _none_if_nan(fn(yd, d))
+            out[name + "_ci"] = _ci(fn, yd, d, n_boot, seed, level) if out[name] is not None else None
+
+    if include_roc:
+        fpr, tpr, _ = roc_curve(ys, s)
+        out["roc"] = {"fpr": fpr.tolist(), "tpr": tpr.tolist()}
+    return out

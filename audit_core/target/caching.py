@@ -1,0 +1,193 @@
+"""A Target wrapper that answers from the store first and stores every new answer.
+
+Every query to a real target is paid by the user, so an audit must be
+resumable: an answer is written to the store (and committed) the moment it
+arrives, before the caller sees it. An audit killed midway loses at most the
+requests in flight; the re-run sends only what was never answered.
+
+Writing one by one in ``complete_many``: when the inner target uses the base
+class's ``complete_many`` (HTTP connectors: concurrent ``complete`` calls),
+the wrapper runs that concurrency itself, with the inner target's
+``max_concurrency``, around a per-request function that calls
+``inner.complete`` and writes the answer before taking the next request. When
+the inner target overrides ``complete_many`` (an in-process system that shares
+one forward pass across the batch), its answers only exist when the whole
+batch returns, so they are written right after it returns; such targets cost
+no money, so a kill there loses compute only.
+
+Failures are never cached (see ``audit_core.store``); they are logged in the
+store's ``failures`` table and returned / raised as usual, so a re-run retries.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from audit_core.store import Store, target_identity
+from audit_core.target.base import Capabilities, ChatRequest, Completion, Target, TargetError
+
+
+@dataclass
+class CacheStats:
+    """Counters shared by a CachingTarget and its per-method views."""
+
+    cache_hits: int = 0
+    sent: int = 0
+    failures: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, hits: int = 0, sent: int = 0, failures: int = 0) -> None:
+        with self._lock:
+            self.cache_hits += hits
+            self.sent += sent
+            self.failures += failures
+
+
+class CachingTarget(Target):
+    """Wrap ``inner`` so that answered requests are served from ``store``.
+
+    Answers are keyed by (target identity, method, method version, request
+    key); ``for_method`` gives a view with another method scope over the same
+    inner target, store and counters. The identity is the inner target's
+    ``name`` (base URL + model) with URL credentials stripped; nothing else of
+    the inner object (an API key in particular) is ever read or stored.
+
+    ``account`` is the inner target's account: it counts what was really sent
+    and paid, whereas ``cache_hits`` / ``sent`` count this wrapper's traffic.
+    """
+
+    def __init__(
+        self,
+        inner: Target,
+        store: Store,
+        method: str = "",
+        method_version: str = "",
+        stats: CacheStats | None = None,
+    ) -> None:
+        self.inner = inner
+        self.store = store
+        self.method = method
+        self.method_version = method_version
+        self.stats = stats if stats is not None else CacheStats()
+        self.account = inner.account
+
+    # the wrapper is transparent: same identity and concurrency as the inner target
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    @property
+    def max_concurrency(self) -> int:  # type: ignore[override]
+        return self.inner.max_concurrency
+
+    @property
+    def target_id(self) -> str:
+        return target_identity(self.inner.name)
+
+    @property
+    def cache_hits(self) -> int:
+        return self.stats.cache_hits
+
+    @property
+    def sent(self) -> int:
+        return self.stats.sent
+
+    def for_method(self, method: str, version: str = "") -> "CachingTarget":
+        """A view that stores answers under another method scope, sharing counters."""
+        return CachingTarget(self.inner, self.store, method, version, self.stats)
+
+    # ------------------------------------------------------------------ store access
+
+    def _lookup(self, request: ChatRequest) -> Completion | None:
+        return self.store.get_response(self.target_id, request.key(), self.method, self.method_version)
+
+    def _record(self, request: ChatRequest, outcome: Completion | TargetError) -> None:
+        if isinstance(outcome, TargetError):
+            self.store.record_failure(self.target_id, request.key(), outcome, self.method, self.method_version)
+            self.stats.add(failures=1)
+        else:
+            self.store.put_response(self.target_id, request.key(), outcome, self.method, self.method_version, request)
+
+    def _send_one(self, request: ChatRequest) -> Completion | TargetError:
+        """Send one request to the inner target and store its outcome before returning."""
+        self.stats.add(sent=1)
+        try:
+            outcome: Completion | TargetError = self.inner.complete(request)
+        except TargetError as exc:
+            outcome = exc
+        self._record(request, outcome)
+        return outcome
+
+    # ------------------------------------------------------------------ Target interface
+
+    def complete(self, request: ChatRequest) -> Completion:
+        hit = self._lookup(request)
+        if hit is not None:
+            self.stats.add(hits=1)
+            return hit
+        outcome = self._send_one(request)
+        if isinstance(outcome, TargetError):
+            raise outcome
+        return outcome
+
+    def complete_many(
+        self, requests: Sequence[ChatRequest], progress: Callable[[int], None] | None = None
+    ) -> list[Completion | TargetError]:
+        """Answer a batch: cached answers first, the rest sent once each (duplicates share one call)."""
+        requests = list(requests)
+        results: list[Completion | TargetError | None] = [None] * len(requests)
+        pending: dict[str, list[int]] = {}  # request key -> positions waiting for it
+        for i, req in enumerate(requests):
+            k = req.key()
+            if k in pending:
+                pending[k].append(i)
+                continue
+            hit = self._lookup(req)
+            if hit is None:
+                pending[k] = [i]
+            else:
+                results[i] = hit
+                self.stats.add(hits=1)
+                if progress is not None:
+                    progress(1)
+        duplicates = sum(len(v) - 1 for v in pending.values())
+        if duplicates:
+            self.stats.add(hits=duplicates)
+
+        to_send = [requests[pos[0]] for pos in pending.values()]
+
+        def deliver(req: ChatRequest, outcome: Completion | TargetError) -> None:
+            for i in pending[req.key()]:
+                results[i] = outcome
+                if progress is not None:
+                    progress(1)
+
+        if to_send:
+            if type(self.inner).complete_many is Target.complete_many:
+                # per-request path: each answer is committed as it arrives
+                def one(req: ChatRequest) -> None:
+                    deliver(req, self._send_one(req))
+
+                if self.max_concurrency <= 1 or len(to_send) <= 1:
+                    for req in to_send:
+                        one(req)
+                else:
+                    with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+                        list(pool.map(one, to_send))
+            else:
+                # batched in-process target: answers exist only when the batch returns
+                self.stats.add(sent=len(to_send))
+                outcomes = self.inner.complete_many(to_send)
+                if len(outcomes) != len(to_send):
+                    raise RuntimeError(f"{self.name} returned {len(outcomes)} answers for {len(to_send)} requests")
+                for req, out in zip(to_send, outcomes):
+                    self._record(req, out)
+                    deliver(req, out)
+        assert all(r is not None for r in results)
+        return results  # type: ignore[return-value]
+
+    def capabilities(self) -> Capabilities:
+        """Always asked of the live target: a capability probe must reflect it now."""
+        return self.inner.capabilities()

@@ -1,0 +1,256 @@
+"""Loading and validating a user's documents: encodings, delimiters, statuses, bad input."""
+from __future__ import annotations
+
+import csv
+import io
+import time
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from audit_core.documents import (
+    MIN_WORDS,
+    DocumentInputError,
+    documents_from_table,
+    documents_from_text,
+    guess_id_column,
+    guess_text_column,
+    normalize_whitespace,
+    read_csv_bytes,
+)
+
+LONG = "the patient reported a mild headache and some dizziness after the new medication was started last week"  # 18 words
+TEXT_A = LONG + " at home alone"  # 21 words
+TEXT_B = "a second document " + LONG  # 21 words
+
+
+def _csv(rows: list[list[str]], delimiter: str = ",", encoding: str = "utf-8") -> bytes:
+    buf = io.StringIO()
+    csv.writer(buf, delimiter=delimiter, lineterminator="\r\n").writerows(rows)
+    return buf.getvalue().encode(encoding)
+
+
+# --- read_csv_bytes -----------------------------------------------------------------------
+
+def test_utf8_comma_with_quoted_delimiter_and_newline():
+    data = _csv([["id", "text"], ["a", "hello, world"], ["b", "line one\nline two"]])
+    df = read_csv_bytes(data)
+    assert list(df.columns) == ["id", "text"]
+    assert df["text"].tolist() == ["hello, world", "line one\nline two"]
+
+
+def test_utf8_bom_is_removed_from_the_header():
+    df = read_csv_bytes(b"\xef\xbb\xbf" + _csv([["id", "text"], ["1", "na\u00efve caf\u00e9"]]))
+    assert list(df.columns) == ["id", "text"]
+    assert df["text"][0] == "na\u00efve caf\u00e9"
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "cp1252"])
+def test_latin1_and_cp1252_accents_are_preserved(encoding):
+    df = read_csv_bytes(_csv([["id", "text"], ["1", "Fi\u00e8vre \u00e0 38 \u00b0C, na\u00efvet\u00e9"]], ";", encoding))
+    assert df["text"][0] == "Fi\u00e8vre \u00e0 38 \u00b0C, na\u00efvet\u00e9"
+
+
+def test_cp1252_specific_characters():
+    # the euro sign and curly quotes exist in cp1252 only (bytes 0x80-0x9f)
+    df = read_csv_bytes(_csv([["id", "text"], ["1", "\u201cPrice\u201d: 5 \u20ac"]], ",", "cp1252"))
+    assert df["text"][0] == "\u201cPrice\u201d: 5 \u20ac"
+
+
+@pytest.mark.parametrize("delimiter", [";", "\t", "|", ","])
+def test_delimiters_are_detected(delimiter):
+    rows = [["id", "text", "note"], ["1", "a, b; c | d", "x"], ["2", "plain", "y"]]
+    df = read_csv_bytes(_csv(rows, delimiter))
+    assert list(df.columns) == ["id", "text", "note"]
+    assert df.values.tolist() == rows[1:]
+
+
+def test_values_stay_strings():
+    df = read_csv_bytes(b"id,text\n0012,NA\n1e5,\n")
+    assert df["id"].tolist() == ["0012", "1e5"]
+    assert df["text"].tolist() == ["NA", ""]
+
+
+def test_single_column_file_keeps_commas_inside_lines():
+    df = read_csv_bytes(b"text\nhello, world\nsemi; colon\n")
+    assert list(df.columns) == ["text"]
+    assert df["text"].tolist() == ["hello, world", "semi; colon"]
+
+
+def test_utf16_with_bom():
+    df = read_csv_bytes("id\ttext\n1\tgr\u00fc\u00dfe\n".encode("utf-16"))
+    assert df["text"][0] == "gr\u00fc\u00dfe"
+
+
+@pytest.mark.parametrize(
+    "data, fragment",
+    [
+        (b"", "empty"),
+        (b"  \r\n\n", "empty"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", "PNG"),
+        (b"PK\x03\x04\x14\x00\x06\x00", "ZIP"),
+        (b"%PDF-1.7\n", "PDF"),
+        (b"id,text\n1,ab\x00cd\n", "binary"),
+        (bytes(range(1, 32)) * 50, "text"),
+    ],
+)
+def test_non_csv_input_is_rejected(data, fragment):
+    with pytest.raises(DocumentInputError, match=fragment):
+        read_csv_bytes(data)
+
+
+@pytest.mark.parametrize("data", [b"id,text\n1,a\n2,b\n3,c,d,e\n", b"id,text\n1,hello, world\n"])
+def test_rows_wider_than_the_header_raise_a_clear_error(data):
+    # the second case is one that pandas would silently read with "1" as the index
+    with pytest.raises(DocumentInputError, match="more fields than the header"):
+        read_csv_bytes(data)
+
+
+def test_short_rows_are_padded_with_empty_cells():
+    df = read_csv_bytes(b"id,text,note\n1,abc\n2,def,x\n")
+    assert df.values.tolist() == [["1", "abc", ""], ["2", "def", "x"]]
+
+
+# --- column guesses -----------------------------------------------------------------------
+
+def test_guess_columns():
+    df = pd.DataFrame({"label": ["x", "y"], "body": [TEXT_A, TEXT_B], "ref": ["r1", "r2"]})
+    assert guess_text_column(df) == "body"
+    assert guess_id_column(df) == "label"  # first short unique column
+    df2 = df.assign(Doc_ID=["1", "2"])
+    assert guess_id_column(df2) == "Doc_ID"  # the name wins
+    assert guess_id_column(pd.DataFrame({"text": [TEXT_A], "n": ["has space"]})) is None
+
+
+# --- documents_from_table -----------------------------------------------------------------
+
+def test_statuses_ids_and_counts():
+    df = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d", "a", "", "f"],
+            "text": [TEXT_A, "   \n\t ", "too short text", "  " + TEXT_A.replace(" ", "\n  "), TEXT_B, LONG + " x y z", ""],
+        }
+    )
+    batch = documents_from_table(df, "text", "id")
+    assert [r.status for r in batch.rows] == ["usable", "empty", "too_short", "duplicate", "usable", "usable", "empty"]
+    assert batch.counts() == {"usable": 3, "empty": 2, "too_short": 1, "duplicate": 1}
+    assert [d.id for d in batch.documents] == ["a", "a-2", "doc-6"]
+    assert batch.documents[0].text == TEXT_A
+    assert "row 1" in batch.rows[3].message and "id a" in batch.rows[3].message
+    assert [r.row for r in batch.problems()] == [2, 3, 4, 7]
+    assert len({d.id for d in batch.documents}) == len(batch.documents)
+
+
+def test_default_ids_and_numeric_ids_are_strings():
+    df = pd.DataFrame({"n": [7, 7], "text": [TEXT_A, TEXT_B]})
+    assert [d.id for d in documents_from_table(df, "text", "n").documents] == ["7", "7-2"]
+    assert [d.id for d in documents_from_table(df, "text").documents] == ["doc-1", "doc-2"]
+
+
+def test_generated_id_does_not_collide_with_a_given_one():
+    df = pd.DataFrame({"id": ["doc-2", ""], "text": [TEXT_A, TEXT_B]})
+    ids = [d.id for d in documents_from_table(df, "text", "id").documents]
+    assert ids == ["doc-2", "doc-2-2"]
+
+
+def test_min_words_is_a_parameter():
+    df = pd.DataFrame({"text": ["one two three", TEXT_A]})
+    assert documents_from_table(df, "text").counts()["too_short"] == 1
+    assert documents_from_table(df, "text", min_words=3).counts()["usable"] == 2
+    assert MIN_WORDS == 20
+
+
+@pytest.mark.parametrize("kwargs", [{"text_column": "txt"}, {"text_column": "text", "id_column": "ident"}])
+def test_wrong_column_names_the_available_columns(kwargs):
+    df = pd.DataFrame({"id": ["1"], "text": [TEXT_A], "notes": ["n"]})
+    with pytest.raises(DocumentInputError) as err:
+        documents_from_table(df, **kwargs)
+    assert all(c in str(err.value) for c in ("'id'", "'text'", "'notes'"))
+
+
+def test_ten_thousand_rows_are_fast():
+    rows = [["id", "text"]] + [[f"r{i}", f"document number {i} " + LONG] for i in range(10_000)]
+    start = time.perf_counter()
+    batch = documents_from_table(read_csv_bytes(_csv(rows, ";")), "text", "id")
+    elapsed = time.perf_counter() - start
+    assert batch.counts()["usable"] == 10_000
+    assert batch.documents[-1].id == "r9999"
+    assert elapsed < 5.0
+
+
+# --- documents_from_text ------------------------------------------------------------------
+
+def test_pasted_text_blocks():
+    pasted = f"{TEXT_A}\r\n\r\n  \n\n{TEXT_B.replace(' ', chr(10), 3)}\n \t\nshort one\n\n{TEXT_A}\n"
+    batch = documents_from_text(pasted)
+    assert [r.status for r in batch.rows] == ["usable", "usable", "too_short", "duplicate"]
+    assert [d.text for d in batch.documents] == [TEXT_A, TEXT_B]
+    assert [d.id for d in batch.documents] == ["doc-1", "doc-2"]
+
+
+def test_pasted_single_document_and_empty_paste():
+    assert len(documents_from_text(TEXT_A.replace(" ", "\n")).documents) == 1
+    with pytest.raises(DocumentInputError):
+        documents_from_text(" \n\n \t")
+
+
+def test_normalize_whitespace():
+    assert normalize_whitespace("  a\u00a0b\n\tc  ") == "a b c"
+
+
+# --- property: any table written by csv.writer round-trips --------------------------------
+
+# Latin-1 texts use ASCII plus U+00C0-U+00FF only: Latin-1 bytes 0xA0-0xBF are also UTF-8
+# continuation bytes, so "Ã©" written in Latin-1 is, byte for byte, valid UTF-8 "é" and no
+# decoder can tell the two apart.
+_ASCII = [chr(c) for c in range(0x20, 0x7F)]
+_LATIN = _ASCII + [chr(c) for c in range(0xC0, 0x100)]
+_UNICODE = st.characters(blacklist_categories=("Cs", "Cc", "Co", "Cn", "Zl", "Zp"))
+_SPACE = st.sampled_from([" ", " ", "\n", "\t"])
+
+
+def _texts(alphabet) -> st.SearchStrategy[str]:
+    word = st.text(alphabet=alphabet, min_size=1, max_size=8)
+    return st.lists(st.tuples(word, _SPACE), min_size=0, max_size=30).map(lambda ws: "".join(w + s for w, s in ws))
+
+
+@st.composite
+def _tables(draw):
+    encoding = draw(st.sampled_from(["utf-8", "utf-8-sig", "latin-1", "cp1252"]))
+    alphabet = _LATIN if encoding in ("latin-1", "cp1252") else _UNICODE
+    texts = draw(st.lists(_texts(alphabet), min_size=1, max_size=8))
+    delimiter = draw(st.sampled_from([",", ";", "\t", "|"]))
+    return texts, delimiter, encoding
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_tables())
+def test_property_csv_round_trip(table):
+    texts, delimiter, encoding = table
+    rows = [["id", "text", "extra"]] + [[str(i), t, "e"] for i, t in enumerate(texts)]
+    data = _csv(rows, delimiter, encoding)
+    df = read_csv_bytes(data)
+    assert list(df.columns) == ["id", "text", "extra"]
+    assert len(df) == len(texts)
+    batch = documents_from_table(df, "text", "id", min_words=1)
+    expected, seen = [], set()
+    for t in texts:
+        n = normalize_whitespace(t.encode(encoding).decode(encoding))
+        if n and n not in seen:
+            seen.add(n)
+            expected.append(n)
+    assert [d.text for d in batch.documents] == expected
+    assert sum(batch.counts().values()) == len(texts)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_texts(_UNICODE), min_size=1, max_size=6))
+def test_property_pasted_blocks(texts):
+    batch = documents_from_text("\n\n".join(texts), min_words=1) if any(t.strip() for t in texts) else None
+    if batch is None:
+        return
+    for doc in batch.documents:
+        assert doc.text == normalize_whitespace(doc.text) and doc.text
+    assert len({d.text for d in batch.documents}) == len(batch.documents)
