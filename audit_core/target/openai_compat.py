@@ -1,0 +1,508 @@
+"""Connector to any OpenAI-compatible chat completions endpoint.
+
+This is how the auditor reaches a real user's target (OpenAI, vLLM, llama.cpp,
+a company gateway) and our own reference server over loopback. It is built on
+the official ``openai`` client for request building, authentication and
+transport, but the client's own retries are switched off: every paid query is
+accounted for here, so retries, waiting and concurrency are ours to control
+and count.
+
+Failures become typed ``TargetError``s with messages a user can act on; they
+never contain the API key (it is scrubbed from server text, and kept out of
+reprs, logs and the stored raw responses).
+"""
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import math
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+import openai
+
+from audit_core.target.base import (
+    MAX_TOP_LOGPROBS,
+    AuthenticationFailed,
+    BadResponse,
+    Capabilities,
+    ChatRequest,
+    Completion,
+    ContextTooLong,
+    NoLogprobs,
+    RateLimited,
+    ServerError,
+    Target,
+    TargetError,
+    TokenLogprob,
+    Unreachable,
+    UnknownModel,
+    Usage,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: how much of a server's error text is quoted in our messages
+_MAX_QUOTED_CHARS = 300
+
+_CONTEXT_WORDING = ("context length", "context_length", "maximum context", "context window",
+                    "too many tokens", "prompt is too long", "maximum number of tokens")
+
+
+class RequestRejected(TargetError):
+    """The endpoint refused this request as invalid (a 4xx that fits no other class)."""
+
+    reason = "request_rejected"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When and how long to wait before sending a failed request again.
+
+    Rate limits (429), server errors (5xx, 408) and connection failures or
+    timeouts are retried; a malformed response only ``bad_response_retries``
+    times; everything else (bad key, unknown model, context too long) never,
+    since sending it again cannot help and would be paid for.
+    """
+
+    max_retries: int = 5  # retries after the first attempt, per request
+    backoff_base_s: float = 0.5  # first backoff; doubles with each retry
+    backoff_cap_s: float = 30.0  # no single backoff is longer
+    max_total_wait_s: float = 300.0  # total sleeping per request; beyond it we give up
+    bad_response_retries: int = 2
+
+    def backoff(self, retry: int, rng: random.Random) -> float:
+        """Exponential backoff with "equal jitter": half fixed, half random.
+
+        The fixed half keeps the wait growing; the random half spreads the
+        concurrent workers apart so they do not hit the server in lockstep.
+        """
+        step = min(self.backoff_cap_s, self.backoff_base_s * (2 ** retry))
+        return step / 2 + rng.uniform(0, step / 2)
+
+    def delay(self, retry: int, retry_after: float | None, rng: random.Random) -> float:
+        """The wait before retry number ``retry`` (0-based): never shorter than the server asked."""
+        wait = self.backoff(retry, rng)
+        return wait if retry_after is None else max(retry_after, wait)
+
+
+def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
+    """Seconds to wait from ``Retry-After`` (seconds or HTTP date) or ``retry-after-ms``.
+
+    Returns None when absent or unreadable; a date in the past gives 0.
+    """
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            value = float(ms) / 1000.0
+            if math.isfinite(value) and value >= 0:
+                return value
+        except ValueError:
+            pass
+    header = headers.get("retry-after")
+    if header is None:
+        return None
+    header = header.strip()
+    try:
+        value = float(header)
+        return value if math.isfinite(value) and value >= 0 else None
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    now = time.time() if now is None else now
+    return max(0.0, when.timestamp() - now)
+
+
+class _Secret:
+    """Holds the API key so that no repr, vars() dump or f-string shows it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+    __str__ = __repr__
+
+
+@dataclass
+class _Attempt:
+    """One failed attempt, translated: the error to raise, and how to retry it."""
+
+    error: TargetError
+    retryable: bool
+    retry_after: float | None = None
+
+
+class OpenAITarget(Target):
+    """A chat model behind an OpenAI-compatible HTTP API, as an audit target.
+
+    ``base_url`` is the API root (it usually ends in ``/v1``). The key comes
+    from ``api_key``, else from the ``OPENAI_API_KEY`` environment variable; a
+    local server that needs none still takes a placeholder such as "none".
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 60.0,
+        max_retries: int = 5,
+        max_concurrency: int = 4,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 30.0,
+        max_total_wait_s: float = 300.0,
+        bad_response_retries: int = 2,
+    ) -> None:
+        super().__init__()
+        if not base_url or not base_url.startswith(("http://", "https://")):
+            raise ValueError("base_url must start with http:// or https:// (for example https://api.openai.com/v1)")
+        if not model:
+            raise ValueError("model must be given (the model name the endpoint serves)")
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise AuthenticationFailed(
+                f"no API key for {self.base_url}: pass one, or set the OPENAI_API_KEY environment variable "
+                "(a local server that needs no key accepts any placeholder, such as 'none')")
+        self._key = _Secret(key)
+        self.timeout_s = float(timeout_s)
+        self.max_concurrency = int(max_concurrency)
+        self.retry = RetryPolicy(max_retries=max_retries, backoff_base_s=backoff_base_s,
+                                 backoff_cap_s=backoff_cap_s, max_total_wait_s=max_total_wait_s,
+                                 bad_response_retries=bad_response_retries)
+        # The client's retries are off: ours count every attempt and share rate-limit waits.
+        self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._rng = random.Random()
+        self._rng_lock = threading.Lock()
+        self._cooldown_lock = threading.Lock()
+        self._cooldown_until = 0.0  # monotonic time before which no request is sent (after a 429)
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"{self.base_url} · {self.model}"
+
+    def __repr__(self) -> str:
+        return (f"OpenAITarget(base_url={self.base_url!r}, model={self.model!r}, timeout_s={self.timeout_s}, "
+                f"max_concurrency={self.max_concurrency}, retry={self.retry!r})")
+
+    # ------------------------------------------------------------------ public API
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """Send one chat request; raise a TargetError subclass when it cannot be answered.
+
+        Raises ``NoLogprobs`` when logprobs were asked for and the endpoint sent
+        none; the completion it did send is attached as ``exc.completion``.
+        """
+        params = self._params(request)
+        try:
+            comp, retries = self._with_retries(
+                lambda: self._decode(self._client.chat.completions.with_raw_response.create(**params)),
+                parse=self._to_completion)
+        except TargetError as exc:
+            self.account.record(failed=True, retries=getattr(exc, "retries", 0))
+            raise
+        if request.logprobs and (comp.tokens is None or (not comp.tokens and comp.text)):
+            self.account.record(comp.usage, failed=True, retries=retries)
+            exc = NoLogprobs(f"{self.base_url} answered without logprobs for model {self.model!r}; "
+                             "methods that need token probabilities cannot run on this endpoint")
+            exc.completion = comp  # type: ignore[attr-defined]
+            raise exc
+        self.account.record(comp.usage, retries=retries)
+        return comp
+
+    def list_models(self) -> list[str]:
+        """The model ids the endpoint lists at GET /models (not every server has this route)."""
+        ids, _ = self._with_retries(lambda: self._decode(self._client.models.with_raw_response.list()),
+                                    parse=self._to_model_ids)
+        return ids
+
+    def capabilities(self) -> Capabilities:
+        """Check the model exists (via /models when served), then send the capability probe.
+
+        Raises ``AuthenticationFailed`` or ``UnknownModel``: they mean the
+        connection is misconfigured, which the user must fix before anything
+        else. Any other failure is reported as ``reachable=False`` with the
+        reason in ``detail``, as the base class does.
+        """
+        try:
+            models: list[str] | None = self.list_models()
+        except (AuthenticationFailed, Unreachable) as exc:
+            if isinstance(exc, AuthenticationFailed):
+                raise
+            return Capabilities(False, False, 0, model=self.model, detail=str(exc))
+        except TargetError as exc:  # no /models route, or an odd one: the probe below still decides
+            log.debug("%s: /models unavailable (%s); probing directly", self.name, exc.reason)
+            models = None
+        if models is not None and self.model not in models:
+            shown = ", ".join(models[:10]) + (" …" if len(models) > 10 else "")
+            raise UnknownModel(f"{self.base_url} does not serve a model named {self.model!r}; "
+                               f"it lists: {shown or 'no models'}")
+        # The base class's probe request, interpreted the same way, except that a
+        # rejected key or model is raised rather than folded into "unreachable".
+        probe = ChatRequest.chat([{"role": "user", "content": "Say OK."}], max_tokens=1,
+                                 logprobs=True, top_logprobs=MAX_TOP_LOGPROBS)
+        try:
+            comp = self.complete(probe)
+        except (AuthenticationFailed, UnknownModel):
+            raise
+        except NoLogprobs as exc:
+            answered = getattr(exc, "completion", None)
+            return Capabilities(True, False, 0, model=answered.model if answered else self.model, detail=str(exc))
+        except TargetError as exc:
+            return Capabilities(False, False, 0, model=self.model, detail=str(exc))
+        n = max((len(t.top) for t in comp.tokens or []), default=0)
+        return Capabilities(True, True, n, model=comp.model or self.model,
+                            detail=f"logprobs with up to {n} alternatives per token")
+
+    # ------------------------------------------------------------------ request / response
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.message_dicts(),
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+        }
+        if request.seed is not None:
+            params["seed"] = request.seed
+        if request.logprobs:
+            params["logprobs"] = True
+            if request.top_logprobs > 0:
+                params["top_logprobs"] = min(request.top_logprobs, MAX_TOP_LOGPROBS)
+        return params
+
+    def _decode(self, raw: Any) -> Any:
+        """The JSON body of a 2xx response, read by us so a broken body is a BadResponse."""
+        body = raw.http_response.content
+        try:
+            return json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            snippet = body[:120].decode("utf-8", "replace")
+            raise BadResponse(f"{self.base_url} sent a body that is not valid JSON: {snippet!r}") from None
+
+    def _to_completion(self, data: Any) -> Completion:
+        if not isinstance(data, dict):
+            raise BadResponse(f"{self.base_url} sent JSON that is not a chat completion object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise BadResponse(f"{self.base_url} sent a chat completion without choices")
+        choice = choices[0]
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise BadResponse(f"{self.base_url} sent a choice without a message")
+        text = message.get("content")
+        if text is not None and not isinstance(text, str):
+            raise BadResponse(f"{self.base_url} sent a message whose content is not text")
+        usage_d = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        try:
+            usage = Usage(int(usage_d.get("prompt_tokens") or 0), int(usage_d.get("completion_tokens") or 0))
+        except (TypeError, ValueError):
+            raise BadResponse(f"{self.base_url} sent unreadable token usage") from None
+        return Completion(
+            text=text or "",
+            tokens=self._to_tokens(choice.get("logprobs")),
+            usage=usage,
+            finish_reason=str(choice.get("finish_reason") or ""),
+            model=str(data.get("model") or self.model),
+            raw=self._scrub_obj(data),
+        )
+
+    def _to_tokens(self, logprobs: Any) -> list[TokenLogprob] | None:
+        """choices[0].logprobs.content → tokens with alternatives sorted best first; None if absent."""
+        if logprobs is None:
+            return None
+        if not isinstance(logprobs, dict):
+            raise BadResponse(f"{self.base_url} sent logprobs in an unknown shape")
+        content = logprobs.get("content")
+        if content is None:
+            return None
+        if not isinstance(content, list):
+            raise BadResponse(f"{self.base_url} sent logprobs.content that is not a list")
+        tokens = []
+        try:
+            for entry in content:
+                top = [(str(alt["token"]), float(alt["logprob"])) for alt in (entry.get("top_logprobs") or [])]
+                top.sort(key=lambda a: a[1], reverse=True)
+                tokens.append(TokenLogprob(str(entry["token"]), float(entry["logprob"]), top))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise BadResponse(f"{self.base_url} sent a logprobs entry without token or logprob") from None
+        return tokens
+
+    def _to_model_ids(self, data: Any) -> list[str]:
+        items = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise BadResponse(f"{self.base_url}/models sent no model list")
+        try:
+            return [str(m["id"]) for m in items]
+        except (KeyError, TypeError):
+            raise BadResponse(f"{self.base_url}/models sent a model without an id") from None
+
+    # ------------------------------------------------------------------ retries
+
+    def _with_retries(self, send: Callable[[], Any], parse: Callable[[Any], T]) -> tuple[T, int]:
+        """Run send+parse until it succeeds or retrying cannot help; return (value, retries).
+
+        The error raised at the end carries ``exc.retries`` for the account.
+        """
+        waited = 0.0
+        retries = 0
+        bad_responses = 0
+        while True:
+            self._wait_cooldown()
+            try:
+                with self._slots:  # bounds in-flight requests even across callers' threads
+                    body = send()
+                return parse(body), retries
+            except BadResponse as exc:
+                attempt = _Attempt(self._scrubbed(exc), retryable=True)
+            except openai.OpenAIError as exc:
+                attempt = self._translate(exc)
+            err = attempt.error
+            if isinstance(err, BadResponse):
+                bad_responses += 1
+                can_retry = bad_responses <= self.retry.bad_response_retries
+            else:
+                can_retry = attempt.retryable
+            if can_retry and retries < self.retry.max_retries:
+                with self._rng_lock:
+                    delay = self.retry.delay(retries, attempt.retry_after, self._rng)
+                if waited + delay <= self.retry.max_total_wait_s:
+                    if isinstance(err, RateLimited):
+                        self._start_cooldown(delay)
+                    log.debug("%s: %s; retry %d in %.2fs", self.name, err.reason, retries + 1, delay)
+                    time.sleep(delay)
+                    waited += delay
+                    retries += 1
+                    continue
+                err = type(err)(f"{err} (gave up: waiting {delay:.1f}s more would exceed the "
+                                f"{self.retry.max_total_wait_s:.0f}s budget for one request)")
+            if retries:
+                err = type(err)(f"{err} (after {retries} {'retry' if retries == 1 else 'retries'})")
+            err.retries = retries  # type: ignore[attr-defined]
+            raise err
+
+    def _wait_cooldown(self) -> None:
+        """After a 429 every worker holds back, not only the one that was told to."""
+        with self._cooldown_lock:
+            until = self._cooldown_until
+        remaining = until - time.monotonic()
+        if remaining > 0:
+            time.sleep(remaining)
+
+    def _start_cooldown(self, delay: float) -> None:
+        with self._cooldown_lock:
+            self._cooldown_until = max(self._cooldown_until, time.monotonic() + delay)
+
+    def _translate(self, exc: openai.OpenAIError) -> _Attempt:
+        """An openai exception → our typed error, with whether and when to retry."""
+        url = self.base_url
+        if isinstance(exc, openai.APITimeoutError):
+            return _Attempt(Unreachable(f"{url} did not answer within {self.timeout_s:g}s"), retryable=True)
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            why = f": {type(cause).__name__}: {cause}" if cause is not None else ""
+            return _Attempt(Unreachable(self._scrub(f"cannot connect to {url}{why}")), retryable=True)
+        if isinstance(exc, openai.APIStatusError):
+            return self._translate_status(exc)
+        if isinstance(exc, openai.APIResponseValidationError):
+            return _Attempt(BadResponse(f"{url} sent a response of the wrong shape"), retryable=True)
+        return _Attempt(TargetError(self._scrub(f"request to {url} failed: {type(exc).__name__}: {exc}")),
+                        retryable=False)
+
+    def _translate_status(self, exc: openai.APIStatusError) -> _Attempt:
+        url, status = self.base_url, exc.status_code
+        said, code = self._server_message(exc)
+        quote = f": {said}" if said else ""
+        retry_after = parse_retry_after(exc.response.headers)
+        if status in (401, 403):
+            return _Attempt(AuthenticationFailed(self._scrub(
+                f"the API key was rejected by {url} (HTTP {status}){quote}")), retryable=False)
+        if status == 429:
+            return _Attempt(RateLimited(self._scrub(f"{url} is rate-limiting requests (HTTP 429){quote}")),
+                            retryable=True, retry_after=retry_after)
+        if status >= 500 or status == 408:
+            return _Attempt(ServerError(self._scrub(f"{url} failed with HTTP {status}{quote}")),
+                            retryable=True, retry_after=retry_after)
+        lowered = f"{said} {code or ''}".lower()
+        if status == 404 and ("model" in lowered):
+            return _Attempt(UnknownModel(self._scrub(
+                f"{url} does not serve a model named {self.model!r} (HTTP 404){quote}")), retryable=False)
+        if status in (400, 413, 422) and (code == "context_length_exceeded"
+                                          or any(w in lowered for w in _CONTEXT_WORDING)):
+            return _Attempt(ContextTooLong(self._scrub(
+                f"the prompt is longer than {self.model!r} accepts at {url}{quote}")), retryable=False)
+        if status == 404:
+            return _Attempt(RequestRejected(self._scrub(
+                f"{url} has no such route (HTTP 404){quote}; check the base URL (it usually ends in /v1)")),
+                retryable=False)
+        return _Attempt(RequestRejected(self._scrub(f"{url} rejected the request (HTTP {status}){quote}")),
+                        retryable=False)
+
+    @staticmethod
+    def _server_message(exc: openai.APIStatusError) -> tuple[str, str | None]:
+        """The server's own explanation, from OpenAI's error envelope or the raw body."""
+        body = exc.body
+        if isinstance(body, dict):
+            inner = body.get("error", body)
+            if isinstance(inner, dict):
+                msg = inner.get("message") or inner.get("detail") or ""
+                code = inner.get("code")
+                return str(msg)[:_MAX_QUOTED_CHARS], (str(code) if code is not None else exc.code)
+            return str(inner)[:_MAX_QUOTED_CHARS], exc.code
+        if isinstance(body, str):
+            return body.strip()[:_MAX_QUOTED_CHARS], exc.code
+        try:
+            text = exc.response.text
+        except Exception:  # noqa: BLE001 - a body we cannot read is simply not quoted
+            text = ""
+        return text.strip()[:_MAX_QUOTED_CHARS], exc.code
+
+    # ------------------------------------------------------------------ secrecy
+
+    def _scrub(self, text: str) -> str:
+        key = self._key.reveal()
+        return text.replace(key, "***") if key else text
+
+    def _scrubbed(self, exc: TargetError) -> TargetError:
+        clean = self._scrub(str(exc))
+        return exc if clean == str(exc) else type(exc)(clean)
+
+    def _scrub_obj(self, obj: Any) -> Any:
+        """A copy of a decoded JSON value with the key removed from every string in it."""
+        if isinstance(obj, str):
+            return self._scrub(obj)
+        if isinstance(obj, dict):
+            return {self._scrub(str(k)): self._scrub_obj(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self._scrub_obj(v) for v in obj]
+        return obj

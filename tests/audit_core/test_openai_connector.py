@@ -1,0 +1,366 @@
+"""The OpenAI-compatible connector against a scripted local server (loopback only)."""
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import random
+import socket
+import threading
+import time
+
+import pytest
+
+from audit_core.target.base import (
+    AuthenticationFailed,
+    BadResponse,
+    ChatRequest,
+    Completion,
+    ContextTooLong,
+    NoLogprobs,
+    RateLimited,
+    ServerError,
+    TargetError,
+    Unreachable,
+    UnknownModel,
+)
+from audit_core.target.openai_compat import OpenAITarget, RequestRejected, RetryPolicy, parse_retry_after
+from tests.fake_openai_server import FakeOpenAIServer, Reply, completion_body
+
+KEY = "sk-test-SECRET-123"
+FAST = dict(backoff_base_s=0.01, backoff_cap_s=0.05)
+
+
+def ask(text: str = "hi", **kw) -> ChatRequest:
+    return ChatRequest.chat([{"role": "user", "content": text}], **kw)
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer(api_key=KEY, models=["fake-model"], reply_text="Hello there world") as srv:
+        yield srv
+
+
+@pytest.fixture
+def target(server):
+    return OpenAITarget(server.base_url, "fake-model", KEY, timeout_s=5, max_retries=3, **FAST)
+
+
+# --------------------------------------------------------------------------- success and parsing
+
+
+def test_completion_with_top_alternatives_is_parsed(server, target):
+    comp = target.complete(ask(logprobs=True, top_logprobs=5))
+    assert comp.text == "Hello there world"
+    assert [t.token for t in comp.tokens] == ["Hello", " there", " world"]
+    assert [t.logprob for t in comp.tokens] == pytest.approx([-0.1, -0.2, -0.3])
+    for tok in comp.tokens:
+        assert len(tok.top) == 5
+        assert tok.top[0] == (tok.token, pytest.approx(tok.logprob))
+        assert tok.top[1:] == [(f"<alt{j}>", -(j + 1.0)) for j in range(1, 5)]
+    assert comp.finish_reason == "stop" and comp.model == "fake-model"
+    assert comp.raw["choices"][0]["message"]["content"] == "Hello there world"
+    sent = server.chat_requests()[-1]
+    assert sent["logprobs"] is True and sent["top_logprobs"] == 5 and sent["model"] == "fake-model"
+    assert sent["max_tokens"] == 16 and sent["temperature"] == 0.0
+
+
+def test_alternatives_are_sorted_best_first(server, target):
+    body = completion_body("Yes", top_logprobs=3)
+    body["choices"][0]["logprobs"]["content"][0]["top_logprobs"] = [
+        {"token": "No", "logprob": -3.0}, {"token": "Yes", "logprob": -0.1}, {"token": "Maybe", "logprob": -1.5}]
+    server.script(Reply.json(200, body))
+    comp = target.complete(ask(logprobs=True, top_logprobs=3))
+    assert [a[0] for a in comp.tokens[0].top] == ["Yes", "Maybe", "No"]
+
+
+def test_no_logprobs_requested_gives_tokens_none(server, target):
+    comp = target.complete(ask())
+    assert comp.tokens is None and comp.text == "Hello there world"
+    assert "logprobs" not in server.chat_requests()[-1]
+
+
+def test_account_counts_queries_and_tokens(server, target):
+    target.complete(ask("a" * 40))  # the fake charges len(prompt)//4 prompt tokens
+    target.complete(ask("b" * 80))
+    acc = target.account
+    assert (acc.queries, acc.failures, acc.retries) == (2, 0, 0)
+    assert acc.prompt_tokens == 10 + 20 and acc.completion_tokens == 3 + 3
+
+
+# --------------------------------------------------------------------------- retries
+
+
+def test_429_then_success_honours_retry_after(server, target):
+    server.script(Reply.error(429, "slow down", headers={"Retry-After": "0.4"}))
+    t0 = time.monotonic()
+    comp = target.complete(ask())
+    elapsed = time.monotonic() - t0
+    assert comp.text == "Hello there world"
+    times = [r["time"] for r in server.requests]
+    assert len(times) == 2 and times[1] - times[0] >= 0.4
+    assert elapsed >= 0.4
+    assert target.account.retries == 1 and target.account.failures == 0 and target.account.queries == 1
+
+
+def test_503_twice_then_success(server, target):
+    server.script(Reply.error(503, "overloaded"), Reply.error(503, "overloaded"))
+    assert target.complete(ask()).text == "Hello there world"
+    assert target.account.retries == 2 and target.account.queries == 1 and target.account.failures == 0
+
+
+def test_server_error_retry_after_is_honoured(server, target):
+    server.script(Reply.error(503, "maintenance", headers={"Retry-After": "0.3"}))
+    target.complete(ask())
+    times = [r["time"] for r in server.requests]
+    assert len(times) == 2 and times[1] - times[0] >= 0.3
+
+
+def test_exhausted_rate_limit_raises_rate_limited(server):
+    t = OpenAITarget(server.base_url, "fake-model", KEY, max_retries=2, **FAST)
+    server.script(*[Reply.error(429, "quota", headers={"Retry-After": "0.01"})] * 3)
+    with pytest.raises(RateLimited, match="after 2 retries"):
+        t.complete(ask())
+    assert len(server.chat_requests()) == 3
+    assert t.account.failures == 1 and t.account.retries == 2 and t.account.queries == 1
+
+
+def test_exhausted_server_errors_raise_server_error(server):
+    t = OpenAITarget(server.base_url, "fake-model", KEY, max_retries=1, **FAST)
+    server.script(Reply.error(500, "boom"), Reply.error(502, "bad gateway"))
+    with pytest.raises(ServerError, match="HTTP 502"):
+        t.complete(ask())
+    assert len(server.chat_requests()) == 2 and server.pending() == 0
+
+
+def test_retry_after_beyond_budget_gives_up_without_waiting(server):
+    t = OpenAITarget(server.base_url, "fake-model", KEY, max_total_wait_s=1.0, **FAST)
+    server.script(Reply.error(429, "come back later", headers={"Retry-After": "30"}))
+    t0 = time.monotonic()
+    with pytest.raises(RateLimited, match="budget"):
+        t.complete(ask())
+    assert time.monotonic() - t0 < 2.0 and len(server.chat_requests()) == 1
+
+
+def test_rate_limit_pauses_other_workers(server, target):
+    server.script(Reply.error(429, "slow down", headers={"Retry-After": "0.5"}))
+    first = threading.Thread(target=target.complete, args=(ask("first"),))
+    first.start()
+    deadline = time.monotonic() + 5
+    while target._cooldown_until == 0.0 and time.monotonic() < deadline:  # the 429 has been answered
+        time.sleep(0.005)
+    target.complete(ask("second"))
+    first.join()
+    limited = server.requests[0]["time"]
+    second = next(r["time"] for r in server.requests if r["json"]["messages"][0]["content"] == "second")
+    assert second - limited >= 0.45
+
+
+def test_dropped_connection_is_retried(server, target):
+    server.script(Reply.drop())
+    assert target.complete(ask()).text == "Hello there world"
+    assert target.account.retries == 1
+
+
+def test_retry_after_parsing():
+    assert parse_retry_after({"retry-after": "2.5"}) == 2.5
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    now = time.time()
+    date = email.utils.formatdate(now + 10, usegmt=True)
+    assert 8.5 <= parse_retry_after({"retry-after": date}, now=now) <= 10.0
+    assert parse_retry_after({"retry-after": email.utils.formatdate(now - 60, usegmt=True)}, now=now) == 0.0
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+def test_backoff_grows_with_jitter_and_is_capped():
+    policy = RetryPolicy(backoff_base_s=1.0, backoff_cap_s=8.0)
+    rng = random.Random(0)
+    for retry, step in [(0, 1.0), (1, 2.0), (2, 4.0), (3, 8.0), (6, 8.0)]:
+        waits = [policy.backoff(retry, rng) for _ in range(50)]
+        assert all(step / 2 <= w <= step for w in waits)
+        assert max(waits) - min(waits) > step / 10  # jittered, not constant
+    assert policy.delay(0, 5.0, rng) >= 5.0
+
+
+# --------------------------------------------------------------------------- typed errors
+
+
+def test_wrong_key_is_authentication_failed_and_not_retried(server):
+    t = OpenAITarget(server.base_url, "fake-model", "sk-wrong-OTHER-456", **FAST)
+    with pytest.raises(AuthenticationFailed) as info:
+        t.complete(ask())
+    msg = str(info.value)
+    assert f"the API key was rejected by {server.base_url}" in msg
+    assert "sk-wrong-OTHER-456" not in msg and "***" in msg  # the server echoed it; we scrubbed it
+    assert len(server.requests) == 1 and t.account.failures == 1
+
+
+def test_missing_key_is_a_clear_error(server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(AuthenticationFailed, match="OPENAI_API_KEY"):
+        OpenAITarget(server.base_url, "fake-model")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    assert OpenAITarget(server.base_url, "fake-model").complete(ask()).text == "Hello there world"
+
+
+def test_unknown_model(server):
+    t = OpenAITarget(server.base_url, "no-such-model", KEY, **FAST)
+    with pytest.raises(UnknownModel, match="no-such-model"):
+        t.complete(ask())
+    server.reset_stats()
+    with pytest.raises(UnknownModel, match="fake-model"):  # the message lists what is served
+        t.capabilities()
+    assert server.chat_requests() == []  # found from /models, before any paid query
+
+
+def test_unknown_model_without_models_route(server):
+    server.models_endpoint = False
+    t = OpenAITarget(server.base_url, "no-such-model", KEY, **FAST)
+    with pytest.raises(UnknownModel):
+        t.capabilities()
+    with pytest.raises(RequestRejected, match="usually ends in /v1"):
+        t.list_models()
+
+
+def test_context_too_long_is_not_retried(server, target):
+    server.max_context_chars = 50
+    with pytest.raises(ContextTooLong, match="longer than"):
+        target.complete(ask("x" * 200))
+    assert len(server.chat_requests()) == 1
+
+
+def test_unreachable_port_fails_fast():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}/v1"
+    t = OpenAITarget(base, "fake-model", KEY, max_retries=2, **FAST)
+    t0 = time.monotonic()
+    with pytest.raises(Unreachable) as info:
+        t.complete(ask())
+    assert time.monotonic() - t0 < 5.0
+    assert base in str(info.value)
+    assert t.account.retries == 2 and t.account.failures == 1
+    caps = t.capabilities()
+    assert not caps.reachable and base in caps.detail
+
+
+def test_slow_response_times_out(server):
+    t = OpenAITarget(server.base_url, "fake-model", KEY, timeout_s=0.3, max_retries=1, **FAST)
+    server.script(Reply.completion("late").after(3.0), Reply.completion("late").after(3.0))
+    t0 = time.monotonic()
+    with pytest.raises(Unreachable, match="did not answer within 0.3s"):
+        t.complete(ask())
+    assert time.monotonic() - t0 < 2.5
+
+
+def test_malformed_json_is_bad_response_after_bounded_retries(server, target):
+    server.script(Reply.malformed(), Reply.malformed(), Reply.malformed())
+    with pytest.raises(BadResponse, match="not valid JSON"):
+        target.complete(ask())
+    assert len(server.chat_requests()) == 3  # first try + bad_response_retries=2
+
+
+def test_malformed_then_good_succeeds(server, target):
+    server.script(Reply.malformed())
+    assert target.complete(ask()).text == "Hello there world"
+    assert target.account.retries == 1
+
+
+def test_missing_fields_are_bad_response(server, target):
+    server.script(*[Reply.json(200, {"id": "x", "object": "chat.completion"})] * 3)
+    with pytest.raises(BadResponse, match="without choices"):
+        target.complete(ask())
+
+
+# --------------------------------------------------------------------------- logprobs capability
+
+
+def test_missing_logprobs_raise_and_capabilities_say_so():
+    with FakeOpenAIServer(api_key=KEY, supports_logprobs=False) as srv:
+        t = OpenAITarget(srv.base_url, "fake-model", KEY, **FAST)
+        with pytest.raises(NoLogprobs, match="without logprobs") as info:
+            t.complete(ask(logprobs=True, top_logprobs=5))
+        assert info.value.completion.text == "OK"  # what the endpoint did answer is kept
+        assert t.account.failures == 1 and t.account.completion_tokens == 1
+        caps = t.capabilities()
+        assert caps.reachable and not caps.logprobs and caps.max_top_logprobs == 0
+        assert srv.chat_requests()[-1]["top_logprobs"] == 20
+
+
+def test_capabilities_report_logprobs(server, target):
+    caps = target.capabilities()
+    assert caps.reachable and caps.logprobs and caps.max_top_logprobs == 20 and caps.model == "fake-model"
+    assert target.list_models() == ["fake-model"]
+
+
+# --------------------------------------------------------------------------- the key stays secret
+
+
+def test_key_never_leaks(server, caplog):
+    for name in ("", "openai", "httpx", "httpx2", "httpcore", "audit_core"):
+        caplog.set_level(logging.DEBUG, logger=name or None)
+    t = OpenAITarget(server.base_url, "fake-model", KEY, max_retries=1, **FAST)
+    server.api_key = "sk-the-server-wants-another"  # so the server echoes ours back in a 401
+    texts: list[str] = [repr(t), str(t.name), str(vars(t))]
+    with pytest.raises(AuthenticationFailed) as info:
+        t.complete(ask())
+    texts += [str(info.value), repr(info.value)]
+    server.api_key = KEY
+    leaky = completion_body("fine")
+    leaky["system_fingerprint"] = f"served for {KEY}"
+    server.script(Reply.error(500, f"upstream said {KEY}"), Reply.json(200, leaky))
+    comp = t.complete(ask())
+    texts += [json.dumps(comp.raw), json.dumps(comp.to_json())]
+    server.script(Reply.error(400, f"bad request from {KEY}"))
+    with pytest.raises(RequestRejected) as info2:
+        t.complete(ask())
+    texts += [str(info2.value), repr(info2.value)]
+    texts += [caplog.text] + [str(r.__dict__) for r in caplog.records]
+    assert caplog.records  # the loggers did log something
+    assert all(KEY not in s for s in texts)
+    assert "served for ***" in json.dumps(comp.raw)
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def test_complete_many_is_bounded_and_keeps_failures_in_place():
+    def slow(body: dict) -> Reply:
+        prompt = body["messages"][0]["content"]
+        if "bad" in prompt:
+            return Reply.error(400, "this one is refused").after(0.15)
+        return Reply.completion(prompt.upper(), model=body["model"]).after(0.15)
+
+    with FakeOpenAIServer(api_key=KEY, responder=slow) as srv:
+        t = OpenAITarget(srv.base_url, "fake-model", KEY, max_concurrency=2, **FAST)
+        prompts = ["one", "two", "bad", "four", "five", "six"]
+        ticks: list[int] = []
+        out = t.complete_many([ask(p) for p in prompts], progress=ticks.append)
+    assert srv.max_in_flight == 2  # concurrent, and never more than allowed
+    assert isinstance(out[2], RequestRejected) and isinstance(out[2], TargetError)
+    assert [o.text for i, o in enumerate(out) if i != 2] == ["ONE", "TWO", "FOUR", "FIVE", "SIX"]
+    assert all(isinstance(o, Completion) for i, o in enumerate(out) if i != 2)
+    assert sum(ticks) == 6
+    assert t.account.queries == 6 and t.account.failures == 1
+
+
+def test_concurrency_bound_holds_across_caller_threads():
+    with FakeOpenAIServer(api_key=KEY, responder=lambda body: Reply.completion("ok").after(0.1)) as srv:
+        t = OpenAITarget(srv.base_url, "fake-model", KEY, max_concurrency=2, **FAST)
+        workers = [threading.Thread(target=t.complete, args=(ask(str(i)),)) for i in range(5)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    assert srv.max_in_flight == 2 and t.account.queries == 5
+
+
+def test_name_and_validation(server):
+    t = OpenAITarget(server.base_url + "/", "fake-model", KEY)
+    assert t.name == f"{server.base_url} · fake-model"
+    with pytest.raises(ValueError):
+        OpenAITarget("127.0.0.1:8000/v1", "m", KEY)
+    with pytest.raises(ValueError):
+        OpenAITarget(server.base_url, "m", KEY, max_concurrency=0)
