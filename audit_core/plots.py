@@ -1,0 +1,477 @@
+"""Figures of an audit, built from its JSON dict only.
+
+Everything here reads the dict written by an audit run (the shape of
+``AuditResult.to_json()``), never live objects, so an audit reopened from
+history draws exactly the same figures as when it was run.
+
+Two figures, each in two renderings (interactive plotly for the app, PNG via
+matplotlib's Agg canvas for the PDF), both drawn from one data-preparation
+function so they cannot disagree:
+
+* the KDE plot of a method: the shadow's member vs non-member score
+  distributions, with the user's documents marked at their scores -- how a
+  document's score compares with what known members and non-members got;
+* the S-RAG histogram of a document: the fraction of its probed words per
+  probability interval beside the shadow's mean member / non-member histograms.
+
+``raw_scores_csv`` writes the numbers behind the KDE plot (as ML Privacy Meter
+saves the raw signal next to each plot), so a reader can redraw or re-test it.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: readable names of the methods, used in titles and in the report
+METHOD_LABELS: dict[str, str] = {
+    "srag": "S-RAG",
+    "mba": "MBA",
+    "rag_mia": "RAG-MIA",
+    "s2mia_m": "S²MIA (semantic)",
+    "s2mia_t": "S²MIA (threshold)",
+    "mink": "Min-k%",
+}
+
+MEMBER_COLOR = "#d62728"
+NONMEMBER_COLOR = "#1f77b4"
+DOC_COLOR = "#2ca02c"
+THRESHOLD_COLOR = "#7f7f7f"
+
+#: points of the KDE evaluation grid
+KDE_GRID_POINTS = 200
+#: bins of the histogram drawn when a KDE cannot be estimated
+FALLBACK_BINS = 10
+#: beyond this many documents, the KDE plot labels them in hover text only
+MAX_LABELLED_DOCS = 12
+
+
+def method_label(method: str) -> str:
+    """Display name of a method ("srag" -> "S-RAG"); unknown names are shown as given."""
+    return METHOD_LABELS.get(method, method)
+
+
+# --------------------------------------------------------------------------- reading the dict
+
+
+def _finite(x: Any) -> float | None:
+    """A float when ``x`` is a finite number, else None (scores may be null in the dict)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def calibration_of(result: dict, method: str) -> dict | None:
+    """The shadow calibration of ``method`` in the dict, or None when there is none."""
+    cal = (result.get("calibrations") or {}).get(method)
+    return cal if isinstance(cal, dict) else None
+
+
+def method_result(result: dict, doc_id: str, method: str) -> dict | None:
+    """One document's result for one method (MethodResult JSON), or None."""
+    r = ((result.get("results") or {}).get(doc_id) or {}).get(method)
+    return r if isinstance(r, dict) else None
+
+
+def document_ids(result: dict) -> list[str]:
+    """Document ids in audit order: the verdicts' order, then any result not in a verdict."""
+    ids = [v.get("doc_id") for v in result.get("verdicts") or [] if isinstance(v, dict)]
+    ids = [str(i) for i in ids if i is not None]
+    for d in result.get("results") or {}:
+        if d not in ids:
+            ids.append(str(d))
+    return ids
+
+
+def document_scores(result: dict, method: str) -> list[tuple[str, float | None, str | None]]:
+    """(doc id, score or None, reason when None) for every document that has a result for ``method``."""
+    out = []
+    for d in document_ids(result):
+        r = method_result(result, d, method)
+        if r is None:
+            continue
+        out.append((d, _finite(r.get("score")), r.get("reason")))
+    return out
+
+
+# --------------------------------------------------------------------------- KDE data
+
+
+@dataclass
+class KdeData:
+    """Everything the KDE plot shows, computed once for both renderings."""
+
+    method: str
+    members: list[float]
+    nonmembers: list[float]
+    documents: list[tuple[str, float]]  # (doc id, score) of scored documents
+    threshold: float | None
+    #: "kde": densities on ``grid``; "histogram": densities per bin of ``edges``; "none": no shadow scores
+    mode: str
+    grid: np.ndarray | None = None
+    member_density: np.ndarray | None = None
+    nonmember_density: np.ndarray | None = None
+    edges: np.ndarray | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def note(self) -> str:
+        return " ".join(self.notes)
+
+
+def _scores(values: Any) -> list[float]:
+    return [f for f in (_finite(v) for v in (values or [])) if f is not None]
+
+
+def kde_data(result: dict, method: str) -> KdeData:
+    """Member / non-member densities of ``method``'s shadow scores and the documents' scores.
+
+    A Gaussian KDE (scipy, Scott's bandwidth) needs at least two distinct
+    values per group; otherwise (or when the covariance is singular) the plot
+    falls back to density histograms and says so in ``notes``.
+    """
+    cal = calibration_of(result, method) or {}
+    members, nonmembers = _scores(cal.get("member_scores")), _scores(cal.get("nonmember_scores"))
+    scored = [(d, s) for d, s, _ in document_scores(result, method) if s is not None]
+    unscored = [d for d, s, _ in document_scores(result, method) if s is None]
+    data = KdeData(method, members, nonmembers, scored, _finite(cal.get("threshold")), mode="none")
+    label = method_label(method)
+    if not cal:
+        data.notes.append(f"No shadow calibration was stored for {label}, so there is no reference distribution.")
+    elif not members and not nonmembers:
+        data.notes.append(f"The shadow produced no {label} scores.")
+    if not scored:
+        data.notes.append(f"No document received a score from {label}.")
+    elif unscored:
+        data.notes.append(f"{len(unscored)} document(s) without a score from {label} are not shown.")
+    if not members and not nonmembers:
+        return data
+
+    everything = members + nonmembers + [s for _, s in scored]
+    lo, hi = min(0.0, min(everything)), max(1.0, max(everything))
+    groups = {"members": members, "non-members": nonmembers}
+    too_few = [g for g, v in groups.items() if len(set(v)) < 2]
+    if not too_few:
+        from scipy.stats import gaussian_kde
+
+        grid = np.linspace(lo, hi, KDE_GRID_POINTS)
+        try:
+            data.member_density = gaussian_kde(members)(grid)
+            data.nonmember_density = gaussian_kde(nonmembers)(grid)
+            data.grid, data.mode = grid, "kde"
+            return data
+        except np.linalg.LinAlgError as exc:
+            data.notes.append(f"A density could not be estimated ({exc}); showing histograms instead.")
+    else:
+        data.notes.append(
+            "A density estimate needs at least two distinct scores per group; shadow "
+            + " and ".join(too_few) + " have fewer, so histograms are shown instead."
+        )
+    edges = np.linspace(lo, hi, FALLBACK_BINS + 1)
+    data.edges, data.mode = edges, "histogram"
+    data.member_density = _density_hist(members, edges)
+    data.nonmember_density = _density_hist(nonmembers, edges)
+    return data
+
+
+def _density_hist(values: list[float], edges: np.ndarray) -> np.ndarray | None:
+    if not values:
+        return None
+    counts, _ = np.histogram(values, bins=edges)
+    return counts / (len(values) * np.diff(edges))
+
+
+# --------------------------------------------------------------------------- S-RAG histogram data
+
+
+@dataclass
+class HistogramData:
+    """One document's S-RAG histogram (fractions) beside the shadow's mean histograms."""
+
+    doc_id: str
+    labels: list[str]  # interval labels, e.g. "[0.0, 0.1)"
+    document: list[float] | None  # fractions per bin; None when the document has no histogram
+    members: list[float] | None
+    nonmembers: list[float] | None
+    n_probes: int
+    below_topk_share: float | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def note(self) -> str:
+        return " ".join(self.notes)
+
+
+def interval_labels(bins: int) -> list[str]:
+    """Labels of the m equal intervals of [0, 1]; the last one is closed, as in S-RAG's binning."""
+    out = []
+    for j in range(bins):
+        a, b = j / bins, (j + 1) / bins
+        out.append(f"[{a:.2g}, {b:.2g}{']' if j == bins - 1 else ')'}")
+    return out
+
+
+def srag_histogram_data(result: dict, doc_id: str, method: str = "srag") -> HistogramData:
+    """The document's histogram of probed-word probabilities and the shadow's means, as fractions.
+
+    A document whose probes failed has no histogram (S-RAG refuses to build
+    one with holes); the figure then shows the shadow only and says why.
+    """
+    res = method_result(result, doc_id, method) or {}
+    ev = res.get("evidence") or {}
+    cal = calibration_of(result, method) or {}
+    params = cal.get("params") or {}
+    counts = _scores(ev.get("histogram")) if ev.get("histogram") is not None else None
+    members = _scores(params.get("member_hist_mean")) or None
+    nonmembers = _scores(params.get("nonmember_hist_mean")) or None
+    cfg_bins = (params.get("config") or {}).get("bins")
+    bins = len(counts) if counts else (len(members) if members else (len(nonmembers) if nonmembers else cfg_bins))
+    notes: list[str] = []
+    if not isinstance(bins, int) or bins < 1:
+        bins = 0
+        notes.append("No S-RAG histogram is available for this audit.")
+
+    doc_fracs = None
+    n = 0
+    if not res:
+        notes.append("S-RAG was not run on this document.")
+    elif counts is None:
+        why = res.get("reason") or "no histogram was recorded"
+        notes.append(f"This document has no S-RAG histogram: {why}.")
+    else:
+        n = int(round(sum(counts)))
+        if n > 0:
+            doc_fracs = [c / n for c in counts]
+        else:
+            notes.append("This document's histogram is empty (no probes).")
+    for name, series in (("member", members), ("non-member", nonmembers)):
+        if series is not None and len(series) != bins:
+            notes.append(f"The shadow {name} histogram has {len(series)} bins, not {bins}; it is not shown.")
+    if members is not None and len(members) != bins:
+        members = None
+    if nonmembers is not None and len(nonmembers) != bins:
+        nonmembers = None
+    if bins and members is None and nonmembers is None:
+        notes.append("No shadow histograms were stored for comparison.")
+    return HistogramData(
+        doc_id=doc_id,
+        labels=interval_labels(bins) if bins else [],
+        document=doc_fracs,
+        members=members,
+        nonmembers=nonmembers,
+        n_probes=n,
+        below_topk_share=_finite(ev.get("below_topk_share")),
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------- plotly
+
+
+def _ptext(text: str) -> str:
+    """Text for plotly labels: plotly reads a subset of HTML, so a document id like "<b>" must be escaped."""
+    import html
+
+    return html.escape(text, quote=False)
+
+
+def _kde_title(d: KdeData) -> str:
+    return f"{method_label(d.method)}: shadow member vs non-member scores"
+
+
+def kde_figure_plotly(result: dict, method: str):
+    """Interactive KDE plot of ``method`` with each document marked at its score (plotly Figure)."""
+    import plotly.graph_objects as go
+
+    d = kde_data(result, method)
+    fig = go.Figure()
+    groups = (("shadow members", d.member_density, MEMBER_COLOR, len(d.members)),
+              ("shadow non-members", d.nonmember_density, NONMEMBER_COLOR, len(d.nonmembers)))
+    for name, dens, color, n in groups:
+        if dens is None:
+            continue
+        if d.mode == "kde":
+            fig.add_trace(go.Scatter(x=d.grid, y=dens, mode="lines", name=f"{name} (n={n})",
+                                     line={"color": color}, fill="tozeroy", opacity=0.5))
+        else:
+            centers = (d.edges[:-1] + d.edges[1:]) / 2
+            fig.add_trace(go.Bar(x=centers, y=dens, width=np.diff(d.edges), name=f"{name} (n={n})",
+                                 marker_color=color, opacity=0.5))
+    if d.mode == "histogram":
+        fig.update_layout(barmode="overlay")
+    # vertical lines are built as one list: add_vline per document is slow for large audits
+    shapes, labels = [], []
+    def vline(x: float, color: str, dash: str | None = None) -> None:
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
+                       "line": {"color": color, "width": 1.5, "dash": dash or "solid"}})
+    if d.threshold is not None:
+        vline(d.threshold, THRESHOLD_COLOR, "dash")
+        labels.append({"x": d.threshold, "y": 0, "xref": "x", "yref": "paper", "text": "threshold",
+                       "showarrow": False, "xanchor": "left", "yanchor": "bottom",
+                       "font": {"size": 10, "color": THRESHOLD_COLOR}})
+    if d.documents:
+        for doc_id, s in d.documents:
+            vline(s, DOC_COLOR)
+            if len(d.documents) <= MAX_LABELLED_DOCS:
+                labels.append({"x": s, "y": 1, "xref": "x", "yref": "paper", "text": _ptext(doc_id), "textangle": -90,
+                               "showarrow": False, "xanchor": "right", "yanchor": "top",
+                               "font": {"size": 10, "color": DOC_COLOR}})
+        fig.add_trace(go.Scatter(
+            x=[s for _, s in d.documents], y=[0.0] * len(d.documents), mode="markers",
+            name="your documents", marker={"color": DOC_COLOR, "size": 10, "symbol": "diamond"},
+            text=[_ptext(doc_id) for doc_id, _ in d.documents],
+            hovertemplate="%{text}: score %{x:.3f}<extra></extra>",
+        ))
+    if d.notes:
+        labels.append({"text": _ptext(d.note), "xref": "paper", "yref": "paper", "x": 0, "y": 1.0, "xanchor": "left",
+                       "yanchor": "bottom", "showarrow": False, "align": "left", "font": {"size": 11, "color": "#555"}})
+    fig.update_layout(title=_kde_title(d), xaxis_title="membership score", yaxis_title="density",
+                      legend={"orientation": "h", "y": -0.2}, margin={"t": 80, "b": 80},
+                      shapes=shapes, annotations=labels)
+    if d.mode == "none":
+        fig.update_xaxes(range=[0, 1])
+    return fig
+
+
+def srag_histogram_figure_plotly(result: dict, doc_id: str):
+    """Interactive grouped bar chart: the document's S-RAG histogram beside the shadow's means."""
+    import plotly.graph_objects as go
+
+    h = srag_histogram_data(result, doc_id)
+    fig = go.Figure()
+    for name, series, color in (("this document", h.document, DOC_COLOR),
+                                ("shadow members (mean)", h.members, MEMBER_COLOR),
+                                ("shadow non-members (mean)", h.nonmembers, NONMEMBER_COLOR)):
+        if series is not None:
+            fig.add_trace(go.Bar(x=h.labels, y=series, name=name, marker_color=color))
+    fig.update_layout(barmode="group", title=_ptext(f"S-RAG: probed-word probabilities of {doc_id}"),
+                      xaxis_title="probability the target gave to the true next word",
+                      yaxis_title="fraction of probed words", legend={"orientation": "h", "y": -0.25},
+                      margin={"t": 60, "b": 100})
+    if h.notes:
+        fig.add_annotation(text=_ptext(h.note), xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
+                           showarrow=False, align="left", font={"size": 11, "color": "#555"})
+    return fig
+
+
+# --------------------------------------------------------------------------- matplotlib (PNG)
+
+
+def _new_figure(width: float = 7.0, height: float = 3.6):
+    """A figure on its own Agg canvas: no pyplot, so no global state shared between threads."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig, dpi: int) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _mtext(text: str) -> str:
+    """Text for matplotlib: a "$" in a document id would otherwise start math mode."""
+    return text.replace("$", r"\$")
+
+
+def _wrap(text: str, width: int = 95) -> str:
+    import textwrap
+
+    return _mtext("\n".join(textwrap.wrap(text, width)))
+
+
+def kde_png(result: dict, method: str, dpi: int = 110) -> bytes:
+    """The KDE plot of ``method`` as PNG bytes (matplotlib Agg), for the PDF report."""
+    d = kde_data(result, method)
+    fig = _new_figure()
+    ax = fig.add_subplot(1, 1, 1)
+    groups = (("shadow members", d.member_density, MEMBER_COLOR, len(d.members)),
+              ("shadow non-members", d.nonmember_density, NONMEMBER_COLOR, len(d.nonmembers)))
+    for name, dens, color, n in groups:
+        if dens is None:
+            continue
+        if d.mode == "kde":
+            ax.plot(d.grid, dens, color=color, label=f"{name} (n={n})")
+            ax.fill_between(d.grid, dens, color=color, alpha=0.25)
+        else:
+            ax.bar(d.edges[:-1], dens, width=np.diff(d.edges), align="edge", color=color, alpha=0.45,
+                   label=f"{name} (n={n})")
+    if d.threshold is not None:
+        ax.axvline(d.threshold, color=THRESHOLD_COLOR, linestyle="--", linewidth=1, label="threshold")
+    label_each = len(d.documents) <= MAX_LABELLED_DOCS
+    for i, (doc_id, s) in enumerate(d.documents):
+        ax.axvline(s, color=DOC_COLOR, linewidth=1.2, label="your documents" if i == 0 else None)
+        if label_each:
+            ax.annotate(_mtext(doc_id[:30]), xy=(s, 1.0), xycoords=("data", "axes fraction"), rotation=90,
+                        fontsize=7, ha="right", va="top", color=DOC_COLOR)
+    if d.mode == "none":
+        ax.set_xlim(0, 1)
+    ax.set_xlabel("membership score")
+    ax.set_ylabel("density")
+    ax.set_title(_kde_title(d), fontsize=11)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4, frameon=False)
+    if d.notes:
+        fig.text(0.01, -0.12, _wrap(d.note), fontsize=8, color="#555", va="top")
+    return _png(fig, dpi)
+
+
+def srag_histogram_png(result: dict, doc_id: str, dpi: int = 110) -> bytes:
+    """The document's S-RAG histogram beside the shadow's means as PNG bytes, for the PDF report."""
+    h = srag_histogram_data(result, doc_id)
+    fig = _new_figure(7.0, 3.2)
+    ax = fig.add_subplot(1, 1, 1)
+    series = [(n, s, c) for n, s, c in (("this document", h.document, DOC_COLOR),
+                                        ("shadow members (mean)", h.members, MEMBER_COLOR),
+                                        ("shadow non-members (mean)", h.nonmembers, NONMEMBER_COLOR))
+              if s is not None]
+    x = np.arange(len(h.labels))
+    width = 0.8 / max(1, len(series))
+    for i, (name, s, color) in enumerate(series):
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, s, width=width, color=color, label=name)
+    ax.set_xticks(x)
+    ax.set_xticklabels(h.labels, rotation=45, ha="right", fontsize=7)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("probability the target gave to the true next word", fontsize=9)
+    ax.set_ylabel("fraction of probed words", fontsize=9)
+    ax.set_title(_mtext(f"S-RAG histogram: {doc_id[:50]}"), fontsize=10)
+    if series:
+        ax.legend(fontsize=8, frameon=False)
+    if h.notes:
+        fig.text(0.01, -0.2, _wrap(h.note), fontsize=8, color="#555", va="top")
+    return _png(fig, dpi)
+
+
+# --------------------------------------------------------------------------- raw scores
+
+
+def raw_scores_csv(result: dict, method: str) -> str:
+    """The raw scores behind the KDE plot of ``method``, one row per score.
+
+    Columns: group (shadow_member | shadow_nonmember | document), id (the
+    shadow's scores carry no document ids, so they are numbered), score
+    (empty when a document got none), reason (why a document has no score).
+    """
+    from audit_core.report import csv_cell, scrub_text  # report builds on this module
+
+    cal = calibration_of(result, method) or {}
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["method", "group", "id", "score", "reason"])
+    shadow = (("shadow_member", cal.get("member_scores")), ("shadow_nonmember", cal.get("nonmember_scores")))
+    for group, values in shadow:
+        for i, s in enumerate(_scores(values)):
+            w.writerow([csv_cell(method), group, f"{group}_{i}", repr(s), ""])
+    for doc_id, s, reason in document_scores(result, method):
+        why = "" if s is not None else scrub_text(reason or "")
+        w.writerow([csv_cell(method), "document", csv_cell(doc_id), "" if s is None else repr(s), csv_cell(why)])
+    return buf.getvalue()

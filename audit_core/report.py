@@ -1,0 +1,630 @@
+"""Exports of an audit: the PDF report, the JSON record, the CSV table, verdict explanations.
+
+Everything works from the audit's JSON dict (``AuditResult.to_json()``), so an
+audit reopened from history exports exactly what a fresh one does.
+
+Secrets: an API key is never part of the dict by design (connectors keep it
+to themselves), but a report is a document people forward, so every export is
+scrubbed defensively first (``scrub``): fields whose *name* says secret
+(api_key, password, authorization...) are replaced, and strings that *look*
+like credentials (``sk-...``, ``Bearer ...``, ``?api_key=...``, passwords in
+URLs) are masked wherever they appear -- document texts included, since a
+secret pasted into a document by mistake should not travel with the report
+either.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import functools
+import io
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+from xml.sax.saxutils import escape as _xml_escape
+
+from audit_core.plots import (
+    document_ids,
+    kde_data,
+    kde_png,
+    method_label,
+    method_result,
+    srag_histogram_png,
+)
+
+REDACTED = "[removed]"
+
+#: dict keys whose value is a secret whatever it looks like
+_SECRET_NAME = re.compile(
+    r"(?i)(api[_-]?key|apikey|secret|passw(or)?d|authori[sz]ation|bearer|credential|"
+    r"(access|auth|refresh|session|bearer|api)[_-]?token|private[_-]?key)"
+)
+#: substrings that look like credentials, with what replaces them
+_SECRET_PATTERNS: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{6,}"), f"Bearer {REDACTED}"),
+    (re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{6,}"), REDACTED),  # OpenAI-style keys, sk-proj-, sk-ant-
+    (re.compile(r"(?<![A-Za-z0-9])(?:hf|gsk|ghp|gho|github_pat|xai|pplx|nvapi)[_-][A-Za-z0-9_\-]{16,}"), REDACTED),
+    (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{30,}"), REDACTED),  # Google API keys
+    (re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|sig)=)[^&#\s]+"), r"\1" + REDACTED),
+    (re.compile(r"(://)[^/\s:@]+:[^/\s@]+@"), r"\1" + REDACTED + "@"),  # user:password@host
+)
+
+
+def scrub_text(text: str) -> str:
+    """``text`` with every credential-looking substring masked."""
+    for pattern, repl in _SECRET_PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def scrub(obj: Any) -> Any:
+    """A deep copy of ``obj`` with secrets removed (see the module docstring).
+
+    Non-finite floats become None, so the result is also valid strict JSON.
+    """
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if isinstance(k, str) and _SECRET_NAME.search(k) and v not in (None, "", [], {}):
+                out[k] = REDACTED
+            else:
+                out[scrub_text(k) if isinstance(k, str) else k] = scrub(v)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [scrub(v) for v in obj]
+    if isinstance(obj, str):
+        return scrub_text(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def csv_cell(value: Any) -> str:
+    """A text cell that a spreadsheet will not run as a formula.
+
+    Document ids and reasons come from users and targets; a cell starting
+    with ``=``, ``+``, ``-``, ``@`` (or a tab / carriage return) is prefixed
+    with an apostrophe, the usual neutralisation of CSV injection.
+    """
+    s = "" if value is None else str(value)
+    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+
+
+# --------------------------------------------------------------------------- JSON / CSV
+
+
+def results_json(result: dict) -> bytes:
+    """The whole audit record as pretty UTF-8 JSON, scrubbed of secrets; nothing else is dropped."""
+    return json.dumps(scrub(result), indent=2, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8")
+
+
+def audit_methods(result: dict) -> list[str]:
+    """Methods of the audit in a stable order: as configured, then any others found in the results."""
+    cfg = result.get("config") or {}
+    names = [m for m in cfg.get("methods") or [] if isinstance(m, str)]
+    for v in result.get("verdicts") or []:
+        for m in (v.get("methods") or {}):
+            if m not in names:
+                names.append(m)
+    for rs in (result.get("results") or {}).values():
+        for m in rs or {}:
+            if m not in names:
+                names.append(m)
+    return names
+
+
+def decision_text(decision: bool | None) -> str:
+    """A method decision in the verdict vocabulary: member / not found / inconclusive."""
+    return "member" if decision is True else "not found" if decision is False else "inconclusive"
+
+
+def results_csv(result: dict) -> str:
+    """One row per document: id, verdict, reason, combined score, then score / decision / reason per method.
+
+    Scores are written with full precision (``repr``); an empty cell means
+    no score. Method columns are empty when the method was not configured.
+    """
+    clean = scrub(result)
+    methods = audit_methods(clean)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    header = ["doc_id", "verdict", "reason", "score"]
+    for m in methods:
+        header += [f"{m}_score", f"{m}_decision", f"{m}_reason"]
+    w.writerow(header)
+    for v in clean.get("verdicts") or []:
+        row = [csv_cell(v.get("doc_id")), v.get("verdict", ""), csv_cell(v.get("reason")), _num(v.get("score"))]
+        ms = v.get("methods") or {}
+        for m in methods:
+            if m in ms:
+                info = ms[m] or {}
+                row += [_num(info.get("score")), decision_text(info.get("decision")), csv_cell(info.get("reason"))]
+            else:
+                row += ["", "", ""]
+        w.writerow(row)
+    return buf.getvalue()
+
+
+def _num(x: Any) -> str:
+    return repr(float(x)) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else ""
+
+
+# --------------------------------------------------------------------------- plain language
+
+#: what each method observes, for readers who do not know the papers
+METHOD_DESCRIPTIONS: dict[str, str] = {
+    "srag": "asks the target to continue the document from just before hard-to-guess words and reads the "
+            "probability it gives to the true next word; a classifier trained on a shadow RAG turns the "
+            "histogram of these probabilities into a membership probability",
+    "mba": "hides selected words of the document and asks the target to fill them in; a RAG that retrieved "
+           "the document fills in many more of them correctly",
+    "rag_mia": "asks the target directly whether the text appears in its context",
+    "s2mia_m": "gives the target the first half of the document and compares its continuation with the true "
+               "second half (semantic similarity and perplexity)",
+    "s2mia_t": "gives the target the first half of the document and compares its continuation with the true "
+               "second half (similarity threshold)",
+    "mink": "averages the lowest token probabilities the target assigns to the document",
+}
+
+_VERDICT_KINDS = ("member", "not found", "inconclusive")
+
+
+def auc_reading(auc: float | None) -> str:
+    """Plain-language reading of a shadow validation AUC (0.5 = chance, 1 = perfect)."""
+    if auc is None or not isinstance(auc, (int, float)) or not math.isfinite(auc):
+        return "not measured: treat this method's result with caution"
+    if auc < 0.6:
+        return "about chance: this method's results are not evidence on this setup"
+    if auc < 0.7:
+        return "weak: this method's results are weak evidence"
+    if auc < 0.8:
+        return "moderate: useful evidence, with real error rates"
+    if auc < 0.9:
+        return "good: the method separated the shadow's members from non-members well"
+    return "strong: the method separated the shadow's members from non-members almost perfectly"
+
+
+def _fmt(x: Any, nd: int = 2) -> str:
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return f"{float(x):.{nd}f}" if ok else "n/a"
+
+
+def _method_sentence(name: str, info: dict) -> str:
+    label = method_label(name)
+    score, decision, reason = info.get("score"), info.get("decision"), info.get("reason")
+    if decision is None or score is None:
+        return f"{label} gave no answer ({reason or 'no reason recorded'})."
+    what = "membership probability" if name == "srag" else "score"
+    return f"{label} gave a {what} of {_fmt(score)} and on its own says “{decision_text(decision)}”."
+
+
+def explain_verdict(verdict: dict) -> str:
+    """A plain-language paragraph explaining one verdict (Verdict JSON), for the app and the PDF.
+
+    Raises ValueError for a verdict kind it does not know, rather than
+    explaining something it cannot vouch for.
+    """
+    kind = verdict.get("verdict")
+    if kind not in _VERDICT_KINDS:
+        raise ValueError(f"unknown verdict {kind!r}; expected one of {_VERDICT_KINDS}")
+    doc = verdict.get("doc_id", "this document")
+    reason = scrub_text(str(verdict.get("reason") or "")).strip()
+    methods = verdict.get("methods") or {}
+    detail = " ".join(_method_sentence(m, info or {}) for m, info in methods.items())
+    if kind == "member":
+        head = (f"The audit found evidence that “{doc}” is in the target's knowledge base "
+                f"(combined score {_fmt(verdict.get('score'))}; {reason}).")
+        tail = ("The target reacts to this text the way our shadow RAG reacts to documents it holds. This is "
+                "strong evidence, not proof: a near-copy of the text in the knowledge base, or the text in the "
+                "model's own training data, can produce the same signal.")
+    elif kind == "not found":
+        head = (f"The audit found no evidence that “{doc}” is in the target's knowledge base "
+                f"(combined score {_fmt(verdict.get('score'))}; {reason}).")
+        tail = ("This is not proof of absence: the target may hold the document yet not retrieve it for our "
+                "probes, or a defence may hide it. It means only that the target did not behave as RAG systems "
+                "behave with documents they hold.")
+    else:
+        head = f"The audit could not decide for “{doc}”: {reason or 'no method gave an answer'}."
+        low = reason.lower()
+        hints = []
+        if "disagree" in low:
+            hints.append("The methods pointed in different directions, so neither answer is reported as the verdict.")
+        if "logprob" in low:
+            hints.append("The target does not return the token probabilities some methods need.")
+        if "too short" in low:
+            hints.append("The document is too short to probe; longer texts give clearer results.")
+        if "fail" in low or "error" in low or "timeout" in low:
+            hints.append("Some target calls failed; running the audit again may complete them.")
+        tail = " ".join(hints + ["An inconclusive result says nothing either way about membership."])
+    return " ".join(p for p in (head, detail, tail) if p)
+
+
+LIMITATIONS: tuple[str, ...] = (
+    "A “member” verdict means the target answered about the document the way RAG systems answer about "
+    "documents in their knowledge base. It is statistical evidence, not proof: a very similar text in the "
+    "knowledge base, or the text in the underlying model's training data, can produce the same behaviour.",
+    "“Not found” is not proof of absence. A RAG system may hold a document and still not retrieve it for our "
+    "probes; a defence (prompt rules, query rewriting, detect-and-hide) can mask it; a short document gives "
+    "the methods little to work with.",
+    "The thresholds and the classifier were fitted on a shadow RAG system that we built ourselves. The target "
+    "differs from it (its model, its retriever, its prompt, its other documents), so the shadow's validation "
+    "quality is an estimate of the method's quality on the target, not a guarantee.",
+    "The shadow and the word selection use small local language models, far smaller than those used in the "
+    "papers the methods come from; results can be weaker than the papers report.",
+    "Each verdict concerns one document. With many documents some errors are expected by chance; look at the "
+    "evidence, and at the shadow's validation quality, before acting on a single verdict.",
+)
+
+
+# --------------------------------------------------------------------------- PDF
+
+
+@dataclass
+class ReportOptions:
+    """Layout choices of the PDF report."""
+
+    #: characters of each document's text shown in the evidence section
+    excerpt_chars: int = 600
+    #: characters of MBA's masked text shown (the rest is elided)
+    masked_text_chars: int = 1500
+    #: resolution of embedded figures
+    figure_dpi: int = 110
+
+
+@functools.lru_cache(maxsize=1)
+def _fonts() -> tuple[str, str]:
+    """Register DejaVu Sans (shipped with matplotlib) so any script and ✓ / ✗ render; returns (regular, bold)."""
+    import matplotlib
+    from reportlab.lib.fonts import addMapping
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+
+    ttf = os.path.join(matplotlib.get_data_path(), "fonts", "ttf")
+    pdfmetrics.registerFont(TTFont("RpaSans", os.path.join(ttf, "DejaVuSans.ttf")))
+    pdfmetrics.registerFont(TTFont("RpaSans-Bold", os.path.join(ttf, "DejaVuSans-Bold.ttf")))
+    pdfmetrics.registerFont(TTFont("RpaSans-Oblique", os.path.join(ttf, "DejaVuSans-Oblique.ttf")))
+    addMapping("RpaSans", 0, 0, "RpaSans")
+    addMapping("RpaSans", 1, 0, "RpaSans-Bold")
+    addMapping("RpaSans", 0, 1, "RpaSans-Oblique")
+    addMapping("RpaSans", 1, 1, "RpaSans-Bold")
+    return "RpaSans", "RpaSans-Bold"
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def esc(text: Any) -> str:
+    """User or target text made safe for a reportlab Paragraph: markup escaped, control characters dropped."""
+    s = _CONTROL.sub("", "" if text is None else str(text))
+    return _xml_escape(s).replace("\n", "<br/>")
+
+
+def _styles() -> dict:
+    from reportlab.lib import colors
+    from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
+
+    regular, bold = _fonts()
+    base = getSampleStyleSheet()
+    s = {
+        "title": ParagraphStyle("t", parent=base["Title"], fontName=bold, fontSize=18),
+        "h1": ParagraphStyle("h1", parent=base["Heading1"], fontName=bold, fontSize=14, spaceBefore=10),
+        "h2": ParagraphStyle("h2", parent=base["Heading2"], fontName=bold, fontSize=11.5, spaceBefore=8),
+        "body": ParagraphStyle("b", parent=base["BodyText"], fontName=regular, fontSize=9.5, leading=12.5),
+        "small": ParagraphStyle("s", parent=base["BodyText"], fontName=regular, fontSize=8, leading=10),
+        "note": ParagraphStyle("n", parent=base["BodyText"], fontName=regular, fontSize=8, leading=10,
+                               textColor=colors.HexColor("#555555")),
+        "cell": ParagraphStyle("c", parent=base["BodyText"], fontName=regular, fontSize=8, leading=10),
+        "cellb": ParagraphStyle("cb", parent=base["BodyText"], fontName=bold, fontSize=8, leading=10),
+        "quote": ParagraphStyle("q", parent=base["BodyText"], fontName=regular, fontSize=8.5, leading=11,
+                                leftIndent=10, textColor=colors.HexColor("#333333")),
+    }
+    return s
+
+
+_VERDICT_COLORS = {"member": "#fbe3df", "not found": "#e2f1e0", "inconclusive": "#eeeeee"}
+
+
+def _table(rows: list[list], widths: list[float], st: dict, header: bool = True, row_colors: list | None = None):
+    from reportlab.lib import colors
+    from reportlab.platypus import Paragraph, Table, TableStyle
+
+    cells = [[c if not isinstance(c, str) else Paragraph(c, st["cellb" if header and i == 0 else "cell"])
+              for c in row] for i, row in enumerate(rows)]
+    t = Table(cells, colWidths=widths, repeatRows=1 if header else 0)
+    style = [("GRID", (0, 0), (-1, -1), 0.3, colors.HexColor("#bbbbbb")),
+             ("VALIGN", (0, 0), (-1, -1), "TOP"),
+             ("TOPPADDING", (0, 0), (-1, -1), 2), ("BOTTOMPADDING", (0, 0), (-1, -1), 2)]
+    if header:
+        style.append(("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#dde4ee")))
+    for i, c in enumerate(row_colors or []):
+        if c:
+            style.append(("BACKGROUND", (0, i), (-1, i), colors.HexColor(c)))
+    t.setStyle(TableStyle(style))
+    return t
+
+
+def _image(png: bytes, width: float):
+    from reportlab.lib.utils import ImageReader
+    from reportlab.platypus import Image
+
+    iw, ih = ImageReader(io.BytesIO(png)).getSize()
+    return Image(io.BytesIO(png), width=width, height=width * ih / iw)
+
+
+def _scalar_params(d: Any, limit: int = 14) -> str:
+    """``k=v; ...`` for the scalar entries of a parameter dict (lists and nested dicts summarised)."""
+    if not isinstance(d, dict) or not d:
+        return ""
+    parts = []
+    for k, v in d.items():
+        if isinstance(v, (str, int, float, bool)) or v is None:
+            parts.append(f"{k}={v}")
+        elif isinstance(v, dict):
+            inner = _scalar_params(v, limit=6)
+            if inner:
+                parts.append(f"{k}: {{{inner}}}")
+        if len(parts) >= limit:
+            parts.append("…")
+            break
+    return "; ".join(parts)
+
+
+def mba_accuracy(result: dict, doc_id: str) -> tuple[int, int] | None:
+    """(right, masks) from MBA's evidence rows, or None when the document has no rows."""
+    r = method_result(result, doc_id, "mba")
+    rows = ((r or {}).get("evidence") or {}).get("rows")
+    if not isinstance(rows, list) or not rows:
+        return None
+    return sum(1 for x in rows if isinstance(x, dict) and x.get("correct") is True), len(rows)
+
+
+def _mba_cell(result: dict, v: dict) -> str:
+    acc = mba_accuracy(result, v.get("doc_id"))
+    info = (v.get("methods") or {}).get("mba")
+    if acc is not None:
+        return f"{acc[0]}/{acc[1]} right"
+    if info is None:
+        return "—"
+    return _fmt(info.get("score")) if info.get("score") is not None else "n/a"
+
+
+def _srag_cell(v: dict) -> str:
+    info = (v.get("methods") or {}).get("srag")
+    if info is None:
+        return "—"
+    return _fmt(info.get("score")) if info.get("score") is not None else "n/a"
+
+
+def _page_decoration(created: str):
+    def draw(canvas, doc) -> None:
+        regular, _ = _fonts()
+        canvas.saveState()
+        canvas.setFont(regular, 7.5)
+        canvas.setFillGray(0.4)
+        canvas.drawString(doc.leftMargin, 12 * 2.835, f"RAG Provenance Auditor · audit of {created}")
+        canvas.drawRightString(doc.pagesize[0] - doc.rightMargin, 12 * 2.835, f"page {doc.page}")
+        canvas.restoreState()
+    return draw
+
+
+def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
+               options: ReportOptions | None = None) -> bytes:
+    """The audit report as PDF bytes (reportlab platypus).
+
+    ``progress`` is called with 1 after each document's evidence is laid out
+    (figures are the slow part of a large audit).
+    """
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.units import cm
+    from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate, Spacer
+
+    opt = options or ReportOptions()
+    r = scrub(result)
+    st = _styles()
+    P = lambda text, style="body": Paragraph(text, st[style])  # noqa: E731 - local shorthand
+    buf = io.BytesIO()
+    doc = SimpleDocTemplate(buf, pagesize=A4, leftMargin=1.8 * cm, rightMargin=1.8 * cm, topMargin=1.6 * cm,
+                            bottomMargin=1.8 * cm, title="RAG provenance audit report", author="RAG Provenance Auditor")
+    width = doc.width
+    story: list = []
+    created = str(r.get("created") or "unknown date")
+    target = str(r.get("target") or "unknown target")
+    verdicts = [v for v in r.get("verdicts") or [] if isinstance(v, dict)]
+    methods = audit_methods(r)
+    calibrations = r.get("calibrations") or {}
+    not_run = r.get("not_run") or {}
+
+    # -- title and summary -----------------------------------------------------
+    story.append(P("RAG provenance audit report", "title"))
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    story.append(P(f"<b>Audit date:</b> {esc(created)} &nbsp; <b>Report generated:</b> {esc(now)}"))
+    story.append(P(f"<b>Target:</b> {esc(target)}"))
+    counts = {k: sum(1 for v in verdicts if v.get("verdict") == k) for k in _VERDICT_KINDS}
+    story.append(P(f"<b>Verdicts:</b> {counts['member']} member, {counts['not found']} not found, "
+                   f"{counts['inconclusive']} inconclusive, out of {len(verdicts)} document(s)."))
+    if r.get("cancelled"):
+        story.append(P("<b>This audit was cancelled before it finished:</b> only the documents listed below were "
+                       "audited."))
+    story.append(Spacer(1, 6))
+
+    # -- what was sent ---------------------------------------------------------
+    story.append(P("What was sent", "h1"))
+    acc = r.get("account") or {}
+    n_docs = len(r.get("documents") or []) or len(verdicts)
+    story.append(P(
+        f"{n_docs} document(s) were audited against <b>{esc(target)}</b>. The target received "
+        f"{int(acc.get('queries', 0) or 0)} queries ({int(acc.get('failures', 0) or 0)} failed, "
+        f"{int(acc.get('retries', 0) or 0)} retries), using {int(acc.get('prompt_tokens', 0) or 0)} prompt "
+        f"tokens and {int(acc.get('completion_tokens', 0) or 0)} completion tokens. Queries contain parts of "
+        "the documents, as the methods require; nothing else about you was sent."))
+    caps = r.get("capabilities") or {}
+    if caps:
+        story.append(P(f"Target capabilities: logprobs {'returned' if caps.get('logprobs') else 'not returned'}; "
+                       f"up to {esc(caps.get('max_top_logprobs', 'n/a'))} alternatives per token.", "small"))
+
+    # -- methods ---------------------------------------------------------------
+    story.append(P("Methods and parameters", "h1"))
+    cfg = r.get("config") or {}
+    rows = [["Method", "What it does", "Parameters"]]
+    for m in methods:
+        cal = calibrations.get(m) or {}
+        params = dict((cfg.get("method_params") or {}).get(m) or {})
+        cal_cfg = (cal.get("params") or {}).get("config")
+        text = _scalar_params(cal_cfg if isinstance(cal_cfg, dict) else params)
+        if cal.get("threshold") is not None:
+            text = f"threshold={_fmt(cal.get('threshold'), 3)}; " + text
+        if m in not_run:
+            text = "could not run on this target"
+        rows.append([esc(method_label(m)), esc(METHOD_DESCRIPTIONS.get(m, "")), esc(text or "defaults")])
+    if len(rows) > 1:
+        story.append(_table(rows, [2.4 * cm, 7.4 * cm, width - 9.8 * cm], st))
+    else:
+        story.append(P("No method was configured."))
+    for key, label in (("shadow", "Shadow RAG"), ("verdict", "Verdict rules")):
+        if cfg.get(key):
+            story.append(P(f"<b>{label}:</b> {esc(_scalar_params(cfg.get(key), limit=20))}", "small"))
+
+    # -- verdicts --------------------------------------------------------------
+    story.append(P("Verdicts", "h1"))
+    if verdicts:
+        rows = [["Document", "Verdict", "Reason", "S-RAG<br/>probability", "MBA<br/>accuracy"]]
+        colors_ = [None]
+        for v in verdicts:
+            rows.append([esc(v.get("doc_id")), esc(v.get("verdict")), esc(v.get("reason")), _srag_cell(v),
+                         esc(_mba_cell(r, v))])
+            colors_.append(_VERDICT_COLORS.get(v.get("verdict")))
+        story.append(_table(rows, [3.0 * cm, 2.2 * cm, width - 9.8 * cm, 2.4 * cm, 2.2 * cm], st, row_colors=colors_))
+    else:
+        story.append(P("No document was audited."))
+
+    # -- shadow validation -----------------------------------------------------
+    story.append(P("How reliable each method was on the shadow", "h1"))
+    story.append(P("Before the audit, each method was tested on a shadow RAG system whose contents we know. The "
+                   "AUC below is measured on shadow documents held out from fitting: 0.5 is chance, 1.0 is "
+                   "perfect. Below 0.7 a method's results are weak evidence."))
+    rows = [["Method", "Shadow AUC", "Reading"]]
+    for m in methods:
+        if m in not_run:
+            continue
+        auc = (calibrations.get(m) or {}).get("shadow_auc")
+        rows.append([esc(method_label(m)), _fmt(auc), esc(auc_reading(auc))])
+    if len(rows) > 1:
+        story.append(_table(rows, [3 * cm, 2.2 * cm, width - 5.2 * cm], st))
+
+    # -- methods that could not run --------------------------------------------
+    if not_run:
+        story.append(P("Methods that could not run", "h1"))
+        for m, why in not_run.items():
+            story.append(P(f"<b>{esc(method_label(m))}:</b> {esc(why)}"))
+
+    # -- score distributions ---------------------------------------------------
+    kde_methods = [m for m in methods if m in calibrations and m not in not_run]
+    if kde_methods:
+        story.append(PageBreak())
+        story.append(P("Your documents against the shadow's score distributions", "h1"))
+        story.append(P("Each plot shows the scores a method gave to shadow documents known to be in the shadow's "
+                       "knowledge base (members) and known not to be (non-members), with your documents marked at "
+                       "their scores. A document far inside the member curve looks like a member. The raw scores "
+                       "behind each plot are available as a CSV export."))
+        for m in kde_methods:
+            story.append(P(esc(method_label(m)), "h2"))
+            story.append(_image(kde_png(r, m, dpi=opt.figure_dpi), width * 0.92))
+            note = kde_data(r, m).note
+            if note:
+                story.append(P(esc(note), "note"))
+
+    # -- per-document evidence -------------------------------------------------
+    story.append(PageBreak())
+    story.append(P("Evidence per document", "h1"))
+    texts = {str(d.get("id")): d.get("text", "") for d in r.get("documents") or [] if isinstance(d, dict)}
+    by_id = {str(v.get("doc_id")): v for v in verdicts}
+    for doc_id in document_ids(r):
+        story.extend(_document_evidence(r, doc_id, by_id.get(doc_id), texts.get(doc_id, ""), st, width, opt))
+        if progress:
+            progress(1)
+
+    # -- limitations -----------------------------------------------------------
+    story.append(P("Limitations", "h1"))
+    for text in LIMITATIONS:
+        story.append(P("• " + esc(text)))
+        story.append(Spacer(1, 3))
+
+    decorate = _page_decoration(created)
+    doc.build(story, onFirstPage=decorate, onLaterPages=decorate)
+    return buf.getvalue()
+
+
+def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st: dict, width: float,
+                       opt: ReportOptions) -> list:
+    from reportlab.lib.units import cm
+    from reportlab.platypus import Paragraph, Spacer
+
+    P = lambda t, style="body": Paragraph(t, st[style])  # noqa: E731
+    out: list = [P(f"Document {esc(doc_id)}", "h2")]
+    if verdict is not None:
+        out.append(P(f"<b>Verdict: {esc(verdict.get('verdict'))}.</b> {esc(explain_verdict(verdict))}"))
+    if text:
+        excerpt = text if len(text) <= opt.excerpt_chars else text[: opt.excerpt_chars].rstrip() + " …"
+        out.append(P(f"<i>Text:</i> {esc(excerpt)}", "quote"))
+    out.append(Spacer(1, 4))
+
+    srag = method_result(r, doc_id, "srag")
+    if srag is not None:
+        ev = srag.get("evidence") or {}
+        out.append(P("<b>S-RAG: probed words</b> (probability the target gave to the true next word)"))
+        words = [w for w in ev.get("words") or [] if isinstance(w, dict)]
+        if words:
+            rows = [["#", "True word", "Probability", "Note"]]
+            for i, w in enumerate(words, 1):
+                if w.get("error") or w.get("prob") is None:
+                    prob, note = "n/a", f"call failed: {w.get('error') or 'no answer'}"
+                elif w.get("below_top_k"):
+                    prob, note = "0", f"not among the target's top alternatives (it said “{w.get('first_token', '')}”)"
+                else:
+                    prob, note = _fmt(w.get("prob"), 3), f"target's first token: “{w.get('first_token', '')}”"
+                rows.append([str(i), esc(w.get("word")), prob, esc(note)])
+            out.append(_table(rows, [0.8 * cm, 3.6 * cm, 2.2 * cm, width - 6.6 * cm], st))
+        else:
+            out.append(P(esc(srag.get("reason") or "No word was probed."), "note"))
+        if ev.get("below_topk_share") is not None:
+            out.append(P(f"Share of probes below the top-k alternatives: {_fmt(ev.get('below_topk_share'))}", "small"))
+        if ev.get("histogram"):  # without one, the reason above says all there is to say
+            out.append(_image(srag_histogram_png(r, doc_id, dpi=opt.figure_dpi), width * 0.8))
+
+    mba = method_result(r, doc_id, "mba")
+    if mba is not None:
+        ev = mba.get("evidence") or {}
+        out.append(P("<b>MBA: masked words</b>"))
+        masked = ev.get("masked_text")
+        if isinstance(masked, str) and masked:
+            if len(masked) > opt.masked_text_chars:
+                masked = masked[: opt.masked_text_chars].rstrip() + " …"
+            out.append(P(esc(masked), "quote"))
+        rows_ev = [x for x in ev.get("rows") or [] if isinstance(x, dict)]
+        if rows_ev:
+            rows = [["Mask", "Expected", "Target's answer", "Right?"]]
+            for x in rows_ev:
+                exp = x.get("expected")
+                exp = " / ".join(map(str, exp)) if isinstance(exp, (list, tuple)) else exp
+                mark = "✓ right" if x.get("correct") is True else "✗ wrong" if x.get("correct") is False else "n/a"
+                rows.append([esc(x.get("mask")), esc(exp), esc(x.get("predicted") or "(no answer)"), mark])
+            out.append(_table(rows, [2.2 * cm, 4.4 * cm, width - 9.0 * cm, 2.4 * cm], st))
+            acc = mba_accuracy(r, doc_id)
+            if acc is not None:
+                out.append(P(f"{acc[0]} of {acc[1]} masked words filled in correctly.", "small"))
+        if mba.get("reason"):
+            out.append(P(f"MBA gave no answer: {esc(mba.get('reason'))}", "note"))
+
+    others = [m for m in (r.get("results") or {}).get(doc_id, {}) if m not in ("srag", "mba")]
+    for m in others:
+        res = method_result(r, doc_id, m) or {}
+        if res.get("score") is None:
+            line = f"no answer ({res.get('reason') or 'no reason recorded'})"
+        else:
+            line = f"score {_fmt(res.get('score'))}, says “{decision_text(res.get('decision'))}”"
+        out.append(P(f"<b>{esc(method_label(m))}:</b> {esc(line)}", "small"))
+    out.append(Spacer(1, 8))
+    return out

@@ -1,0 +1,326 @@
+"""Figures and exports of an audit, from a hand-built audit dict (no real audit is run)."""
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+
+from audit_core import plots, report
+from audit_core.methods.base import MethodResult
+from audit_core.verdict import decide
+
+SECRET = "sk-test-SECRETPLANTED0123456789"
+MODEL = "acme-rag-model-7b"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _srag_evidence(probs: list[float], bins: int = 10, auc: float = 0.84) -> dict:
+    counts = [0.0] * bins
+    for p in probs:
+        counts[min(int(math.floor(bins * p)), bins - 1)] += 1
+    words = [{"word": f"w{i}", "prob": p, "below_top_k": p == 0.0, "first_token": " x" if p == 0 else f" w{i}",
+              "error": None} for i, p in enumerate(probs)]
+    return {"words": words, "shadow_auc": auc, "histogram": counts,
+            "below_topk_share": sum(p == 0 for p in probs) / len(probs)}
+
+
+def _mba_evidence(right: int, total: int = 10) -> dict:
+    rows = [{"mask": f"[MASK_{i}]", "expected": [f"word{i}", f"wrod{i}"] if i == 0 else f"word{i}",
+             "predicted": f"word{i}" if i < right else "other", "correct": i < right} for i in range(total)]
+    return {"masked_text": "The patient took [MASK_0] for three days & felt <better>.", "rows": rows}
+
+
+def make_result() -> dict:
+    """A realistic audit dict: 4 documents (member, not found, disagreement, too short), S-RAG + MBA, one
+    method that could not run, and secrets planted where none should survive."""
+    rng = np.random.default_rng(0)
+    mem = [float(x) for x in np.clip(rng.beta(5, 2, 40), 0, 1)]
+    non = [float(x) for x in np.clip(rng.beta(2, 5, 40), 0, 1)]
+    mba_mem = [float(x) for x in rng.integers(4, 11, 30) / 10]
+    mba_non = [float(x) for x in rng.integers(0, 6, 30) / 10]
+    nr_reason = "the target returns no logprobs, which this method needs"
+    docs = [
+        {"id": "doc-1", "text": "Amoxicillin 500mg was prescribed to the patient for a sinus infection. " * 3},
+        {"id": "doc-2", "text": "A completely unrelated note about gardening and tomatoes in July. " * 3},
+        {"id": "A&B <x>", "text": "Text with markup <b>bold</b> & ampersands that must be escaped. " * 3},
+        {"id": "=cmd", "text": "Too short."},
+    ]
+    results = {
+        "doc-1": [MethodResult("srag", "doc-1", 0.91, True, None, _srag_evidence([0.95, 0.9, 0.8, 0.99, 0.7, 0.85])),
+                  MethodResult("mba", "doc-1", 0.8, True, None, _mba_evidence(8))],
+        "doc-2": [MethodResult("srag", "doc-2", 0.08, False, None, _srag_evidence([0.0, 0.0, 0.05, 0.12, 0.3, 0.0])),
+                  MethodResult("mba", "doc-2", 0.1, False, None, _mba_evidence(1))],
+        "A&B <x>": [MethodResult("srag", "A&B <x>", 0.55, True, None, _srag_evidence([0.5, 0.6, 0.0, 0.4, 0.7])),
+                    MethodResult("mba", "A&B <x>", 0.2, False, None, _mba_evidence(2))],
+        "=cmd": [MethodResult("srag", "=cmd", None, None,
+                              "too short: S-RAG needs at least 12 words (this document has 2)",
+                              {"words": [], "shadow_auc": 0.84}),
+                 MethodResult("mba", "=cmd", None, None, "too short: MBA needs at least 5 masks", {})],
+    }
+    for rs in results.values():
+        rs.append(MethodResult("mink", rs[0].doc_id, None, None, reason=nr_reason))
+    verdicts = [decide(d, rs).to_json() for d, rs in results.items()]
+    return {
+        # a base URL with credentials in it, as a user might paste one
+        "target": f"http://user:{SECRET}@127.0.0.1:8000/v1 · {MODEL}",
+        "created": "2025-05-01T10:00:00+00:00",
+        "config": {"methods": ["srag", "mba", "mink"], "api_key": SECRET,
+                   "method_params": {"srag": {"bins": 10}, "mba": {"n_masks": 10}},
+                   "shadow": {"corpus": "genmedgpt5k", "n_members": 40, "seed": 0, "api_key": SECRET},
+                   "verdict": {"confident_low": 0.2, "confident_high": 0.8, "primary": "srag", "second": "mba"}},
+        "capabilities": {"reachable": True, "logprobs": True, "max_top_logprobs": 20,
+                         "detail": f"probe ok (Authorization: Bearer {SECRET})"},
+        "verdicts": verdicts,
+        "results": {d: {r.method: r.to_json() for r in rs} for d, rs in results.items()},
+        "observations": {"doc-1": {"srag": {"method": "srag", "doc_id": "doc-1", "requests": [
+            {"messages": [{"role": "user", "content": "Complete: Amoxicillin"}], "max_tokens": 1,
+             "headers": {"Authorization": f"Bearer {SECRET}"}}],
+            "responses": [None], "errors": [f"unreachable: http://u:{SECRET}@host/v1?api_key={SECRET} refused"],
+            "data": {}, "skipped": None}}},
+        "calibrations": {
+            "srag": {"method": "srag", "threshold": 0.5, "member_scores": mem, "nonmember_scores": non,
+                     "shadow_auc": 0.84, "params": {
+                         "config": {"bins": 10, "segment_factor": 10, "proxy_model": "smollm2-135m-instruct"},
+                         "member_hist_mean": [0.05, 0.02, 0.03, 0.05, 0.05, 0.1, 0.1, 0.15, 0.2, 0.25],
+                         "nonmember_hist_mean": [0.4, 0.15, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05, 0.03, 0.02],
+                         "validation_scores": [0.1, 0.9], "validation_labels": [0, 1]}},
+            "mba": {"method": "mba", "threshold": 0.45, "member_scores": mba_mem, "nonmember_scores": mba_non,
+                    "shadow_auc": 0.66, "params": {"config": {"n_masks": 10, "gamma": 0.5}}},
+        },
+        "not_run": {"mink": nr_reason},
+        "account": {"queries": 62, "failures": 1, "retries": 2, "prompt_tokens": 12345, "completion_tokens": 321},
+        "documents": docs,
+        "cancelled": False,
+    }
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    return make_result()
+
+
+PROGRESS: list[int] = []
+
+
+@pytest.fixture(scope="module")
+def pdf_text(result) -> str:
+    from pypdf import PdfReader
+
+    pdf = report.pdf_report(result, progress=PROGRESS.append)
+    assert pdf.startswith(b"%PDF")
+    return "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(pdf)).pages)
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --------------------------------------------------------------------------- PDF
+
+
+def test_pdf_contains_the_audit(pdf_text, result):
+    flat = _flat(pdf_text)
+    for heading in ("What was sent", "Verdicts", "Limitations", "Evidence per document", "Methods that could not run"):
+        assert heading in flat
+    assert MODEL in flat
+    for doc_id in ("doc-1", "doc-2", "A&B <x>"):  # markup characters come back as text, not as markup
+        assert doc_id in flat
+    kinds = {v["verdict"] for v in result["verdicts"]}
+    assert kinds == {"member", "not found", "inconclusive"}
+    for kind in kinds:
+        assert kind in flat
+    assert "12345 prompt tokens" in flat and "62 queries" in flat
+    assert "8/10 right" in flat and "0.91" in flat  # MBA accuracy and S-RAG probability in the table
+    assert "✓ right" in flat and "✗ wrong" in flat
+    assert "weak" in flat  # MBA's shadow AUC 0.66 is read as weak evidence
+    assert "not proof of absence" in flat
+
+
+def test_pdf_never_contains_the_key(pdf_text):
+    assert "SECRETPLANTED" not in pdf_text
+    assert "sk-test" not in pdf_text
+    flat = _flat(pdf_text)
+    assert "127.0.0.1:8000/v1" in flat and "n_members=40" in flat  # the places the key was planted are shown
+
+
+def test_pdf_for_degenerate_audit():
+    """One document, no calibrations, only an inconclusive S-RAG result, no MBA: still a complete report."""
+    from pypdf import PdfReader
+
+    r = {"target": f"https://api.example.com/v1 · {MODEL}", "created": "2025-05-02T00:00:00+00:00",
+         "config": {"methods": ["srag"]}, "capabilities": {}, "calibrations": {}, "not_run": {},
+         "verdicts": [{"doc_id": "only", "verdict": "inconclusive", "reason": "srag: 3 of 6 target calls failed",
+                       "score": None, "methods": {"srag": {"score": None, "decision": None,
+                                                           "reason": "3 of 6 target calls failed"}}}],
+         "results": {"only": {"srag": {"method": "srag", "doc_id": "only", "score": None, "decision": None,
+                                       "reason": "3 of 6 target calls failed", "evidence": {"words": [
+                                           {"word": "x", "prob": None, "below_top_k": False, "first_token": "",
+                                            "error": "timeout: no answer in 30 s"}]}}}},
+         "account": {}, "documents": [{"id": "only", "text": "short text"}], "cancelled": True}
+    text = _flat("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages))
+    assert "Limitations" in text and "only" in text and "cancelled" in text
+    assert "call failed: timeout" in text
+
+
+def test_pdf_progress_counts_documents(pdf_text, result):
+    assert sum(PROGRESS) == len(result["verdicts"])
+
+
+# --------------------------------------------------------------------------- JSON / CSV
+
+
+def test_results_json_round_trip_without_secrets(result):
+    blob = report.results_json(result)
+    assert SECRET.encode() not in blob and b"SECRETPLANTED" not in blob
+    back = json.loads(blob)
+    assert back == report.scrub(result)
+    assert back["config"]["api_key"] == report.REDACTED
+    assert back["verdicts"] == result["verdicts"]  # nothing else is lost
+    assert back["documents"] == result["documents"]
+    assert back["calibrations"]["srag"]["member_scores"] == result["calibrations"]["srag"]["member_scores"]
+    assert "Bearer [removed]" in back["capabilities"]["detail"]
+
+
+def test_results_json_non_finite_numbers_become_null():
+    back = json.loads(report.results_json({"calibrations": {"srag": {"shadow_auc": float("nan")}}}))
+    assert back["calibrations"]["srag"]["shadow_auc"] is None
+
+
+def test_results_csv_round_trip(result):
+    rows = list(csv.DictReader(io.StringIO(report.results_csv(result))))
+    assert len(rows) == len(result["verdicts"])
+    for row, v in zip(rows, result["verdicts"]):
+        assert row["doc_id"] == ("'=cmd" if v["doc_id"] == "=cmd" else v["doc_id"])  # formula neutralised
+        assert row["verdict"] == v["verdict"]
+        assert row["reason"] == v["reason"]
+        assert (row["score"] == "") if v["score"] is None else float(row["score"]) == v["score"]
+        for m in ("srag", "mba", "mink"):
+            info = v["methods"][m]
+            assert (row[f"{m}_score"] == "") if info["score"] is None else float(row[f"{m}_score"]) == info["score"]
+            assert row[f"{m}_decision"] == report.decision_text(info["decision"])
+    assert rows[0]["srag_decision"] == "member" and rows[1]["srag_decision"] == "not found"
+    assert rows[0]["mink_decision"] == "inconclusive" and "logprobs" in rows[0]["mink_reason"]
+
+
+def test_raw_scores_csv(result):
+    rows = list(csv.DictReader(io.StringIO(plots.raw_scores_csv(result, "srag"))))
+    groups = {g: [r for r in rows if r["group"] == g] for g in ("shadow_member", "shadow_nonmember", "document")}
+    cal = result["calibrations"]["srag"]
+    assert [float(r["score"]) for r in groups["shadow_member"]] == cal["member_scores"]
+    assert [float(r["score"]) for r in groups["shadow_nonmember"]] == cal["nonmember_scores"]
+    docs = {r["id"]: r for r in groups["document"]}
+    assert float(docs["doc-1"]["score"]) == 0.91
+    assert docs["'=cmd"]["score"] == "" and "too short" in docs["'=cmd"]["reason"]
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def test_kde_normal(result):
+    d = plots.kde_data(result, "srag")
+    assert d.mode == "kde" and d.notes == ["1 document(s) without a score from S-RAG are not shown."]
+    # each density integrates to about 1 over the grid (Gaussian tails leak a little outside [0, 1])
+    for dens in (d.member_density, d.nonmember_density):
+        assert 0.85 < np.trapezoid(dens, d.grid) <= 1.0 + 1e-6
+    # the member KDE (beta(5, 2)) peaks to the right of the non-member KDE (beta(2, 5))
+    assert d.grid[np.argmax(d.member_density)] > d.grid[np.argmax(d.nonmember_density)]
+    assert sorted(doc for doc, _ in d.documents) == sorted(["doc-1", "doc-2", "A&B <x>"])
+    fig = plots.kde_figure_plotly(result, "srag")
+    names = [t.name for t in fig.data]
+    assert any(n.startswith("shadow members") for n in names) and "your documents" in names
+    marks = next(t for t in fig.data if t.name == "your documents")
+    assert dict(zip(marks.text, marks.x))["doc-1"] == pytest.approx(0.91)
+    assert plots.kde_png(result, "srag").startswith(PNG_MAGIC)
+
+
+def test_kde_degenerate_inputs(result):
+    r = copy.deepcopy(result)
+    r["calibrations"]["srag"]["member_scores"] = [0.9, 0.9, 0.9]  # one distinct value: no KDE possible
+    d = plots.kde_data(r, "srag")
+    assert d.mode == "histogram" and "histograms are shown" in d.note
+    assert np.sum(d.member_density * np.diff(d.edges)) == pytest.approx(1.0)
+    assert plots.kde_png(r, "srag").startswith(PNG_MAGIC)
+    assert len(plots.kde_figure_plotly(r, "srag").data) >= 2
+
+    r["calibrations"]["srag"]["member_scores"] = []
+    r["calibrations"]["srag"]["nonmember_scores"] = []
+    d = plots.kde_data(r, "srag")
+    assert d.mode == "none" and "no S-RAG scores" in d.note
+    assert plots.kde_png(r, "srag").startswith(PNG_MAGIC)
+
+    d = plots.kde_data(result, "rag_mia")  # a method missing everywhere
+    assert d.mode == "none" and "No shadow calibration" in d.note and "No document" in d.note
+    plots.kde_figure_plotly(result, "rag_mia")
+    assert plots.kde_png(result, "rag_mia").startswith(PNG_MAGIC)
+
+    one = copy.deepcopy(result)
+    one["verdicts"] = one["verdicts"][:1]
+    one["results"] = {"doc-1": one["results"]["doc-1"]}
+    d = plots.kde_data(one, "mba")
+    assert d.documents == [("doc-1", 0.8)] and d.mode == "kde"
+    assert plots.kde_png(one, "mba").startswith(PNG_MAGIC)
+
+
+def test_srag_histogram(result):
+    h = plots.srag_histogram_data(result, "doc-1")
+    assert len(h.labels) == 10 and h.labels[-1] == "[0.9, 1]" and h.labels[0] == "[0, 0.1)"
+    assert sum(h.document) == pytest.approx(1.0) and h.n_probes == 6
+    assert h.document[9] == pytest.approx(3 / 6)  # 0.95, 0.99 and 0.9 fall in the last bin
+    assert h.members == result["calibrations"]["srag"]["params"]["member_hist_mean"]
+    fig = plots.srag_histogram_figure_plotly(result, "doc-1")
+    assert [t.name for t in fig.data] == ["this document", "shadow members (mean)", "shadow non-members (mean)"]
+    assert plots.srag_histogram_png(result, "doc-1").startswith(PNG_MAGIC)
+
+    short = plots.srag_histogram_data(result, "=cmd")  # too short: no histogram, the reason is shown
+    assert short.document is None and "too short" in short.note
+    assert plots.srag_histogram_png(result, "=cmd").startswith(PNG_MAGIC)
+    assert len(plots.srag_histogram_figure_plotly(result, "=cmd").data) == 2
+
+    r = copy.deepcopy(result)
+    r["calibrations"]["srag"]["params"]["member_hist_mean"] = [0.5, 0.5]  # wrong number of bins
+    h = plots.srag_histogram_data(r, "doc-1")
+    assert h.members is None and "2 bins" in h.note and h.nonmembers is not None
+    missing = plots.srag_histogram_data(result, "no-such-doc")
+    assert missing.document is None and "not run" in missing.note
+
+
+# --------------------------------------------------------------------------- plain language and scrubbing
+
+
+def test_explain_verdict_each_kind(result):
+    by_kind = {v["verdict"]: v for v in result["verdicts"]}
+    member = report.explain_verdict(by_kind["member"])
+    assert "found evidence" in member and "not proof" in member and "0.91" in member
+    not_found = report.explain_verdict(by_kind["not found"])
+    assert "no evidence" in not_found and "not proof of absence" in not_found
+    disagree = report.explain_verdict(next(v for v in result["verdicts"] if v["doc_id"] == "A&B <x>"))
+    assert "could not decide" in disagree and "different directions" in disagree
+    short = report.explain_verdict(next(v for v in result["verdicts"] if v["doc_id"] == "=cmd"))
+    assert "too short" in short and "logprobs" in short
+    with pytest.raises(ValueError):
+        report.explain_verdict({"doc_id": "x", "verdict": "probably"})
+
+
+def test_scrub_masks_credentials_and_keeps_the_rest():
+    obj = {"Authorization": "Bearer abcdef123456", "headers": {"X-Api-Key": "plain-value"},
+           "prompt_tokens": 12, "first_token": " risk-assessment", "password": None,
+           "url": "https://user:hunter2@host/v1?api_key=abc123&model=m",
+           "note": "key sk-proj-AbCdEf0123456789 and hf_abcdefghijklmnopqrstu and Bearer xyz987654321"}
+    out = report.scrub(obj)
+    assert out["Authorization"] == report.REDACTED and out["headers"]["X-Api-Key"] == report.REDACTED
+    assert out["prompt_tokens"] == 12 and out["first_token"] == " risk-assessment" and out["password"] is None
+    assert "hunter2" not in out["url"] and "abc123" not in out["url"] and "model=m" in out["url"]
+    assert "AbCdEf" not in out["note"] and "hf_abc" not in out["note"] and "xyz987" not in out["note"]
+    assert obj["Authorization"] == "Bearer abcdef123456"  # the input is not modified
+
+
+def test_auc_reading():
+    assert "weak" in report.auc_reading(0.65)
+    assert "chance" in report.auc_reading(0.52)
+    assert "strong" in report.auc_reading(0.95)
+    assert "not measured" in report.auc_reading(None) and "not measured" in report.auc_reading(float("nan"))
