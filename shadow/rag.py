@@ -1,0 +1,565 @@
+"""RagSystem: a complete RAG system we build ourselves (chromadb + embedder + local generator).
+
+It is both the shadow RAG of S-RAG (section 4.2.1) and the reference target of
+the benchmark, and it implements ``audit_core.target.base.Target`` so that it
+is probed through exactly the same code as a real endpoint.
+
+Pipeline (S-RAG section 3.1, eq. 1; setup of section 5.1): the last user
+message is the query; all-MiniLM-L6-v2 embeds it; chromadb returns the top-k
+(k = 4) documents by L2 distance; the documents fill the ``{context}`` slot of
+a system prompt; the chat (system prompt + the user's messages) is rendered
+through the generator's chat template (a plain transcript for base models)
+and the generator answers with per-token logprobs and top alternatives.
+
+Knowledge bases persist in a chromadb directory under a collection named by a
+hash of (embedder, document ids and texts): building is paid once; a second
+RagSystem over the same documents reuses the stored embeddings.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from audit_core.documents import Document
+from audit_core.models import DEFAULT_EMBEDDER, DEFAULT_PROXY_MODEL, LocalLM, cache_dir, load_causal_lm, load_embedder
+from audit_core.scoring import (
+    Generation,
+    PrefixCache,
+    TokenScore,
+    _eos_ids,
+    encode_prompt,
+    generate_ids,
+    next_token_distributions,
+    render_chat,
+)
+from audit_core.target.base import ChatRequest, Completion, ContextTooLong, Target, TargetError, TokenLogprob, Usage
+from shadow.defenses import DEFENSES, PROMPT_MODIFICATION_TEMPLATE, MirabelDefense, QueryParaphraser
+
+log = logging.getLogger(__name__)
+
+#: System prompt of an undefended RAG: plain instructions around the retrieved
+#: documents (S-RAG eq. 1 concatenates query and documents; a chat model needs
+#: the documents in its prompt, which is where production RAG puts them).
+DEFAULT_SYSTEM_TEMPLATE = (
+    "You are a helpful assistant. Use the following context to answer the user.\n\n"
+    "Context:\n{context}"
+)
+
+#: bump when the layout of a stored collection changes
+_KB_FORMAT = 1
+
+
+@dataclass
+class RagConfig:
+    """How a RagSystem is built. Defaults follow S-RAG section 5.1 unless noted."""
+
+    #: the generator (registry name or Hugging Face id)
+    generator: str = DEFAULT_PROXY_MODEL
+    #: S-RAG embeds with all-MiniLM-L6-v2 and stores in Chroma
+    embedder: str = DEFAULT_EMBEDDER
+    #: retrieved documents per query: k = 4 in S-RAG ("a common setting")
+    top_k: int = 4
+    #: system prompt; ``{context}`` is replaced by the retrieved documents
+    #: (plain replacement, so other braces in the template are literal)
+    system_template: str = DEFAULT_SYSTEM_TEMPLATE
+    #: how retrieved documents are joined inside ``{context}``
+    document_separator: str = "\n\n"
+    #: None, "prompt_modification" (S-RAG Fig. 3), "paraphrase" (S-RAG 5.3) or
+    #: "mirabel" (detect-and-hide); prompt_modification replaces system_template
+    defense: str | None = None
+    #: Mirabel significance level rho (paper: 0.05)
+    mirabel_rho: float = 0.05
+    #: longest paraphrase the paraphrasing defense generates (our bound)
+    paraphrase_max_tokens: int = 64
+    #: chromadb directory; None: <cache_dir()>/chroma
+    persist_dir: str | None = None
+    #: recent prompts whose key/value states are kept for prefix reuse; 0 turns
+    #: prefix caching off (the benchmark compares both)
+    prefix_cache_entries: int = 8
+    #: documents per embedder call while building the knowledge base
+    embed_batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        if self.defense is not None and self.defense not in DEFENSES:
+            raise ValueError(f"unknown defense '{self.defense}'; choose one of {', '.join(DEFENSES)} or None")
+        if self.top_k < 1:
+            raise ValueError("top_k must be at least 1")
+        if "{context}" not in self.system_template:
+            raise ValueError("system_template needs a {context} slot")
+
+    @property
+    def effective_template(self) -> str:
+        return PROMPT_MODIFICATION_TEMPLATE if self.defense == "prompt_modification" else self.system_template
+
+
+@dataclass
+class RetrievalRecord:
+    """What the system retrieved for one request (the reference target knows it).
+
+    ``distances`` are chromadb's squared L2 distances, ascending.
+    """
+
+    query: str
+    retrieval_query: str  # the text embedded (differs under the paraphrasing defense)
+    doc_ids: list[str]
+    distances: list[float]
+    defense: str | None = None
+    defense_acted: bool = False
+    detail: dict = field(default_factory=dict)  # e.g. Mirabel's s_max / tau, the hidden id
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class RequestTimings:
+    """Where the time of the last ``complete`` went (seconds), for the latency benchmark."""
+
+    retrieval_s: float = 0.0
+    prefill_s: float = 0.0
+    generation_s: float = 0.0
+    cached_tokens: int = 0
+
+
+class _InstrumentedPrefixCache(PrefixCache):
+    """PrefixCache that also times the prefill and counts the tokens it let the model skip.
+
+    ``audit_core.scoring._prefill`` calls ``lookup`` before running the prompt
+    and ``store`` right after, so the two calls bracket the prefill (cache
+    copies included). With
+    ``enabled=False`` nothing is kept (the no-caching baseline) but the timing
+    still works.
+    """
+
+    def __init__(self, max_entries: int, window: int | None):
+        super().__init__(max_entries=max(1, max_entries))
+        self.enabled = max_entries > 0
+        self._window = window
+        self.last_cached = 0
+        self._t_lookup = 0.0
+        self.last_prefill_s = 0.0
+
+    def lookup(self, ids):
+        self._t_lookup = time.perf_counter()
+        if not self.enabled:
+            self.last_cached = 0
+            return 0, None
+        n, past = super().lookup(ids)
+        reuse = min(n, len(ids) - 1)
+        # mirror _prefill: a sliding-window cache that has dropped states runs from scratch
+        if past is not None and self._window and past.get_seq_length() >= self._window - 1:
+            reuse = 0
+        self.last_cached = max(0, reuse)
+        return n, past
+
+    def store(self, ids, past) -> None:
+        # the copy into the cache is part of what prefix caching costs: counted as prefill
+        if self.enabled:
+            super().store(ids, past)
+        self.last_prefill_s = time.perf_counter() - self._t_lookup
+
+
+class _MiniLMFunction:
+    """chromadb embedding function over our offline embedder.
+
+    chromadb's default embedding function downloads a model (fails offline), so
+    every collection is opened with this one. We pass embeddings explicitly
+    anyway, computed in batches; this object is what chromadb would call.
+    """
+
+    def __init__(self, model_name: str):
+        self.model_name = model_name
+
+    def __call__(self, input):  # chromadb's protocol names the argument "input"
+        return [np.asarray(v, dtype=np.float32) for v in _encode(self.model_name, list(input))]
+
+    @staticmethod
+    def name() -> str:
+        return "rpa-sentence-transformer"
+
+    def get_config(self) -> dict:
+        return {"model_name": self.model_name}
+
+    @staticmethod
+    def build_from_config(config: dict) -> "_MiniLMFunction":
+        return _MiniLMFunction(config["model_name"])
+
+    def default_space(self) -> str:
+        return "l2"
+
+    def supported_spaces(self) -> list[str]:
+        return ["l2", "cosine", "ip"]
+
+    def embed_query(self, input):
+        return self(input)
+
+    def is_legacy(self) -> bool:
+        return False
+
+    @staticmethod
+    def validate_config(config: dict) -> None:
+        return None
+
+    def validate_config_update(self, old: dict, new: dict) -> None:
+        return None
+
+
+def _encode(model_name: str, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    """Unit-norm sentence embeddings: L2 order then equals cosine order (Mirabel uses cosine)."""
+    model = load_embedder(model_name)
+    return model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                        show_progress_bar=False).astype(np.float32)
+
+
+_CLIENTS: dict[str, object] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _client(path: Path):
+    """One chromadb client per directory (chromadb refuses two with different settings)."""
+    import chromadb
+
+    key = str(path.resolve())
+    with _CLIENTS_LOCK:
+        c = _CLIENTS.get(key)
+        if c is None:
+            path.mkdir(parents=True, exist_ok=True)
+            c = chromadb.PersistentClient(path=key, settings=chromadb.Settings(anonymized_telemetry=False))
+            _CLIENTS[key] = c
+        return c
+
+
+def knowledge_base_hash(docs: Sequence[Document], embedder: str) -> str:
+    """Content hash of a knowledge base: embedder + every (id, text), order included."""
+    h = hashlib.sha256(f"rpa-kb|{_KB_FORMAT}|{embedder}|{len(docs)}".encode())
+    for d in docs:
+        for part in (d.id, d.text):
+            b = part.encode("utf-8")
+            h.update(len(b).to_bytes(8, "little"))
+            h.update(b)
+    return h.hexdigest()
+
+
+class RagSystem(Target):
+    """An in-process RAG system implementing the Target interface.
+
+    Introspection the reference target offers (an auditor of a real system has
+    none of this): ``last_retrieval`` (RetrievalRecord of the last request),
+    ``last_retrievals`` (one per request of the last ``complete_many``),
+    ``last_timings`` and ``retrieve(query)``.
+    """
+
+    def __init__(self, docs: Sequence[Document], config: RagConfig | None = None,
+                 progress: Callable[[int], None] | None = None):
+        super().__init__()
+        self.config = config or RagConfig()
+        docs = list(docs)
+        if not docs:
+            raise ValueError("a knowledge base needs at least one document")
+        seen: set[str] = set()
+        for d in docs:
+            if d.id in seen:
+                raise ValueError(f"duplicate document id '{d.id}'")
+            if not d.text.strip():
+                raise ValueError(f"document '{d.id}' is empty")
+            seen.add(d.id)
+        if self.config.defense == "mirabel" and len(docs) < 3:
+            raise ValueError("the Mirabel defense needs at least 3 documents in the knowledge base")
+        self.documents: dict[str, str] = {d.id: d.text for d in docs}
+        self.content_hash = knowledge_base_hash(docs, self.config.embedder)
+        # the store keys cached answers by this name: it must change with anything
+        # that changes the answers (knowledge base, generator, defense)
+        self.name = f"rag:{self.config.generator}:{self.config.defense or 'none'}:{self.content_hash[:12]}"
+        self.collection_name = f"rpa-kb-{self.content_hash[:40]}"
+        self.reused_collection = False
+        self._ef = _MiniLMFunction(self.config.embedder)
+        self._collection = self._open_or_build(docs, progress)
+        self._lm: LocalLM | None = None
+        self._cache: _InstrumentedPrefixCache | None = None
+        self._paraphraser: QueryParaphraser | None = None
+        self._mirabel = MirabelDefense(self.config.mirabel_rho) if self.config.defense == "mirabel" else None
+        self._kb_matrix: tuple[list[str], np.ndarray] | None = None
+        self.last_retrieval: RetrievalRecord | None = None
+        self.last_retrievals: list[RetrievalRecord] = []
+        self.last_timings = RequestTimings()
+
+    @classmethod
+    def from_corpus(cls, path: str | Path, config: RagConfig | None = None,
+                    progress: Callable[[int], None] | None = None) -> "RagSystem":
+        from shadow.corpus import load_corpus  # written alongside; imported lazily
+
+        return cls(load_corpus(path), config, progress)
+
+    # ------------------------------------------------------------------ knowledge base
+
+    @property
+    def persist_dir(self) -> Path:
+        return Path(self.config.persist_dir) if self.config.persist_dir else cache_dir() / "chroma"
+
+    def _open_or_build(self, docs: list[Document], progress):
+        from chromadb.errors import NotFoundError
+
+        client = _client(self.persist_dir)
+        meta = {"content_hash": self.content_hash, "embedder": self.config.embedder,
+                "n_docs": len(docs), "format": _KB_FORMAT}
+        try:
+            col = client.get_collection(self.collection_name, embedding_function=self._ef)
+        except (NotFoundError, ValueError):
+            col = None
+        if col is not None:
+            m = col.metadata or {}
+            if m.get("complete") and m.get("content_hash") == self.content_hash and col.count() == len(docs):
+                self.reused_collection = True
+                if progress is not None:
+                    progress(len(docs))
+                return col
+            log.info("collection %s is incomplete; rebuilding it", self.collection_name)
+            client.delete_collection(self.collection_name)
+        col = client.create_collection(
+            self.collection_name,
+            configuration={"hnsw": {"space": "l2"}},  # S-RAG 5.1: L2 distance
+            metadata={**meta, "complete": False},
+            embedding_function=self._ef,
+        )
+        step = max(1, self.config.embed_batch_size)
+        for b in range(0, len(docs), step):
+            chunk = docs[b : b + step]
+            emb = _encode(self.config.embedder, [d.text for d in chunk], batch_size=step)
+            col.add(ids=[d.id for d in chunk], embeddings=emb, documents=[d.text for d in chunk])
+            if progress is not None:
+                progress(len(chunk))
+        # marked complete only at the end: a crash mid-build leaves a collection that is rebuilt
+        col.modify(metadata={**meta, "complete": True})
+        return col
+
+    def _kb_embeddings(self) -> tuple[list[str], np.ndarray]:
+        """All document embeddings (Mirabel scores a query against the whole knowledge base)."""
+        if self._kb_matrix is None:
+            got = self._collection.get(include=["embeddings"])
+            self._kb_matrix = (list(got["ids"]), np.asarray(got["embeddings"], dtype=np.float32))
+        return self._kb_matrix
+
+    # ------------------------------------------------------------------ models (lazy)
+
+    @property
+    def lm(self) -> LocalLM:
+        """The generator, loaded on first use (retrieval alone never loads it)."""
+        if self._lm is None:
+            self._lm = load_causal_lm(self.config.generator)
+        return self._lm
+
+    @property
+    def prefix_cache(self) -> _InstrumentedPrefixCache:
+        if self._cache is None:
+            window = getattr(self.lm.model.config, "sliding_window", None)
+            self._cache = _InstrumentedPrefixCache(self.config.prefix_cache_entries, window)
+        return self._cache
+
+    def _paraphraser_obj(self) -> QueryParaphraser:
+        if self._paraphraser is None:
+            self._paraphraser = QueryParaphraser(self.lm, self.config.paraphrase_max_tokens)
+        return self._paraphraser
+
+    # ------------------------------------------------------------------ retrieval
+
+    def retrieve(self, query: str) -> list[tuple[str, float]]:
+        """(doc_id, squared L2 distance) of the documents the generator would get, with defenses applied."""
+        rec = self.retrieve_records([query])[0]
+        return list(zip(rec.doc_ids, rec.distances))
+
+    def retrieve_records(self, queries: Sequence[str]) -> list[RetrievalRecord]:
+        """Retrieval for a batch of queries: one embedder call, one chromadb query."""
+        if not queries:
+            return []
+        k = self.config.top_k
+        defense = self.config.defense
+        retrieval_queries = list(queries)
+        paraphrased: list[bool] = [False] * len(queries)
+        if defense == "paraphrase":
+            p = self._paraphraser_obj()
+            for i, q in enumerate(queries):
+                res = p.paraphrase(q)
+                if res.acted:
+                    retrieval_queries[i], paraphrased[i] = res.paraphrase, True
+        emb = _encode(self.config.embedder, retrieval_queries)
+        count = self._collection.count()
+        n = min(count, k + 1 if self._mirabel is not None else k)
+        res = self._collection.query(query_embeddings=emb, n_results=n, include=["distances"])
+        records = []
+        for i, q in enumerate(queries):
+            ranked = list(zip(res["ids"][i], (float(x) for x in res["distances"][i])))
+            rec = RetrievalRecord(q, retrieval_queries[i], [], [], defense)
+            if defense == "paraphrase":
+                rec.defense_acted = paraphrased[i]
+                if not paraphrased[i]:
+                    rec.detail["note"] = "the paraphrase was empty or identical; the original query was used"
+            if self._mirabel is not None:
+                ids, mat = self._kb_embeddings()
+                sims = mat @ emb[i]  # unit vectors: dot product = cosine similarity
+                ranked, decision, hidden = self._mirabel.apply(sims, ids, ranked, k)
+                rec.defense_acted = decision.flagged
+                rec.detail.update(decision.to_json(), hidden_id=hidden)
+            else:
+                ranked = ranked[:k]
+            rec.doc_ids = [d for d, _ in ranked]
+            rec.distances = [x for _, x in ranked]
+            records.append(rec)
+        return records
+
+    # ------------------------------------------------------------------ prompts
+
+    def build_messages(self, request: ChatRequest, record: RetrievalRecord) -> list[dict]:
+        """System prompt with the retrieved documents, then the user's messages as sent."""
+        context = self.config.document_separator.join(self.documents[i] for i in record.doc_ids)
+        system = self.config.effective_template.replace("{context}", context)
+        return [{"role": "system", "content": system}] + request.message_dicts()
+
+    def render_prompt(self, request: ChatRequest, record: RetrievalRecord | None = None) -> str:
+        """The exact prompt string the generator sees for ``request``."""
+        if record is None:
+            record = self.retrieve_records([_query_of(request)])[0]
+        return render_chat(self.lm, self.build_messages(request, record))
+
+    def _prompt_ids(self, request: ChatRequest, record: RetrievalRecord) -> list[int]:
+        ids = encode_prompt(self.lm, self.render_prompt(request, record))
+        limit = getattr(self.lm.model.config, "max_position_embeddings", None)
+        if limit and len(ids) + request.max_tokens > limit:
+            raise ContextTooLong(
+                f"prompt of {len(ids)} tokens + {request.max_tokens} new tokens exceeds the "
+                f"context of {limit} tokens of {self.config.generator}"
+            )
+        return ids
+
+    # ------------------------------------------------------------------ Target
+
+    def complete(self, request: ChatRequest) -> Completion:
+        t0 = time.perf_counter()
+        try:
+            query = _query_of(request)
+        except TargetError:
+            self.account.record(failed=True)
+            raise
+        record = self.retrieve_records([query])[0]
+        t_ret = time.perf_counter() - t0
+        self.last_retrieval, self.last_retrievals = record, [record]
+        try:
+            ids = self._prompt_ids(request, record)
+        except TargetError:
+            self.account.record(failed=True)
+            raise
+        cache = self.prefix_cache
+        t1 = time.perf_counter()
+        gen = generate_ids(self.lm, ids, max_new_tokens=request.max_tokens, temperature=request.temperature,
+                           top_logprobs=request.top_logprobs if request.logprobs else 0,
+                           seed=request.seed, prefix_cache=cache)
+        total = time.perf_counter() - t1
+        self.last_timings = RequestTimings(t_ret, cache.last_prefill_s, max(0.0, total - cache.last_prefill_s),
+                                           cache.last_cached)
+        comp = self._to_completion(request, gen)
+        self.account.record(comp.usage)
+        return comp
+
+    def complete_many(
+        self, requests: Sequence[ChatRequest], progress: Callable[[int], None] | None = None
+    ) -> list[Completion | TargetError]:
+        """Batch answer with shared computation.
+
+        Greedy one-token requests (audit probes) whose retrieval returns the
+        same documents share a prompt prefix: their first-token distributions
+        come from one ``next_token_distributions`` call (prefix once, tails as
+        one batch), equal to separate ``complete`` calls up to float rounding.
+        Other requests are generated one by one with prefix caching.
+        """
+        requests = list(requests)
+        out: list[Completion | TargetError | None] = [None] * len(requests)
+        queries: dict[int, str] = {}
+        for i, req in enumerate(requests):
+            try:
+                queries[i] = _query_of(req)
+            except TargetError as exc:
+                self.account.record(failed=True)
+                out[i] = exc
+                if progress is not None:
+                    progress(1)
+        records = dict(zip(queries, self.retrieve_records(list(queries.values()))))
+        self.last_retrievals = list(records.values())
+        if self.last_retrievals:
+            self.last_retrieval = self.last_retrievals[-1]
+        groups: dict[tuple[str, ...], list[tuple[int, list[int]]]] = {}
+        slow: list[tuple[int, list[int]]] = []
+        for i, rec in records.items():
+            req = requests[i]
+            try:
+                ids = self._prompt_ids(req, rec)
+            except TargetError as exc:
+                self.account.record(failed=True)
+                out[i] = exc
+                if progress is not None:
+                    progress(1)
+                continue
+            if req.max_tokens == 1 and req.temperature <= 0:
+                groups.setdefault(tuple(rec.doc_ids), []).append((i, ids))
+            else:
+                slow.append((i, ids))
+        for members in groups.values():
+            k = max(1, max(requests[i].top_logprobs for i, _ in members))
+            dists = next_token_distributions(self.lm, [ids for _, ids in members], top_k=k)
+            for (i, ids), (top, greedy) in zip(members, dists):
+                comp = self._to_completion(requests[i], self._first_token_generation(ids, top, greedy))
+                self.account.record(comp.usage)
+                out[i] = comp
+            if progress is not None:
+                progress(len(members))
+        for i, ids in slow:
+            req = requests[i]
+            gen = generate_ids(self.lm, ids, max_new_tokens=req.max_tokens, temperature=req.temperature,
+                               top_logprobs=req.top_logprobs if req.logprobs else 0, seed=req.seed,
+                               prefix_cache=self.prefix_cache)
+            comp = self._to_completion(req, gen)
+            self.account.record(comp.usage)
+            out[i] = comp
+            if progress is not None:
+                progress(1)
+        return out  # type: ignore[return-value]
+
+    def _first_token_generation(self, ids: list[int], top: list[tuple[str, float]], greedy: int) -> Generation:
+        """The Generation ``generate_ids`` would return for one greedy token, from its distribution."""
+        if greedy in set(_eos_ids(self.lm)):
+            return Generation("", [], len(ids), "stop")
+        piece = self.lm.tokenizer.decode([greedy], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        text = self.lm.tokenizer.decode([greedy], skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        # top[0] is the greedy token (argmax of the same row)
+        tok = TokenScore(greedy, piece, 0, len(piece), top[0][1], top)
+        return Generation(text, [tok], len(ids), "length")
+
+    def _to_completion(self, request: ChatRequest, gen: Generation) -> Completion:
+        tokens = None
+        if request.logprobs:
+            tokens = [TokenLogprob(t.text, float(t.logprob), list(t.top[: request.top_logprobs]))
+                      for t in gen.tokens]
+        return Completion(
+            text=gen.text, tokens=tokens,
+            usage=Usage(prompt_tokens=gen.prompt_tokens, completion_tokens=len(gen.tokens)),
+            finish_reason=gen.finish_reason, model=self.config.generator,
+        )
+
+
+def _query_of(request: ChatRequest) -> str:
+    """The retrieval query: the last user message (what a RAG front end embeds)."""
+    for role, content in reversed(request.messages):
+        if role == "user":
+            return content
+    raise BadRequest("a RAG request needs at least one user message: it is the retrieval query")
+
+
+class BadRequest(TargetError):
+    """The request cannot be served as sent (e.g. no user message to retrieve with)."""
+
+    reason = "bad_request"

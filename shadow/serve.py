@@ -1,0 +1,390 @@
+"""Reference target server: an OpenAI-compatible HTTP API over a RagSystem.
+
+    python -m shadow.serve --corpus kb.jsonl [--model smollm2-135m-instruct]
+        [--defense prompt_modification|paraphrase|mirabel] [--port 8000]
+        [--host 127.0.0.1] [--api-key KEY | env RPA_SERVE_API_KEY] [--top-k 4]
+        [--no-prefix-cache]
+
+Endpoints (OpenAI's request/response JSON):
+
+* ``POST /v1/chat/completions`` -- non-streaming chat completions with
+  ``logprobs`` / ``top_logprobs`` (at most 20), ``usage`` including
+  ``prompt_tokens_details.cached_tokens`` (tokens whose key/value states were
+  reused from a recent request, as production servers report);
+* ``GET /v1/models`` and ``GET /v1/models/{id}``;
+* vendor extension for the benchmark only: every chat.completion carries
+  ``"rpa_retrieval": {"doc_ids", "distances", "retrieval_query", "defense",
+  "defense_acted", "detail"}`` (what the system retrieved: document ids,
+  squared L2 distances, whether a defense acted), and
+  ``GET /v1/rpa/last_retrieval`` returns the same record for the last request
+  with where its time went (retrieval / prefill / generation). A real target
+  has neither; the auditor never relies on them. ``--hide-retrieval`` (or
+  ``expose_retrieval=False``) removes both.
+
+Errors always come as ``{"error": {"message", "type", "param", "code"}}`` with
+OpenAI's status codes: 401 bad or missing key, 404 unknown model
+(``model_not_found``) or route, 413 body too large, 400 invalid request.
+Requests are served one at a time (a CPU model gains nothing from concurrency).
+The API key is compared in constant time and never logged or echoed.
+"""
+from __future__ import annotations
+
+import argparse
+import hmac
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, TargetError
+from shadow.rag import RagConfig, RagSystem
+
+log = logging.getLogger("shadow.serve")
+
+API_KEY_ENV = "RPA_SERVE_API_KEY"
+
+
+@dataclass
+class ServeLimits:
+    """Request limits of the reference server (ours; OpenAI's are far larger)."""
+
+    max_body_bytes: int = 1_000_000
+    max_tokens: int = 512
+    max_messages: int = 64
+    #: max_tokens when the request does not say (OpenAI: up to the context)
+    default_max_tokens: int = 128
+
+
+class ApiError(Exception):
+    """An error answered in OpenAI's shape."""
+
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+
+    def response(self) -> JSONResponse:
+        return _error(self.status, self.message, self.type, self.param, self.code)
+
+
+def _error(status: int, message: str, type_: str = "invalid_request_error",
+           param: str | None = None, code: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": type_, "param": param, "code": code}},
+                        status_code=status)
+
+
+# --------------------------------------------------------------------------- request parsing
+
+_UNSUPPORTED_DEFAULTS: dict[str, Any] = {
+    # field -> the only value we honour (anything else would be silently ignored)
+    "n": 1, "stream": False, "stop": None, "top_p": 1, "presence_penalty": 0, "frequency_penalty": 0,
+    "logit_bias": None, "tools": None, "tool_choice": None, "response_format": None,
+}
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+def _content_text(content: Any, idx: int) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: only text is served
+        parts = []
+        for p in content:
+            if not isinstance(p, dict) or p.get("type") != "text" or not isinstance(p.get("text"), str):
+                raise ApiError(400, "only text content parts are supported", param=f"messages[{idx}].content")
+            parts.append(p["text"])
+        return "".join(parts)
+    raise ApiError(400, "message content must be a string or a list of text parts", param=f"messages[{idx}].content")
+
+
+def _int_field(body: dict, name: str, lo: int, hi: int, default: int | None) -> int | None:
+    v = body.get(name, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ApiError(400, f"'{name}' must be an integer", param=name)
+    if not lo <= v <= hi:
+        raise ApiError(400, f"'{name}' must be between {lo} and {hi}, got {v}", param=name)
+    return v
+
+
+def parse_chat_request(body: Any, limits: ServeLimits) -> tuple[str, ChatRequest]:
+    """Validate an OpenAI chat request body; returns (model, ChatRequest) or raises ApiError(400)."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ApiError(400, "'model' is required", param="model")
+    for name, allowed in _UNSUPPORTED_DEFAULTS.items():
+        if name in body and body[name] is not None and body[name] != allowed:
+            raise ApiError(400, f"'{name}' is not supported by this server", param=name, code="unsupported_parameter")
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise ApiError(400, "'messages' must be a non-empty array", param="messages")
+    if len(msgs) > limits.max_messages:
+        raise ApiError(400, f"at most {limits.max_messages} messages per request", param="messages")
+    pairs = []
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict) or m.get("role") not in _ROLES:
+            raise ApiError(400, f"messages[{i}] needs a role among {', '.join(_ROLES)}", param=f"messages[{i}].role")
+        pairs.append((_ROLES[m["role"]], _content_text(m.get("content"), i)))
+    if not any(r == "user" for r, _ in pairs):
+        raise ApiError(400, "at least one user message is required (it is the retrieval query)", param="messages")
+    if "max_completion_tokens" in body and body["max_completion_tokens"] is not None:
+        max_tokens = _int_field(body, "max_completion_tokens", 1, limits.max_tokens, None)
+    else:
+        max_tokens = _int_field(body, "max_tokens", 1, limits.max_tokens, limits.default_max_tokens)
+    temperature = body.get("temperature", 1.0)  # OpenAI's default
+    if temperature is None:
+        temperature = 1.0
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
+        raise ApiError(400, "'temperature' must be a number between 0 and 2", param="temperature")
+    logprobs = body.get("logprobs", False)
+    if logprobs is None:
+        logprobs = False
+    if not isinstance(logprobs, bool):
+        raise ApiError(400, "'logprobs' must be a boolean", param="logprobs")
+    top = _int_field(body, "top_logprobs", 0, MAX_TOP_LOGPROBS, 0) or 0
+    if top and not logprobs:
+        raise ApiError(400, "'top_logprobs' requires 'logprobs' to be true", param="top_logprobs")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ApiError(400, "'seed' must be an integer", param="seed")
+    try:
+        req = ChatRequest(messages=tuple(pairs), max_tokens=max_tokens, temperature=float(temperature),
+                          logprobs=logprobs, top_logprobs=top, seed=seed)
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from exc
+    return model, req
+
+
+# --------------------------------------------------------------------------- response shape
+
+
+def _token_json(token: str, logprob: float) -> dict:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
+
+
+def completion_json(comp: Completion, model: str, cached_tokens: int) -> dict:
+    """OpenAI's chat.completion object for one Completion."""
+    logprobs = None
+    if comp.tokens is not None:
+        logprobs = {"content": [
+            {**_token_json(t.token, t.logprob), "top_logprobs": [_token_json(a, lp) for a, lp in t.top]}
+            for t in comp.tokens
+        ], "refusal": None}
+    u = comp.usage
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": comp.text, "refusal": None},
+            "logprobs": logprobs,
+            "finish_reason": comp.finish_reason,
+        }],
+        "usage": {
+            "prompt_tokens": u.prompt_tokens,
+            "completion_tokens": u.completion_tokens,
+            "total_tokens": u.prompt_tokens + u.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        },
+    }
+
+
+# --------------------------------------------------------------------------- the app
+
+
+def create_app(rag: RagSystem, api_key: str | None, model_name: str | None = None,
+               limits: ServeLimits | None = None, expose_retrieval: bool = True) -> FastAPI:
+    """The FastAPI application serving ``rag`` under the model id ``model_name``.
+
+    ``api_key`` None or empty: no authentication (loopback use); otherwise every
+    /v1 route needs ``Authorization: Bearer <api_key>``.
+    """
+    model_name = model_name or rag.config.generator
+    limits = limits or ServeLimits()
+    app = FastAPI(title="RAG Provenance Auditor reference target", docs_url=None, redoc_url=None, openapi_url=None)
+    gate = threading.Lock()  # one request at a time through the model
+    state: dict[str, Any] = {"retrieval": None, "timings": None, "request_id": None}
+    created = int(time.time())
+    expected = f"Bearer {api_key}".encode() if api_key else None
+
+    def check_auth(request: Request) -> None:
+        if expected is None:
+            return
+        header = request.headers.get("authorization")
+        if not header:
+            raise ApiError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
+                           code="invalid_api_key")
+        if not hmac.compare_digest(header.encode(), expected):
+            raise ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return _error(exc.status_code, str(exc.detail), code=code)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return _error(500, "The server had an error while processing your request.", "server_error")
+
+    async def read_body(request: Request) -> Any:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
+            raise ApiError(413, f"request body larger than {limits.max_body_bytes} bytes", code="request_too_large")
+        buf = bytearray()
+        async for chunk in request.stream():
+            buf.extend(chunk)
+            if len(buf) > limits.max_body_bytes:
+                raise ApiError(413, f"request body larger than {limits.max_body_bytes} bytes",
+                               code="request_too_large")
+        try:
+            return json.loads(bytes(buf))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+
+    def run(req: ChatRequest) -> tuple[Completion, dict | None, dict]:
+        with gate:
+            comp = rag.complete(req)
+            rec = rag.last_retrieval.to_json() if rag.last_retrieval is not None else None
+            t = rag.last_timings
+            return comp, rec, {"retrieval_s": t.retrieval_s, "prefill_s": t.prefill_s,
+                               "generation_s": t.generation_s, "cached_tokens": t.cached_tokens}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> JSONResponse:
+        t0 = time.perf_counter()
+        check_auth(request)
+        model, req = parse_chat_request(await read_body(request), limits)
+        if model != model_name:
+            raise ApiError(404, f"The model '{model}' does not exist or you do not have access to it.",
+                           param="model", code="model_not_found")
+        try:
+            comp, rec, timings = await run_in_threadpool(run, req)
+        except TargetError as exc:
+            status = 400 if exc.reason in ("context_too_long", "bad_request") else 500
+            raise ApiError(status, str(exc), "invalid_request_error" if status == 400 else "server_error",
+                           code=exc.reason) from exc
+        body = completion_json(comp, model_name, timings["cached_tokens"])
+        if expose_retrieval and rec is not None:
+            body["rpa_retrieval"] = {k: v for k, v in rec.items() if k != "query"}
+        state.update(retrieval=rec, timings=timings, request_id=body["id"])
+        log.info("chat.completions %s prompt=%d completion=%d cached=%d in %.3fs", body["id"],
+                 comp.usage.prompt_tokens, comp.usage.completion_tokens, timings["cached_tokens"],
+                 time.perf_counter() - t0)
+        return JSONResponse(body)
+
+    def model_json() -> dict:
+        return {"id": model_name, "object": "model", "created": created, "owned_by": "rag-provenance-auditor"}
+
+    @app.get("/v1/models")
+    async def list_models(request: Request) -> JSONResponse:
+        check_auth(request)
+        return JSONResponse({"object": "list", "data": [model_json()]})
+
+    @app.get("/v1/models/{model_id:path}")
+    async def get_model(model_id: str, request: Request) -> JSONResponse:
+        check_auth(request)
+        if model_id != model_name:
+            raise ApiError(404, f"The model '{model_id}' does not exist.", param="model", code="model_not_found")
+        return JSONResponse(model_json())
+
+    @app.get("/v1/rpa/last_retrieval")
+    async def last_retrieval(request: Request) -> JSONResponse:
+        check_auth(request)
+        if not expose_retrieval:
+            raise ApiError(404, "Not Found", code="not_found")
+        return JSONResponse({"object": "rpa.last_retrieval", **state})
+
+    return app
+
+
+# --------------------------------------------------------------------------- running it
+
+
+def serve_in_thread(rag: RagSystem, api_key: str | None = None, model_name: str | None = None,
+                    host: str = "127.0.0.1", port: int = 0, limits: ServeLimits | None = None,
+                    timeout_s: float = 30.0, expose_retrieval: bool = True) -> tuple[str, Callable[[], None]]:
+    """Serve ``rag`` from a background thread; returns (base URL ending in /v1, stop function).
+
+    ``port=0`` picks a free port: the socket is bound here, so the URL is known
+    before the server starts and no other process can take the port meanwhile.
+    """
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    port = sock.getsockname()[1]
+    app = create_app(rag, api_key, model_name, limits, expose_retrieval)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"rpa-serve-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            sock.close()
+            raise RuntimeError(f"the reference server did not start on {host}:{port}")
+        time.sleep(0.02)
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+    return f"http://{host}:{port}/v1", stop
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m shadow.serve", description=__doc__.split("\n\n")[0])
+    p.add_argument("--corpus", required=True, help="knowledge base: JSONL of {id, text} (see shadow.corpus)")
+    p.add_argument("--model", default=RagConfig.generator, help="generator (registry name or HF id)")
+    p.add_argument("--served-model-name", default=None, help="model id clients must send (default: --model)")
+    p.add_argument("--defense", choices=["prompt_modification", "paraphrase", "mirabel"], default=None)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key", default=None, help=f"bearer key clients must send (prefer the {API_KEY_ENV} env var)")
+    p.add_argument("--top-k", type=int, default=RagConfig.top_k)
+    p.add_argument("--no-prefix-cache", action="store_true", help="run every prompt from scratch (benchmark)")
+    p.add_argument("--hide-retrieval", action="store_true",
+                   help="omit the rpa_retrieval vendor field and endpoint (as a real target would)")
+    p.add_argument("--persist-dir", default=None, help="chromadb directory (default: the project cache)")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    key = a.api_key or os.environ.get(API_KEY_ENV) or None
+    if key is None and a.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("serving on %s without an API key: anyone who can reach it can query it", a.host)
+    config = RagConfig(generator=a.model, top_k=a.top_k, defense=a.defense, persist_dir=a.persist_dir,
+                       prefix_cache_entries=0 if a.no_prefix_cache else RagConfig.prefix_cache_entries)
+    rag = RagSystem.from_corpus(a.corpus, config)
+    _ = rag.lm  # load the generator before accepting requests
+    name = a.served_model_name or a.model
+    log.info("serving %s over %d documents at http://%s:%d/v1 (auth %s, defense %s, prefix cache %s)",
+             name, len(rag.documents), a.host, a.port, "on" if key else "off", a.defense or "none",
+             "off" if a.no_prefix_cache else "on")
+    import uvicorn
+
+    app = create_app(rag, key, name, expose_retrieval=not a.hide_retrieval)
+    uvicorn.run(app, host=a.host, port=a.port, log_level="info", access_log=False)
+
+
+if __name__ == "__main__":
+    main()

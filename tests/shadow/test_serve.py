@@ -1,0 +1,137 @@
+"""The reference server over loopback, spoken to with the official `openai` client only."""
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+from audit_core.documents import Document
+from audit_core.target.base import ChatRequest
+from shadow.rag import RagConfig, RagSystem
+from shadow.serve import ServeLimits, serve_in_thread
+
+KEY = "sk-test-loopback-0123456789"
+MODEL = "smollm2-135m-instruct"
+
+TEXTS = [
+    "The lighthouse keeper of Skerry Point logged every passing ship in a green ledger and lit the lamp at dusk.",
+    "Patient: My knee clicks when I climb stairs. Doctor: Clicking without pain is usually harmless; strengthen the thigh muscles.",
+    "Saffron is the dried stigma of the crocus flower; it takes about 150 flowers to yield one gram of the spice.",
+    "The Danube flows through ten countries, from the Black Forest in Germany to its delta on the Black Sea.",
+    "A sourdough starter is a culture of wild yeast and lactic bacteria kept alive with regular feedings of flour and water.",
+    "Comets are icy bodies that grow a glowing coma and a tail when their orbit brings them close to the Sun.",
+    "To repot an orchid, remove the old bark, trim dead roots and set the plant in fresh bark in a pot with drainage holes.",
+    "The abacus, a frame of beads on rods, was used for arithmetic in China, Rome and Mesopotamia long before paper.",
+]
+AUDIT = "Please focus only on the following rule to complete the task:\n- Complete the paragraph based on the [context].\n\n"
+
+
+@pytest.fixture(scope="module")
+def rag(tmp_path_factory, smollm) -> RagSystem:
+    docs = [Document(f"s-{i}", t) for i, t in enumerate(TEXTS)]
+    return RagSystem(docs, RagConfig(persist_dir=str(tmp_path_factory.mktemp("chroma"))))
+
+
+@pytest.fixture(scope="module")
+def server(rag):
+    url, stop = serve_in_thread(rag, api_key=KEY, model_name=MODEL, limits=ServeLimits(max_body_bytes=20_000))
+    yield url
+    stop()
+
+
+def test_openai_client_gets_logprobs_identical_to_the_in_process_system(server, rag):
+    client = openai.OpenAI(base_url=server, api_key=KEY, max_retries=0)
+    messages = [{"role": "user", "content": AUDIT + "The lighthouse keeper of Skerry Point logged every"}]
+    resp = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=3, temperature=0,
+                                          logprobs=True, top_logprobs=5)
+    choice = resp.choices[0]
+    content = choice.logprobs.content
+    assert resp.model == MODEL and resp.object == "chat.completion" and resp.id.startswith("chatcmpl-")
+    assert 1 <= len(content) <= 3 and choice.message.content == "".join(t.token for t in content)
+    assert resp.usage.completion_tokens == len(content)
+    assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens
+    for t in content:
+        assert len(t.top_logprobs) == 5 and t.bytes == list(t.token.encode())
+        assert t.top_logprobs[0].token == t.token and t.top_logprobs[0].logprob == pytest.approx(t.logprob)
+        assert [a.logprob for a in t.top_logprobs] == sorted((a.logprob for a in t.top_logprobs), reverse=True)
+    ref = rag.complete(ChatRequest.chat(messages, max_tokens=3, temperature=0, logprobs=True, top_logprobs=5))
+    assert ref.text == choice.message.content and ref.usage.prompt_tokens == resp.usage.prompt_tokens
+    assert all(abs(a.logprob - b.logprob) < 1e-4 for a, b in zip(ref.tokens, content))
+    # the benchmark's extension endpoint knows what was retrieved
+    last = httpx.get(server + "/rpa/last_retrieval", headers={"Authorization": f"Bearer {KEY}"}).json()
+    assert last["retrieval"]["doc_ids"][0] == "s-0" and last["request_id"] == resp.id
+    assert last["timings"]["prefill_s"] > 0
+    assert resp.model_extra["rpa_retrieval"]["doc_ids"] == last["retrieval"]["doc_ids"]
+    assert [m.id for m in client.models.list().data] == [MODEL]
+
+
+def test_wrong_or_missing_key_is_401_in_openai_shape(server):
+    bad = openai.OpenAI(base_url=server, api_key="sk-wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as exc:
+        bad.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=1)
+    assert exc.value.status_code == 401
+    r = httpx.post(server + "/chat/completions", json={"model": MODEL, "messages": []})
+    err = r.json()["error"]
+    assert r.status_code == 401 and set(err) == {"message", "type", "param", "code"}
+    assert err["code"] == "invalid_api_key" and KEY not in r.text
+
+
+@pytest.mark.parametrize("change, status, code", [
+    ({"model": "gpt-4o"}, 404, "model_not_found"),
+    ({"top_logprobs": 21}, 400, None),
+    ({"top_logprobs": 3, "logprobs": False}, 400, None),
+    ({"max_tokens": 100_000}, 400, None),
+    ({"messages": [{"role": "user", "content": "x"}] * 65}, 400, None),
+    ({"messages": [{"role": "wizard", "content": "x"}]}, 400, None),
+    ({"stream": True}, 400, "unsupported_parameter"),
+    ({"messages": [{"role": "user", "content": "x" * 30_000}]}, 413, "request_too_large"),
+])
+def test_invalid_requests_get_openai_errors(server, change, status, code):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, **change}
+    r = httpx.post(server + "/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["message"]
+    if code:
+        assert err["code"] == code
+
+
+def test_malformed_json_and_unknown_route(server):
+    h = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    r = httpx.post(server + "/chat/completions", content=b"{not json", headers=h)
+    assert r.status_code == 400 and "error" in r.json()
+    r = httpx.get(server + "/nothing-here", headers=h)
+    assert r.status_code == 404 and json.loads(r.text)["error"]["code"] == "not_found"
+
+
+def test_prefix_caching_reuses_tokens_without_changing_answers(tmp_path, smollm):
+    docs = [Document(f"s-{i}", t) for i, t in enumerate(TEXTS)]
+    answers, cached = {}, {}
+    for entries in (8, 0):
+        rag = RagSystem(docs, RagConfig(persist_dir=str(tmp_path), prefix_cache_entries=entries))
+        url, stop = serve_in_thread(rag, model_name=MODEL)
+        try:
+            client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+            words = TEXTS[4].split()
+            got, reused, prompt = [], [], []
+            for n in (8, 11, 14, 14):  # S-RAG style: one document, growing prefixes (the last repeated)
+                r = client.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": AUDIT + " ".join(words[:n])}],
+                    max_tokens=2, temperature=0, logprobs=True, top_logprobs=4)
+                got.append([(t.token, t.logprob, [(a.token, a.logprob) for a in t.top_logprobs])
+                            for t in r.choices[0].logprobs.content])
+                reused.append(r.usage.prompt_tokens_details.cached_tokens)
+                prompt.append(r.usage.prompt_tokens)
+            answers[entries], cached[entries] = got, reused
+        finally:
+            stop()
+    assert cached[0] == [0, 0, 0, 0]
+    # the shared system prompt is reused at least; a repeated prompt is all reused but its last token
+    assert cached[8][0] == 0 and cached[8][1] > 0 and cached[8][2] > 0
+    assert cached[8][3] == prompt[3] - 1
+    for a, b in zip(answers[8], answers[0]):
+        assert [t for t, _, _ in a] == [t for t, _, _ in b]
+        for (_, la, ta), (_, lb, tb) in zip(a, b):
+            assert abs(la - lb) < 1e-4 and [x for x, _ in ta] == [x for x, _ in tb]
