@@ -35,6 +35,9 @@ class TokenScore:
     end: int
     logprob: float | None  # None: nothing to condition on (first token, no BOS)
     top: list[tuple[str, float]] = field(default_factory=list)  # alternatives, best first
+    # 1 + number of vocabulary entries more probable than this token (1 = the
+    # model's first choice); filled only when scoring with ranks=True
+    rank: int | None = None
 
 
 @dataclass
@@ -138,10 +141,13 @@ def score_texts(
     contexts: Sequence[str] | None = None,
     top_k: int = 0,
     batch_size: int = 8,
+    ranks: bool = False,
 ) -> list[TextScores]:
     """Probability of every token of each text given its context, one forward pass per batch.
 
-    ``contexts`` defaults to empty strings (unconditional scoring).
+    ``contexts`` defaults to empty strings (unconditional scoring). With
+    ``ranks=True`` every scored token also gets its rank in the model's full
+    next-token distribution (MBA's rank score), from the same forward pass.
     """
     contexts = list(contexts) if contexts is not None else [""] * len(texts)
     if len(contexts) != len(texts):
@@ -151,10 +157,18 @@ def score_texts(
         cids = encode_context(lm, ctx)
         tids, offs = encode_text(lm, text)
         items.append((cids, tids, offs, text))
-    return _score_encoded(lm, items, top_k, batch_size)
+    return _score_encoded(lm, items, top_k, batch_size, ranks)
 
 
-def _score_encoded(lm, items, top_k: int, batch_size: int) -> list[TextScores]:
+def _token_ranks(logp_rows: torch.Tensor, ids: list[int]) -> list[int]:
+    """Rank of each true token in its row: 1 + the count of strictly more probable entries."""
+    if not ids:
+        return []
+    true = logp_rows.gather(1, torch.tensor(ids, dtype=torch.long).unsqueeze(1))
+    return ((logp_rows > true).sum(dim=1) + 1).tolist()
+
+
+def _score_encoded(lm, items, top_k: int, batch_size: int, ranks: bool = False) -> list[TextScores]:
     results: list[TextScores] = []
     pad = lm.tokenizer.pad_token_id or 0
     for b in range(0, len(items), batch_size):
@@ -172,6 +186,12 @@ def _score_encoded(lm, items, top_k: int, batch_size: int) -> list[TextScores]:
         for i, (cids, tids, offs, text) in enumerate(chunk):
             toks: list[TokenScore] = []
             n_ctx = len(cids)
+            rank_of: dict[int, int] = {}
+            if ranks:
+                j0 = 1 if n_ctx == 0 else 0  # the first token is unscored without a context
+                if j0 < len(tids):
+                    rows = logp[i, n_ctx + j0 - 1 : n_ctx + len(tids) - 1]  # contiguous: a view
+                    rank_of = dict(zip(range(j0, len(tids)), _token_ranks(rows, tids[j0:])))
             for j, tid in enumerate(tids):
                 pos = n_ctx + j - 1  # the logits that predict token j
                 if pos < 0:
@@ -181,7 +201,7 @@ def _score_encoded(lm, items, top_k: int, batch_size: int) -> list[TextScores]:
                 toks.append(
                     TokenScore(
                         tid, _decode_token(lm, tid), offs[j][0], offs[j][1],
-                        float(row[tid]), _top_from_logprobs(lm, row, top_k),
+                        float(row[tid]), _top_from_logprobs(lm, row, top_k), rank_of.get(j),
                     )
                 )
             results.append(TextScores(text, toks))

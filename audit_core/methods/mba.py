@@ -1,0 +1,164 @@
+"""MBA: the mask-based membership method (Liu et al., Section 4.4), a text-only second opinion.
+
+A document is probed with a cloze test: M of its hardest words are hidden
+(``mba_masks``) and the target is asked to fill them in. A RAG system that
+retrieves the document from its knowledge base fills the blanks correctly; one
+that does not can only guess. The membership score is the fraction of masks
+answered correctly; the threshold is fitted on the shadow RAG's members and
+non-members (the paper's gamma = 0.5 only when the shadow lacks a class).
+
+Needs no logprobs, so it runs against any chat endpoint.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from audit_core.documents import Document
+from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, best_threshold, send_all
+from audit_core.methods.mba_masks import MaskGenerator, MaskPlan, MbaConfig, mask_label
+from audit_core.methods.mba_parse import is_correct, parse_mask_answers
+from audit_core.models import LocalLM
+from audit_core.target.base import ChatRequest, Target
+
+__all__ = ["MBA_PROMPT", "MbaConfig", "MbaMethod", "build_request"]
+
+#: The cloze prompt, in the spirit of the paper's Figure 6 (Appendix B.1). The
+#: masked text sits in the middle so that it dominates the retrieval query; the
+#: answer format comes last, where small models follow it best. No placeholder
+#: answer lines: small models copy them verbatim.
+MBA_PROMPT = (
+    "In the text below, {n} words have been hidden and replaced by the labels "
+    "[Mask_1] to [Mask_{n}]. Using the documents available to you, find the exact "
+    "original word behind each label. Each label hides a single word, written as in "
+    "the original text.\n\n"
+    "Text:\n{masked_text}\n\n"
+    "Reply with exactly {n} lines, one per label and nothing else, each in the form "
+    "\"[Mask_i]: word\", from [Mask_1] to [Mask_{n}]."
+)
+
+
+def build_request(plan: MaskPlan, config: MbaConfig) -> ChatRequest:
+    """The one chat request that probes a masked document (deterministic: temperature 0)."""
+    n = plan.n_masks
+    prompt = MBA_PROMPT.format(n=n, masked_text=plan.masked_text)
+    max_tokens = config.answer_tokens_per_mask * n + config.answer_tokens_extra
+    return ChatRequest.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0)
+
+
+class MbaMethod(MembershipMethod):
+    """Mask-based membership inference: cloze accuracy of the target on the document."""
+
+    name = "mba"
+    version = "1"
+    requires_logprobs = False
+
+    def __init__(self, config: MbaConfig | None = None, lm: LocalLM | None = None):
+        self.config = config or MbaConfig()
+        self.generator = MaskGenerator(self.config, lm)
+        # M masks, pairwise non-adjacent, need at least 2M - 1 words; the
+        # fewest this method probes at all is min_masks
+        self.min_words = 2 * self.config.min_masks - 1
+
+    # ------------------------------------------------------------------ probing
+
+    def _observation(self, doc: Document, plan: MaskPlan) -> Observation:
+        obs = Observation(method=self.name, doc_id=doc.id,
+                          data={"plan": plan.to_json(), "n_masks": self.config.n_masks,
+                                "proxy_model": plan.proxy_model, "version": self.version})
+        if plan.n_masks < self.config.min_masks:
+            obs.skipped = (f"document too short for MBA: {plan.reason or 'no maskable words'}; "
+                           f"MBA probes a document only with at least {self.config.min_masks} masks")
+        return obs
+
+    def probe(self, doc: Document, target: Target) -> Observation:
+        """Mask the document and send one cloze request (none when it is too short)."""
+        plan = self.generator.plan(doc.text)
+        obs = self._observation(doc, plan)
+        if obs.skipped is None:
+            send_all(target, [build_request(plan, self.config)], obs)
+        return obs
+
+    def probe_many(self, docs: Sequence[Document], target: Target,
+                   progress: Callable[[int], None] | None = None) -> list[Observation]:
+        """Mask every document (batched proxy passes), then send all requests as one batch."""
+        plans = self.generator.plan_many([d.text for d in docs])
+        observations = [self._observation(d, p) for d, p in zip(docs, plans)]
+        todo = [i for i, o in enumerate(observations) if o.skipped is None]
+        if progress is not None and len(todo) < len(docs):
+            progress(len(docs) - len(todo))
+        # what send_all does, with one observation per document: a single
+        # complete_many call lets the target batch or parallelise all requests
+        requests = [build_request(plans[i], self.config) for i in todo]
+        outcomes = target.complete_many(requests, progress) if requests else []
+        for i, req, out in zip(todo, requests, outcomes):
+            observations[i].add(req.to_json(), out)
+        return observations
+
+    # ------------------------------------------------------------------ scoring
+
+    def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
+        """Fit the accuracy threshold on shadow members / non-members (balanced accuracy)."""
+        from sklearn.metrics import roc_auc_score
+
+        provisional = Calibration(method=self.name, threshold=self.config.gamma)
+        m_res = [self.score(o, provisional) for o in members]
+        n_res = [self.score(o, provisional) for o in nonmembers]
+        m = [r.score for r in m_res if r.score is not None]
+        n = [r.score for r in n_res if r.score is not None]
+        both = bool(m) and bool(n)
+        threshold = best_threshold(m, n, default=self.config.gamma)
+        auc = float(roc_auc_score([1] * len(m) + [0] * len(n), m + n)) if both else None
+        return Calibration(
+            method=self.name,
+            threshold=threshold,
+            member_scores=m,
+            nonmember_scores=n,
+            shadow_auc=auc,
+            params={
+                "gamma_default": self.config.gamma,
+                "threshold_source": "shadow" if both else "paper_default",
+                "n_masks": self.config.n_masks,
+                "min_masks": self.config.min_masks,
+                "proxy_model": self.config.proxy_model,
+                "members_inconclusive": len(m_res) - len(m),
+                "nonmembers_inconclusive": len(n_res) - len(n),
+            },
+        )
+
+    def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
+        """Fraction of masks the target filled in correctly; inconclusive on failure or a short document."""
+        if "plan" not in obs.data:
+            return MethodResult(self.name, obs.doc_id, None, None, "the observation carries no mask plan")
+        plan = MaskPlan.from_json(obs.data["plan"])
+        evidence: dict = {"masked_text": plan.masked_text, "n_masks": plan.n_masks, "requested": plan.requested}
+        if plan.reason:
+            evidence["mask_shortfall"] = plan.reason
+        if obs.skipped:
+            return MethodResult(self.name, obs.doc_id, None, None, obs.skipped, evidence)
+        if not obs.responses or obs.responses[0] is None:
+            err = obs.errors[0] if obs.errors else "no request was sent"
+            return MethodResult(self.name, obs.doc_id, None, None, f"target call failed: {err}", evidence)
+        response = obs.responses[0]
+        raw = response.get("text") or ""
+        parsed = parse_mask_answers(raw, plan.n_masks, plan.masked_text)
+        rows = []
+        for a in plan.answers:
+            pred = parsed.get(a.index)
+            rows.append({"mask": mask_label(a.index), "expected": a.accepted, "predicted": pred,
+                         "correct": is_correct(pred, a.accepted), "read_as": parsed.sources.get(a.index)})
+        correct = sum(r["correct"] for r in rows)
+        accuracy = correct / plan.n_masks
+        threshold = calibration.threshold if calibration.threshold is not None else self.config.gamma
+        if calibration.params.get("threshold_source", "paper_default") == "paper_default":
+            decision = accuracy > threshold  # the paper: more than gamma * M correct
+        else:
+            decision = accuracy >= threshold  # best_threshold's convention
+        evidence.update({
+            "rows": rows,
+            "correct": correct,
+            "answered": len(parsed.answers),
+            "raw_answer": raw,
+            "finish_reason": response.get("finish_reason"),
+            "threshold": threshold,
+        })
+        return MethodResult(self.name, obs.doc_id, accuracy, bool(decision), None, evidence)

@@ -1,0 +1,487 @@
+"""MBA: mask generation, answer parsing, normalisation, scoring, and end-to-end behaviour."""
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from audit_core.documents import Document
+from audit_core.methods.base import Calibration
+from audit_core.methods.mba import MBA_PROMPT, MbaMethod, build_request
+from audit_core.methods.mba_masks import (
+    MaskGenerator,
+    MaskPlan,
+    MbaConfig,
+    RankedUnit,
+    build_plan,
+    choose_masks,
+    split_units,
+    stop_words,
+    unmask,
+)
+from audit_core.methods.mba_parse import is_correct, normalize_answer, parse_mask_answers
+from audit_core.scoring import score_texts
+from audit_core.target.base import ChatRequest, Completion, RateLimited, Target, Usage
+
+# A real-looking clinical exchange, long enough for M = 10.
+LONG_DOC = (
+    "Patient: Doctor, for the past three weeks I have had a persistent dry cough, night sweats and "
+    "a low-grade fever that gets worse in the evening. I also lost about four kilograms without "
+    "dieting, and last week I noticed a little blood in my sputum. I work in a homeless shelter. "
+    "Doctor: Given your symptoms and your workplace, we need to rule out pulmonary tuberculosis. "
+    "I will order a chest X-ray, three sputum samples for acid-fast bacilli and a GeneXpert test, "
+    "plus an interferon-gamma release assay. Until the results arrive, please wear a surgical mask "
+    "at home and avoid crowded places. If the diagnosis is confirmed, treatment with isoniazid, "
+    "rifampicin, pyrazinamide and ethambutol usually lasts six months, and your close contacts "
+    "will be screened as well."
+)
+
+# Five sentences of five words, each with exactly one maskable word, so the
+# choice per subtext (M = 5) is forced: nearlt (misspelled, fragmented),
+# amoxicillin (fragmented), Canestan-like (hyphenated, fragmented), tinnitus, dizziness.
+FORCED_DOC = (
+    "It was nearlt over then. It was all amoxicillin then. Then he became very Canestan-like. "
+    "It was otherwise tinnitus again. And so it was dizziness."
+)
+
+FIVE = MbaConfig(n_masks=5, min_masks=5)
+
+
+@pytest.fixture(scope="module")
+def generator(smollm):
+    return MaskGenerator(MbaConfig(), smollm)
+
+
+@pytest.fixture(scope="module")
+def long_ranked(generator):
+    return generator.rank_units([LONG_DOC])[0]
+
+
+@pytest.fixture(scope="module")
+def long_plan(generator, long_ranked):
+    # what generator.plan(LONG_DOC) does, sharing the ranking pass with other tests
+    chosen, reason = choose_masks(long_ranked, 10)
+    return build_plan(LONG_DOC, long_ranked, chosen, 10, reason, generator.lm.name)
+
+
+# --------------------------------------------------------------------------- ranks in scoring
+
+
+def test_score_texts_ranks_agree_with_top_k(smollm):
+    text = "The patient was given amoxicillin for the ear infection."
+    plain = score_texts(smollm, [text], top_k=5)[0]
+    ranked = score_texts(smollm, [text], top_k=5, ranks=True)[0]
+    assert [t.logprob for t in plain.tokens] == pytest.approx([t.logprob for t in ranked.tokens])
+    assert all(t.rank is None for t in plain.tokens)  # unchanged default
+    for tok in ranked.tokens:
+        assert tok.rank is not None and tok.rank >= 1
+        in_top = [alt for alt, _ in tok.top].index(tok.text) + 1 if tok.text in [a for a, _ in tok.top] else None
+        if in_top is not None:
+            assert tok.rank == in_top
+        else:
+            assert tok.rank > 5
+
+
+# --------------------------------------------------------------------------- mask generation
+
+
+def test_long_document_gets_exactly_m_masks(long_plan):
+    assert long_plan.n_masks == 10 and long_plan.reason is None
+    labels = re.findall(r"\[Mask_(\d+)\]", long_plan.masked_text)
+    assert labels == [str(k) for k in range(1, 11)]
+    assert unmask(long_plan) == LONG_DOC
+    assert [a.index for a in long_plan.answers] == list(range(1, 11))
+    assert all(a.start < b.start for a, b in zip(long_plan.answers, long_plan.answers[1:]))
+
+
+def test_masks_are_whole_words_not_stop_words_not_punctuation(long_plan):
+    units = {(u.start, u.end): u for u in split_units(LONG_DOC)}
+    stops = stop_words()
+    for a in long_plan.answers:
+        assert (a.start, a.end) in units, f"{a.word!r} is not a whole word"
+        assert LONG_DOC[a.start:a.end] == a.word
+        assert any(c.isalnum() for c in a.word)
+        assert a.word.lower() not in stops
+        assert not LONG_DOC[a.end:a.end + 1] == ":"  # "Doctor:" would read like an answer line
+    # the first word has nothing before it and is never ranked
+    assert long_plan.answers[0].start > 0
+
+
+def test_no_two_masks_are_adjacent(long_plan):
+    between = re.split(r"\[Mask_\d+\]", long_plan.masked_text)[1:-1]
+    for gap in between:
+        assert any(u.is_word for u in split_units(gap)), f"adjacent masks around {gap!r}"
+
+
+def test_each_subtext_masks_its_highest_ranked_free_word(long_ranked):
+    ranked = long_ranked
+    chosen, reason = choose_masks(ranked, 10)
+    words = [i for i, u in enumerate(ranked) if u.is_word]
+    size, extra = divmod(len(words), 10)
+    assert reason is None and len(chosen) == 10
+    start = 0
+    chosen_set = set(chosen)
+    for c in range(10):
+        chunk = words[start:start + size + (1 if c < extra else 0)]
+        start += len(chunk)
+        mine = [i for i in chunk if i in chosen_set]
+        assert len(mine) == 1
+        pos = words.index(mine[0])
+        # every eligible word of the chunk with a higher rank must sit beside another mask
+        for i in chunk:
+            if ranked[i].eligible and ranked[i].rank > ranked[mine[0]].rank:
+                p = words.index(i)
+                assert words[p - 1] in chosen_set or (p + 1 < len(words) and words[p + 1] in chosen_set)
+        assert ranked[mine[0]].eligible and pos >= 0
+
+
+def test_fragmented_and_misspelled_words(smollm):
+    plan = MaskGenerator(FIVE, smollm).plan(FORCED_DOC)
+    by_word = {a.word: a for a in plan.answers}
+    assert set(by_word) == {"nearlt", "amoxicillin", "Canestan-like", "tinnitus", "dizziness"}
+    # fragmented words are masked whole, hyphenated compounds included
+    for w in ("nearlt", "amoxicillin", "Canestan-like"):
+        assert by_word[w].fragmented
+    assert "[Mask_3]." in plan.masked_text and "Canestan" not in plan.masked_text
+    assert not re.search(r"\w\[Mask_|\]\w", plan.masked_text)
+    # the misspelling keeps both spellings as correct answers
+    assert by_word["nearlt"].accepted == ["nearlt", "nearly"]
+    assert by_word["amoxicillin"].accepted == ["amoxicillin"]
+    assert is_correct("nearly", by_word["nearlt"].accepted) and is_correct("Nearlt", by_word["nearlt"].accepted)
+
+
+def test_short_document_gets_fewer_masks_with_a_reason(smollm):
+    plan = MaskGenerator(MbaConfig(), smollm).plan("Severe headache and nausea since Monday.")
+    assert 0 < plan.n_masks < 10
+    assert plan.reason and "at least 19 words" in plan.reason
+    assert unmask(plan) == "Severe headache and nausea since Monday."
+    empty = MaskGenerator(MbaConfig(), smollm).plan("")
+    assert empty.n_masks == 0 and empty.reason
+
+
+def test_long_document_path_batches_subtexts(smollm):
+    """Beyond max_pass_tokens, subtexts are ranked with their preceding text as context."""
+    cfg = MbaConfig(n_masks=5, max_pass_tokens=64)
+    gen = MaskGenerator(cfg, smollm)
+    assert len(gen._prepare(MEMBERS[0]).segments) == 5
+    plan = gen.plan(MEMBERS[0])
+    assert plan.n_masks == 5 and plan.reason is None
+    assert unmask(plan) == MEMBERS[0]
+
+
+def test_plan_round_trips_through_json(long_plan):
+    again = MaskPlan.from_json(json.loads(json.dumps(long_plan.to_json())))
+    assert again == long_plan
+
+
+def _ru(text: str, rank: int | None, maskable: bool = True, is_word: bool = True) -> RankedUnit:
+    return RankedUnit(text, 0, 0, is_word, maskable, 1, None, rank)
+
+
+def test_choose_masks_rules_without_a_model():
+    units = [
+        _ru("the", 9000, maskable=False),  # stop word: never, however rare
+        _ru("alpha", 50), _ru("beta", 60),  # neighbours: only one of them
+        _ru(",", 99999, maskable=False, is_word=False),
+        _ru("gamma", 10), _ru("delta", None),  # unranked: never
+        _ru("eps", 5), _ru("zeta", 7),
+    ]
+    chosen, reason = choose_masks(units, 5)
+    texts = [units[i].text for i in chosen]
+    assert "the" not in texts and "," not in texts and "delta" not in texts
+    assert not ({"alpha", "beta"} <= set(texts))
+    assert reason is not None and len(chosen) < 5
+    # a chunk without an eligible word leaves its mask to the best free word elsewhere
+    units = [_ru("a", 1), _ru("b", 1, maskable=False), _ru("c", 1, maskable=False), _ru("d", 1, maskable=False),
+             _ru("e", 3), _ru("f", 1, maskable=False), _ru("g", 2)]
+    chosen, reason = choose_masks(units, 5)
+    assert [units[i].text for i in chosen] == ["a", "e", "g"] and reason
+
+
+def test_config_validates_the_papers_range():
+    with pytest.raises(ValueError):
+        MbaConfig(n_masks=4)
+    with pytest.raises(ValueError):
+        MbaConfig(n_masks=21)
+    with pytest.raises(ValueError):
+        MbaConfig(gamma=0.0)
+    assert MbaConfig().max_answer_tokens == 8 * 10 + 32
+
+
+# --------------------------------------------------------------------------- parsing
+
+MT = ("The patient had [Mask_1] for three days, then a dry [Mask_2] started. "
+      "He took [Mask_3] twice a day and felt [Mask_4] by Friday.")
+
+PARSE_CASES = [
+    # (raw reply, expected answers)
+    ("[Mask_1]: fever\n[Mask_2]: cough\n[Mask_3]: ibuprofen\n[Mask_4]: better",
+     {1: "fever", 2: "cough", 3: "ibuprofen", 4: "better"}),
+    ("[Mask_3]: ibuprofen\n[Mask_1]: fever\n[Mask_4]: better\n[Mask_2]: cough",
+     {1: "fever", 2: "cough", 3: "ibuprofen", 4: "better"}),
+    ("Sure! Based on the context, here are the answers:\n\n**[Mask_1]**: fever\n**[Mask_2]:** cough\n"
+     "**[Mask_3]** - ibuprofen\n\nLet me know if you need anything else.",
+     {1: "fever", 2: "cough", 3: "ibuprofen"}),
+    ("Mask 1: fever\nMASK_2: cough\nmask_3 - ibuprofen\n[MASK_4]: better", {1: "fever", 2: "cough", 3: "ibuprofen", 4: "better"}),
+    ("1. fever\n2. cough\n3) ibuprofen\n(4) better", {1: "fever", 2: "cough", 3: "ibuprofen", 4: "better"}),
+    ('[Mask_1]: "fever"\n[Mask_2]: \'cough\'\n[Mask_3]: `ibuprofen`', {1: "fever", 2: "cough", 3: "ibuprofen"}),
+    ('{"Mask_1": "fever", "Mask_2": "cough", "Mask_3": "ibuprofen", "Mask_4": "better"}',
+     {1: "fever", 2: "cough", 3: "ibuprofen", 4: "better"}),
+    ("[Mask_1]: fever, [Mask_2]: cough; [Mask_3]: ibuprofen", {1: "fever", 2: "cough", 3: "ibuprofen"}),
+    ("The patient had fever for three days, then a dry cough started. He took ibuprofen twice a day "
+     "and felt better by Friday.", {1: "fever", 2: "cough", 3: "ibuprofen", 4: "better"}),
+    ("Here is the completed text:\nThe patient had a fever for three days, then a dry cough started.\n"
+     "He took paracetamol twice a day and felt fine by Friday.",
+     {1: "a fever", 2: "cough", 3: "paracetamol", 4: "fine"}),
+    ("[Mask_1]: fever\n[Mask_1]: chills\n[Mask_2]: cough", {1: "fever", 2: "cough"}),
+    ("[Mask_1]: fever (the text mentions a temperature)\n[Mask_2]: cough.", {1: "fever", 2: "cough"}),
+    ("[Mask_1]:\n[Mask_2]: N/A\n[Mask_3]: unknown\n[Mask_4]: [Mask_4]", {}),
+    ("[Mask_1]: <word>\n[Mask_2]: answer_2\n[Mask_3]: ...\n[Mask_4]: [Mask_5]: [Mask_6]:", {}),  # template echoes
+    ("", {}),
+    ("I'm sorry, but I can't find this text in my documents.", {}),
+    ("[Mask_7]: extra\n[Mask_0]: zero\n[Mask_2]: cough", {2: "cough"}),
+    ("Blank 2 = cough\n<mask_3>: ibuprofen\n(mask #1) -> fever", {1: "fever", 2: "cough", 3: "ibuprofen"}),
+    ("- [Mask_1]: **fever**\n- [Mask_2]: *cough*\n- [Mask_4]: better", {1: "fever", 2: "cough", 4: "better"}),
+    ("[Mask_1]: I believe the hidden word is probably fever, given the symptoms described", {}),
+    ("[Mask_1] fever [Mask_2] cough", {}),  # no separator: the echo of a masked text, not answers
+    ("\x00\x01[[[Mask_\n]]]: ::: ---", {}),
+]
+
+
+@pytest.mark.parametrize("raw,expected", PARSE_CASES)
+def test_parser_table(raw, expected):
+    assert parse_mask_answers(raw, 4, MT).answers == expected
+
+
+def test_parser_missing_masks_count_as_wrong():
+    plan = MaskPlan(MT, [], 4)
+    parsed = parse_mask_answers("[Mask_2]: cough", 4, plan.masked_text)
+    assert parsed.get(1) is None and not is_correct(parsed.get(1), ["fever"])
+    assert is_correct(parsed.get(2), ["cough"])
+
+
+@pytest.mark.parametrize("pred,accepted,ok", [
+    ("Fever", ["fever"], True),
+    ("  fever. ", ["fever"], True),
+    ("Headaches", ["headache"], True),
+    ("allergies", ["allergy"], True),
+    ("stopped", ["stopping"], True),
+    ("taking", ["take"], True),
+    ("patient's", ["patient"], True),
+    ("X-ray", ["x ray"], True),
+    ("U.S.", ["US"], True),
+    ("doses", ["dose"], True),
+    ("rifampicin", ["rifampin"], False),
+    ("cough", ["fever"], False),
+    ("", ["fever"], False),
+    (None, ["fever"], False),
+    ("nearly", ["nearlt", "nearly"], True),
+    ("diagnosis", ["diagnostic"], False),
+])
+def test_normalisation(pred, accepted, ok):
+    assert is_correct(pred, accepted) is ok
+
+
+def test_normalize_answer_examples():
+    assert normalize_answer("  The  FEVER's ") == normalize_answer("the fever")
+    assert normalize_answer("café") == normalize_answer("cafe")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=st.text(max_size=400), n=st.integers(min_value=0, max_value=20), with_text=st.booleans())
+def test_parser_never_raises(raw, n, with_text):
+    out = parse_mask_answers(raw, n, MT if with_text else None)
+    assert all(1 <= k <= max(n, 0) for k in out.answers)
+
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-'", min_size=1,
+                max_size=12).filter(lambda w: w[0].isalnum() and w[-1].isalnum()
+                                    and not re.fullmatch(r"(?i)mask-*\d+", w))  # a bare label is no answer
+
+
+@settings(max_examples=150, deadline=None)
+@given(words=st.lists(_WORD, min_size=1, max_size=20), data=st.data())
+def test_perfect_format_in_any_order_parses_exactly(words, data):
+    n = len(words)
+    order = data.draw(st.permutations(list(range(1, n + 1))))
+    raw = "\n".join(f"[Mask_{k}]: {words[k - 1]}" for k in order)
+    masked = " and ".join(f"[Mask_{k}]" for k in range(1, n + 1))
+    parsed = parse_mask_answers(raw, n, masked)
+    assert parsed.answers == {k: words[k - 1] for k in range(1, n + 1)}
+
+
+# --------------------------------------------------------------------------- end to end with a fake target
+
+MEMBERS = [
+    "Patient: My six-year-old son has had a barking cough and a hoarse voice since last night, and he "
+    "makes a high-pitched sound when he breathes in. Doctor: This sounds like croup, usually caused by a "
+    "parainfluenza virus. A single dose of oral dexamethasone reduces the swelling of the airway. Cool night "
+    "air can help, but go to the emergency department if he struggles to breathe or turns blue.",
+    "Patient: I am thirty-four weeks pregnant and my ankles, hands and face have swollen suddenly; I also have "
+    "a pounding headache and flashing lights in my vision. Doctor: These symptoms can point to preeclampsia. "
+    "We must check your blood pressure and test your urine for protein today. If it is confirmed, magnesium "
+    "sulfate prevents seizures and early delivery may be advised.",
+    "Patient: After a camping trip in Connecticut I found a red rash shaped like a bullseye on my thigh, and I "
+    "feel tired with aching joints. Doctor: That is typical of erythema migrans, the early sign of Lyme disease "
+    "transmitted by ticks. A three-week course of doxycycline is the usual treatment. Tell me if you develop "
+    "facial weakness or palpitations.",
+    "Patient: My father, who is seventy, suddenly could not lift his right arm and his speech became slurred "
+    "about an hour ago. Doctor: Call an ambulance now: these are warning signs of an ischemic stroke. At the "
+    "hospital a CT scan will exclude bleeding, and thrombolysis with alteplase works best within four and a "
+    "half hours of the first symptoms.",
+]
+NONMEMBERS = [
+    "Patient: For two days I have had burning when I urinate, I need to go very often, and my lower belly "
+    "aches. Doctor: This is most likely a bladder infection. A urine dipstick and culture will confirm it. "
+    "Nitrofurantoin for five days is a common choice, and drinking plenty of water helps. See a doctor "
+    "quickly if fever or flank pain appear.",
+    "Patient: My knee gave way while I was playing football, I heard a pop, and it swelled within hours. "
+    "Doctor: A pop followed by rapid swelling suggests a torn anterior cruciate ligament. Rest, ice and "
+    "compression will ease the swelling, and an MRI will show the damage. Physiotherapy or reconstructive "
+    "surgery may be needed depending on your activity level.",
+    "Patient: I wake up several times every night gasping, my partner says I snore loudly and stop breathing, "
+    "and I fall asleep at my desk. Doctor: You may have obstructive sleep apnea. A polysomnography study will "
+    "measure your breathing at night. Losing weight helps, and a CPAP machine keeps the airway open while "
+    "you sleep.",
+    "Patient: The skin on my elbows and knees has thick, silvery, scaly patches that itch and sometimes crack. "
+    "Doctor: These look like plaque psoriasis, an immune condition rather than an infection. Moisturisers, "
+    "topical corticosteroids and vitamin D creams are the first steps; for widespread disease, phototherapy "
+    "or biologic drugs such as adalimumab can be considered.",
+]
+
+
+class KnowingTarget(Target):
+    """A fake RAG system: it fills masks from a document it holds, and guesses otherwise.
+
+    Answers come in varied shapes (shuffled labels, bold, a rewritten text) so
+    that the parser is exercised as it would be by a real model.
+    """
+
+    name = "fake-knowing"
+
+    def __init__(self, knowledge: list[str], fail: bool = False):
+        super().__init__()
+        self.knowledge = knowledge
+        self.fail = fail
+        self.calls = 0
+        self.rng = random.Random(0)
+
+    def complete(self, request: ChatRequest) -> Completion:
+        self.calls += 1
+        prompt = request.messages[-1][1]
+        masked = re.search(r"Text:\n(.*?)\n\nReply", prompt, re.S).group(1)
+        if self.fail:
+            raise RateLimited("429 too many requests (retry budget spent)")
+        parts = re.split(r"\[Mask_\d+\]", masked)
+        pattern = "(.+?)".join(re.escape(p) for p in parts)
+        n = len(parts) - 1
+        for doc in self.knowledge:
+            m = re.fullmatch(pattern, doc, re.S)
+            if m:
+                answers = list(m.groups())
+                break
+        else:
+            answers = [self.rng.choice(["pain", "fever", "doctor", "treatment", "infection"]) for _ in range(n)]
+        style = self.calls % 3
+        if style == 0:
+            order = list(range(1, n + 1))
+            self.rng.shuffle(order)
+            text = "Here you go:\n" + "\n".join(f"**[Mask_{k}]**: {answers[k - 1]}" for k in order)
+        elif style == 1:
+            text = "\n".join(f"[Mask_{k}]: {a}" for k, a in enumerate(answers, 1))
+        else:
+            filled = masked
+            for k, a in enumerate(answers, 1):
+                filled = filled.replace(f"[Mask_{k}]", a, 1)
+            text = "The completed text reads:\n" + filled
+        return Completion(text=text, tokens=None, usage=Usage(len(prompt.split()), len(text.split())))
+
+
+@pytest.fixture(scope="module")
+def mba(smollm):
+    return MbaMethod(MbaConfig(), smollm)
+
+
+def test_members_score_higher_than_nonmembers(mba):
+    docs_m = [Document(f"m{i}", t) for i, t in enumerate(MEMBERS)]
+    docs_n = [Document(f"n{i}", t) for i, t in enumerate(NONMEMBERS)]
+    target = KnowingTarget(MEMBERS)
+    obs_m = mba.probe_many(docs_m, target)
+    obs_n = [mba.probe(d, target) for d in docs_n]  # the single-document path (send_all)
+    assert target.calls == 8 and all(o.queries == 1 for o in obs_m + obs_n)
+    assert all(o.skipped is None for o in obs_m + obs_n)
+
+    cal = mba.prepare(obs_m[:2], obs_n[:2])
+    assert cal.params["threshold_source"] == "shadow" and cal.shadow_auc == 1.0
+    assert max(cal.nonmember_scores) < cal.threshold <= min(cal.member_scores)
+
+    res_m = [mba.score(o, cal) for o in obs_m]
+    res_n = [mba.score(o, cal) for o in obs_n]
+    acc_m = [r.score for r in res_m]
+    acc_n = [r.score for r in res_n]
+    assert all(a == 1.0 for a in acc_m), [r.evidence["rows"] for r in res_m]
+    assert sum(acc_m) / 4 > sum(acc_n) / 4 + 0.5
+    assert all(r.decision is True for r in res_m) and all(r.decision is False for r in res_n)
+    ev = res_m[0].evidence
+    assert ev["masked_text"].count("[Mask_") == 10 and len(ev["rows"]) == 10
+    assert {"mask", "expected", "predicted", "correct"} <= set(ev["rows"][0])
+    assert ev["raw_answer"]
+
+
+def test_failed_call_and_short_document_are_inconclusive(mba):
+    target = KnowingTarget(MEMBERS, fail=True)
+    obs = mba.probe(Document("m0", MEMBERS[0]), target)
+    assert obs.failed == 1
+    res = mba.score(obs, Calibration("mba", threshold=0.5))
+    assert res.score is None and res.decision is None and "rate_limited" in res.reason
+
+    calls = target.calls
+    short = mba.probe(Document("s", "Itchy eyes."), target)
+    assert target.calls == calls and short.queries == 0 and short.skipped
+    res = mba.score(short, Calibration("mba", threshold=0.5))
+    assert res.decision is None and "too short" in res.reason
+
+
+def test_paper_gamma_without_shadow_classes(mba):
+    target = KnowingTarget(MEMBERS[:1])
+    obs = mba.probe(Document("m0", MEMBERS[0]), target)
+    cal = mba.prepare([obs], [])
+    assert cal.threshold == 0.5 and cal.params["threshold_source"] == "paper_default" and cal.shadow_auc is None
+    assert mba.score(obs, cal).decision is True
+
+
+def test_request_shape(long_plan):
+    req = build_request(long_plan, MbaConfig())
+    assert req.temperature == 0.0 and not req.logprobs and req.max_tokens == 8 * 10 + 32
+    content = req.messages[0][1]
+    assert long_plan.masked_text in content and "[Mask_1] to [Mask_10]" in content
+    assert MBA_PROMPT.split("{")[0] in content and "<" not in content.replace(long_plan.masked_text, "")
+
+
+# --------------------------------------------------------------------------- the reference RAG
+
+
+@pytest.mark.slow
+def test_reference_rag_members_fill_more_masks(shared_data, smollm):
+    try:
+        from shadow.rag import RagConfig, RagSystem
+    except ImportError as exc:
+        pytest.skip(f"shadow.rag is not available yet ({exc})")
+    rows = [json.loads(line) for line in (shared_data / "genmedgpt5k.jsonl").open(encoding="utf-8")]
+    rng = random.Random(0)
+    picked = rng.sample(rows, 60)
+    members = [Document(r["id"], r["text"]) for r in picked[:30]]
+    nonmembers = [Document(r["id"], r["text"]) for r in picked[30:]]
+    rag = RagSystem(members, RagConfig(generator="gemma-3-270m"))
+    method = MbaMethod(MbaConfig(), smollm)
+    obs = method.probe_many(members + nonmembers, rag)
+    cal = Calibration("mba", threshold=0.5)
+    scores = [method.score(o, cal).score for o in obs]
+    acc_m = [s for s in scores[:30] if s is not None]
+    acc_n = [s for s in scores[30:] if s is not None]
+    assert len(acc_m) >= 20 and len(acc_n) >= 20, "too many inconclusive probes"
+    assert sum(acc_m) / len(acc_m) > sum(acc_n) / len(acc_n)
