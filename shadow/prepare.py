@@ -50,11 +50,16 @@ class ShadowConfig:
     top_k_docs: int = 4  # retrieved documents per query (paper: k = 4)
     defense: str | None = None  # simulate a defended target on the shadow too
     top_logprobs: int = 20
+    #: auxiliary documents longer than this are left out of the shadow (our
+    #: choice): four retrieved documents of up to 160 words keep the shadow's
+    #: prompts near the length of a typical personal-document RAG, and every
+    #: shadow probe is a forward pass over that prompt
+    max_doc_words: int | None = 160
 
     def corpus_docs(self) -> list[Document]:
-        from shadow.corpus import load_corpus
+        from shadow.corpus import filter_by_words, load_corpus
 
-        return load_corpus(self.aux_corpus)
+        return filter_by_words(load_corpus(self.aux_corpus), max_words=self.max_doc_words)
 
 
 @dataclass

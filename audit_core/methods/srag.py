@@ -57,7 +57,7 @@ class SragConfig:
     #: would otherwise get 3 probes, too few for a 10-bin histogram to say much.
     min_probes: int = 5
     #: upper bound on probes per document, which bounds the cost of one audit
-    max_probes: int = 12
+    max_probes: int = 10
     #: histogram intervals m (paper default 10; configurable 5-20)
     bins: int = 10
     #: fewest words a document needs (prefix + at least min_probes suffix words)
