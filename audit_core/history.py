@@ -1,0 +1,128 @@
+"""Past audits in the store: save an audit as it runs, load it back as the same dict.
+
+The unit everything downstream consumes (app, plots, PDF report) is the dict
+of ``AuditResult.to_json()``. A finished or cancelled audit stores that dict
+whole as the run's summary, so reopening it gives back exactly what the app
+showed. While the audit runs, each (document, method) result and observation
+is saved as it arrives (``result_recorder``), so an audit that crashed or was
+killed can still be reopened from those rows: verdicts are then recomputed
+with the run's verdict configuration, and calibrations (shadow scores) are
+missing, which the rebuilt dict says in ``rebuilt_from_rows``.
+
+Nothing here sees an API key: runs are keyed by the target's name (base URL
+and model), and the store strips URL credentials from it.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Callable, Sequence
+
+from audit_core.documents import Document
+from audit_core.methods.base import MethodResult, Observation
+from audit_core.store import RunInfo, Store
+from audit_core.verdict import VerdictConfig, decide
+
+#: on_result(doc_id, method, observation, result), as ``shadow.audit.run_audit`` calls it
+OnResult = Callable[[str, str, Observation, MethodResult], None]
+
+
+def start_run(store: Store, documents: Sequence[Document], target_name: str, config: dict[str, Any]) -> str:
+    """Open a run (status ``running``) with its documents; returns the run id.
+
+    ``config`` is the audit configuration as plain data (methods, shadow,
+    method_params, verdict) -- never credentials.
+    """
+    return store.create_run(target_name, list(config.get("methods", [])), params=config, documents=documents)
+
+
+def result_recorder(store: Store, run_id: str) -> OnResult:
+    """A callback that commits each result and its observation the moment it arrives."""
+
+    def on_result(doc_id: str, method: str, observation: Observation, result: MethodResult) -> None:
+        store.save_result(run_id, result, observation)
+
+    return on_result
+
+
+def save_audit(store: Store, run_id: str, result: dict[str, Any]) -> None:
+    """Close the run with the full audit dict as its summary (cancelled or finished)."""
+    status = "cancelled" if result.get("cancelled") else "finished"
+    store.finish_run(run_id, status, summary=result)
+
+
+def mark_failed(store: Store, run_id: str, message: str) -> None:
+    """Close a run that stopped on an error; its saved rows stay reopenable."""
+    store.finish_run(run_id, "failed", error=message)
+
+
+def load_audit(store: Store, run_id: str) -> dict[str, Any]:
+    """The audit dict of a run: its stored summary, or one rebuilt from its rows."""
+    record = store.load_run(run_id)
+    summary = record.info.summary
+    if isinstance(summary, dict) and "verdicts" in summary:
+        return summary
+    return _rebuild(record)
+
+
+def _rebuild(record) -> dict[str, Any]:
+    """An ``AuditResult.to_json()``-shaped dict from per-result rows (no calibrations)."""
+    info = record.info
+    params = info.params or {}
+    vcfg = VerdictConfig(**params.get("verdict", {}))
+    results: dict[str, dict[str, dict]] = {}
+    observations: dict[str, dict[str, dict]] = {}
+    for r in record.results:
+        results.setdefault(r.doc_id, {})[r.method] = r.result.to_json()
+        if r.observation is not None:
+            observations.setdefault(r.doc_id, {})[r.method] = r.observation.to_json()
+    docs = [d for d in record.documents if d.id in results]
+    verdicts = [
+        decide(d.id, [MethodResult(**res) for res in results[d.id].values()], vcfg).to_json() for d in docs
+    ]
+    return {
+        "target": info.target_id,
+        "created": info.created,
+        "config": params,
+        "capabilities": {},
+        "verdicts": verdicts,
+        "results": results,
+        "observations": observations,
+        "calibrations": {},
+        "not_run": {},
+        "account": {},
+        "documents": [asdict(d) for d in docs],
+        "cancelled": info.status != "finished",
+        "rebuilt_from_rows": True,
+    }
+
+
+def verdict_counts(result: dict[str, Any]) -> dict[str, int]:
+    """How many documents got each verdict."""
+    out: dict[str, int] = {}
+    for v in result.get("verdicts", []):
+        out[v["verdict"]] = out.get(v["verdict"], 0) + 1
+    return out
+
+
+def history_rows(store: Store) -> list[dict[str, Any]]:
+    """One row per past audit, newest first, for the app's history table."""
+    rows = []
+    for info in store.list_runs():
+        rows.append(_row(info))
+    return rows
+
+
+def _row(info: RunInfo) -> dict[str, Any]:
+    counts = verdict_counts(info.summary) if isinstance(info.summary, dict) else {}
+    return {
+        "id": info.id,
+        "created": info.created[:19].replace("T", " "),
+        "target": info.target_id,
+        "methods": ", ".join(info.methods),
+        "status": info.status,
+        "documents": info.n_documents,
+        "member": counts.get("member", 0),
+        "not found": counts.get("not found", 0),
+        "inconclusive": counts.get("inconclusive", 0),
+        "error": info.error or "",
+    }

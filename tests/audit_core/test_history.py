@@ -1,0 +1,73 @@
+"""Saving audits to the store and loading them back as the same dict."""
+from __future__ import annotations
+
+import json
+
+from audit_core.documents import Document
+from audit_core.history import history_rows, load_audit, mark_failed, result_recorder, save_audit, start_run
+from audit_core.methods.base import Calibration, MethodResult, Observation
+from audit_core.store import Store
+from audit_core.verdict import decide
+
+DOCS = [Document("a", "alpha " * 30), Document("b", "beta " * 30)]
+CONFIG = {"methods": ["srag", "mba"], "shadow": {"n_members": 20}, "method_params": {}, "verdict": {}}
+
+
+def _results():
+    return {
+        "a": {"srag": MethodResult("srag", "a", 0.91, True, evidence={"words": [{"word": "alpha", "prob": 0.8}]}),
+              "mba": MethodResult("mba", "a", 0.8, True)},
+        "b": {"srag": MethodResult("srag", "b", 0.1, False), "mba": MethodResult("mba", "b", None, None, reason="x")},
+    }
+
+
+def _audit_dict(cancelled: bool = False) -> dict:
+    from shadow.audit import AuditResult
+
+    res = _results()
+    obs = {d: {m: Observation(m, d, requests=[{"q": 1}], responses=[None], errors=["unreachable: down"])
+               for m in rs} for d, rs in res.items()}
+    return AuditResult(
+        target="http://127.0.0.1:1/v1 · m", created="2025-01-01T00:00:00+00:00", config=CONFIG,
+        capabilities={"reachable": True, "logprobs": True, "max_top_logprobs": 20, "model": "m", "detail": ""},
+        verdicts=[decide(d, list(rs.values())) for d, rs in res.items()], results=res, observations=obs,
+        calibrations={"srag": Calibration("srag", 0.5, [0.9, 0.8], [0.1, 0.2], shadow_auc=0.93)},
+        not_run={}, account={"queries": 4}, documents=DOCS, cancelled=cancelled,
+    ).to_json()
+
+
+def test_saved_audit_loads_back_as_the_same_dict(tmp_path):
+    store = Store(tmp_path / "h.sqlite")
+    d = _audit_dict()
+    run_id = start_run(store, DOCS, d["target"], CONFIG)
+    save_audit(store, run_id, d)
+    store.close()
+    again = Store(tmp_path / "h.sqlite")
+    assert load_audit(again, run_id) == json.loads(json.dumps(d))
+    [row] = history_rows(again)
+    assert row["status"] == "finished" and row["member"] == 1 and row["not found"] == 1
+    assert row["documents"] == 2
+
+
+def test_cancelled_audit_is_marked_cancelled(tmp_path):
+    store = Store(tmp_path / "h.sqlite")
+    run_id = start_run(store, DOCS, "t", CONFIG)
+    save_audit(store, run_id, _audit_dict(cancelled=True))
+    assert history_rows(store)[0]["status"] == "cancelled"
+
+
+def test_failed_run_is_rebuilt_from_rows_saved_as_they_arrived(tmp_path):
+    store = Store(tmp_path / "h.sqlite")
+    run_id = start_run(store, DOCS, "http://u:pw@host/v1 · m", CONFIG)
+    record = result_recorder(store, run_id)
+    for m, r in _results()["a"].items():
+        record("a", m, Observation(m, "a"), r)
+    mark_failed(store, run_id, "the target went away")
+    d = load_audit(store, run_id)
+    assert d["rebuilt_from_rows"] and d["cancelled"]
+    assert [v["doc_id"] for v in d["verdicts"]] == ["a"]  # b was never answered
+    assert d["verdicts"][0]["verdict"] == "member"
+    assert d["documents"] == [{"id": "a", "text": DOCS[0].text}]
+    assert "pw" not in d["target"]
+    row = history_rows(store)[0]
+    assert row["status"] == "failed" and row["error"] == "the target went away"
