@@ -215,25 +215,43 @@ def score_text(lm: LocalLM, text: str, context: str = "", top_k: int = 0) -> Tex
 # --------------------------------------------------------------------------- chat + generation
 
 
-def render_chat(lm: LocalLM, messages: Sequence[dict]) -> str:
-    """The prompt string for a chat, through the model's chat template when it has one.
+#: how a chat is turned into a prompt: "chat" = the model's chat template;
+#: "completion" = a plain text the model simply continues (system text, then
+#: the user's messages, no reply cue), as a completion-style RAG built on a
+#: base model does
+PROMPT_STYLES = ("chat", "completion")
 
-    Base models without a template get a plain, readable transcript ending in
-    an "Assistant:" cue.
+
+def prompt_style(lm: LocalLM, style: str | None = None) -> str:
+    if style is None:
+        return "chat" if lm.has_chat_template else "completion"
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style '{style}'; choose one of {', '.join(PROMPT_STYLES)}")
+    if style == "chat" and not lm.has_chat_template:
+        raise ValueError(f"the model '{lm.name}' has no chat template; use the 'completion' style")
+    return style
+
+
+def render_chat(lm: LocalLM, messages: Sequence[dict], style: str | None = None) -> str:
+    """The prompt string for a chat.
+
+    "chat" style goes through the model's chat template. "completion" style
+    joins the messages as plain paragraphs and ends with the last message's
+    own text, so generation continues it (earlier assistant turns keep a
+    label so a multi-turn exchange stays readable).
     """
-    if lm.has_chat_template:
+    if prompt_style(lm, style) == "chat":
         return lm.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     parts = []
     for m in messages:
-        role = m.get("role", "user")
-        label = {"system": "", "user": "User: ", "assistant": "Assistant: "}.get(role, f"{role}: ")
-        parts.append(f"{label}{m.get('content', '')}".strip())
-    return "\n\n".join(parts) + "\n\nAssistant:"
+        role, content = m.get("role", "user"), str(m.get("content", ""))
+        parts.append(f"Assistant: {content}" if role == "assistant" else content)
+    return "\n\n".join(p.strip() for p in parts if p.strip())
 
 
-def encode_prompt(lm: LocalLM, prompt: str) -> list[int]:
+def encode_prompt(lm: LocalLM, prompt: str, style: str | None = None) -> list[int]:
     """Prompt ids: a rendered chat template already carries its special tokens."""
-    if lm.has_chat_template:
+    if prompt_style(lm, style) == "chat":
         return lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]
     return encode_context(lm, prompt)
 
@@ -327,7 +345,7 @@ def generate(
     seed: int | None = 0,
     prefix_cache: "PrefixCache | None" = None,
 ) -> Generation:
-    """Chat generation: render through the chat template, then generate_ids."""
+    """Chat generation: render the messages (chat template by default), then generate_ids."""
     ids = encode_prompt(lm, render_chat(lm, messages))
     return generate_ids(lm, ids, max_new_tokens, temperature, top_logprobs, seed, prefix_cache)
 

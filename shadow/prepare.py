@@ -55,6 +55,11 @@ class ShadowConfig:
     #: prompts near the length of a typical personal-document RAG, and every
     #: shadow probe is a forward pass over that prompt
     max_doc_words: int | None = 160
+    #: how the shadow's generator sees a request: "completion" (it continues the
+    #: user's text) mimics a target that follows S-RAG's "complete the paragraph"
+    #: instruction; a small chat model in "chat" style restarts the paragraph
+    #: instead and its first token carries no membership signal (measured)
+    prompt_style: str = "completion"
 
     def corpus_docs(self) -> list[Document]:
         from shadow.corpus import filter_by_words, load_corpus
@@ -105,7 +110,8 @@ def _sizes(method: MembershipMethod, cfg: ShadowConfig) -> tuple[int, int]:
 def build_shadow_rag(cfg: ShadowConfig, kb: Sequence[Document]):
     from shadow.rag import RagConfig, RagSystem
 
-    rc = RagConfig(generator=cfg.generator, embedder=cfg.embedder, top_k=cfg.top_k_docs, defense=cfg.defense)
+    rc = RagConfig(generator=cfg.generator, embedder=cfg.embedder, top_k=cfg.top_k_docs, defense=cfg.defense,
+                   prompt_style=cfg.prompt_style)
     return RagSystem(list(kb), rc)
 
 

@@ -85,6 +85,9 @@ class RagConfig:
     prefix_cache_entries: int = 8
     #: documents per embedder call while building the knowledge base
     embed_batch_size: int = 64
+    #: "chat" (the generator's chat template) or "completion" (plain text the
+    #: generator continues); None: chat when the generator has a template
+    prompt_style: str | None = None
 
     def __post_init__(self) -> None:
         if self.defense is not None and self.defense not in DEFENSES:
@@ -425,10 +428,10 @@ class RagSystem(Target):
         """The exact prompt string the generator sees for ``request``."""
         if record is None:
             record = self.retrieve_records([_query_of(request)])[0]
-        return render_chat(self.lm, self.build_messages(request, record))
+        return render_chat(self.lm, self.build_messages(request, record), self.config.prompt_style)
 
     def _prompt_ids(self, request: ChatRequest, record: RetrievalRecord) -> list[int]:
-        ids = encode_prompt(self.lm, self.render_prompt(request, record))
+        ids = encode_prompt(self.lm, self.render_prompt(request, record), self.config.prompt_style)
         limit = getattr(self.lm.model.config, "max_position_embeddings", None)
         if limit and len(ids) + request.max_tokens > limit:
             raise ContextTooLong(

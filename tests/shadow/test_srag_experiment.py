@@ -26,7 +26,7 @@ def experiment(shared_data):
     members, nonmembers = picked[:30], picked[30:]
     target = RagSystem(members, RagConfig(generator="gemma-3-270m"))
     method = SragMethod(SragConfig(time_limit_s=60))
-    prep = prepare_shadow([method], ShadowConfig(n_members=60, n_nonmembers=60))
+    prep = prepare_shadow([method], ShadowConfig(n_members=50, n_nonmembers=50))
     cal = prep.calibrations["srag"]
     m_obs = method.probe_many(members, target)
     n_obs = method.probe_many(nonmembers, target)
