@@ -1,4 +1,11 @@
-"""Streamlit entry point: streamlit run app/main.py (./run app)."""
+"""Streamlit entry point: streamlit run app/main.py (./run app).
+
+The app is thin: it collects inputs, calls the library (audit_core, shadow)
+and shows what comes back. Layout: the sidebar holds the target and the
+settings; the main area has the tabs "1 Documents", "2 Run", "3 Results" and
+"History". The Run tab is drawn last because, while an audit runs, it keeps
+redrawing its progress bars until the audit ends.
+"""
 from __future__ import annotations
 
 import sys
@@ -10,9 +17,26 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from app.sidebar import render_sidebar  # noqa: E402
+from app.tab_documents import render_documents_tab  # noqa: E402
+from app.tab_history import render_history_tab  # noqa: E402
+from app.tab_results import render_results_tab  # noqa: E402
+from app.tab_run import render_run_tab  # noqa: E402
+
 st.set_page_config(page_title="RAG Provenance Auditor", page_icon="🔎", layout="wide")
 st.title("RAG Provenance Auditor")
 st.write(
     "Find out whether your own texts were put into the knowledge base of someone else's "
     "retrieval-augmented generation (RAG) system, using only that system's public API."
 )
+
+settings = render_sidebar()
+tab_docs, tab_run, tab_results, tab_history = st.tabs(["1 Documents", "2 Run", "3 Results", "History"])
+with tab_docs:
+    render_documents_tab()
+with tab_results:
+    render_results_tab()
+with tab_history:
+    render_history_tab()
+with tab_run:
+    render_run_tab(settings)

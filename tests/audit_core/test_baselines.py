@@ -13,7 +13,7 @@ from audit_core.methods.baseline_common import split_halves
 from audit_core.methods.mink import MinKMethod, min_k_mean
 from audit_core.methods.rag_mia import RagMiaMethod, p_yes_from_tokens, parse_yes_no, yes_no_mass
 from audit_core.methods.s2mia import S2miaModelMethod, S2miaThresholdMethod, bleu1, extract_features
-from audit_core.target.base import (ChatRequest, Completion, NoLogprobs, RateLimited, Target, TargetError,
+from audit_core.target.base import (ChatRequest, Completion, NoLogprobs, RateLimited, Target,
                                     TokenLogprob, Usage)
 
 Reply = Callable[[ChatRequest], Completion]

@@ -1,0 +1,200 @@
+"""Sidebar: which target to audit, the connection check, and the audit settings.
+
+Only widgets and their translation into the library's configuration objects
+live here; what a method needs and which can run is asked of the library.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import asdict, dataclass, field
+
+import streamlit as st
+
+DEMO = "Demo target (built-in, no key)"
+ENDPOINT = "OpenAI-compatible endpoint"
+
+#: shadow documents per class, and per class for generative methods (MBA, S2MIA)
+AUDIT_SIZES = {
+    "quick": (60, 60, 30),
+    "standard": (200, 200, 60),  # the issue's default 200 + 200 (ShadowConfig's defaults)
+}
+CUSTOM = "custom"
+
+
+@dataclass
+class Settings:
+    """Everything chosen in the sidebar except the API key (read only when a target is built)."""
+
+    target_kind: str
+    base_url: str
+    model: str
+    methods: list[str]
+    shadow: object  # shadow.prepare.ShadowConfig
+    method_params: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def target_label(self) -> str:
+        return "demo" if self.target_kind == DEMO else f"{self.base_url.rstrip('/')} · {self.model}"
+
+    def audit_config(self):
+        from shadow.audit import AuditConfig
+
+        return AuditConfig(methods=list(self.methods), shadow=self.shadow, method_params=self.method_params)
+
+    def config_dict(self) -> dict:
+        """The audit configuration as plain data, as the store keeps it (no key)."""
+        return {"methods": list(self.methods), "shadow": asdict(self.shadow), "method_params": self.method_params}
+
+
+def build_target(settings: Settings, for_check: bool = False):
+    """The target object: the shared demo RAG, or a new connector for the endpoint.
+
+    A connection check gets short timeouts and a single retry so that a wrong
+    URL is reported in seconds; an audit gets the connector's full retry policy.
+    """
+    if settings.target_kind == DEMO:
+        from app.resources import get_demo_target
+
+        return get_demo_target()
+    from audit_core.target.openai_compat import OpenAITarget
+
+    key = st.session_state.get("api_key") or None  # None: OpenAITarget reads OPENAI_API_KEY
+    if for_check:
+        return OpenAITarget(settings.base_url.strip(), settings.model.strip(), key, timeout_s=10.0,
+                            max_retries=1, max_total_wait_s=5.0)
+    return OpenAITarget(settings.base_url.strip(), settings.model.strip(), key)
+
+
+def _target_section() -> tuple[str, str, str]:
+    st.header("Target")
+    kind = st.radio("RAG system to audit", [DEMO, ENDPOINT], key="target_kind",
+                    help="The demo target is a reference RAG over the shipped demo knowledge base; "
+                         "it runs inside the app. An endpoint is someone else's RAG behind an OpenAI-compatible API.")
+    base_url = model = ""
+    if kind == ENDPOINT:
+        base_url = st.text_input("Base URL", key="base_url", placeholder="https://api.example.com/v1")
+        model = st.text_input("Model", key="model", placeholder="the model name the endpoint serves")
+        st.text_input("API key", key="api_key", type="password",
+                      help="Kept in this browser session's memory only; never stored or written to any file.")
+        if not st.session_state.get("api_key"):
+            st.caption("No key entered: the OPENAI_API_KEY environment variable is used"
+                       + (" (it is set)." if os.environ.get("OPENAI_API_KEY") else " (it is not set)."))
+    return kind, base_url, model
+
+
+def _connection_check(settings: Settings) -> None:
+    from shadow.audit import AuditConfig, select_methods
+    from audit_core.methods import LABELS, METHODS
+
+    if st.button("Check connection", key="check_connection"):
+        if settings.target_kind == ENDPOINT and not (settings.base_url.strip() and settings.model.strip()):
+            st.error("Enter the endpoint's base URL and model name first.")
+        else:
+            from app.resources import plain_error
+
+            try:
+                with st.spinner("Asking the target what it supports..."):
+                    caps = build_target(settings, for_check=True).capabilities()
+                st.session_state["caps"] = {"target": settings.target_label, "caps": asdict(caps)}
+            except Exception as exc:  # shown in plain words; the key is never in a message
+                st.session_state["caps"] = {"target": settings.target_label, "error": plain_error(exc)}
+    found = st.session_state.get("caps")
+    if not found or found["target"] != settings.target_label:
+        return
+    if "error" in found:
+        st.error(found["error"])
+        return
+    from audit_core.target.base import Capabilities
+
+    caps = Capabilities(**found["caps"])
+    if not caps.reachable:
+        st.error(f"The target did not answer: {caps.detail}")
+        return
+    _, not_run = select_methods(AuditConfig(methods=list(METHODS)), caps)
+    can = [LABELS[m] for m in METHODS if m not in not_run]
+    if caps.logprobs:
+        st.success(f"Connected{' to ' + caps.model if caps.model else ''}: {caps.detail}. "
+                   f"Methods that can run: {', '.join(can)}.")
+    else:
+        st.warning(f"Connected, but the target returns no token probabilities ({caps.detail}). "
+                   f"Methods that can run: {', '.join(can)}. "
+                   f"Not possible here: {', '.join(LABELS[m] for m in not_run)} (they need logprobs).")
+
+
+def _aux_corpus() -> str:
+    """Path of the auxiliary (public) corpus the shadow RAG is built from."""
+    from shadow.prepare import DEFAULT_AUX_CORPUS
+
+    choice = st.radio("Auxiliary corpus (public texts for the shadow RAG)",
+                      ["Shipped corpus (MedQuAD answers)", "Upload a public corpus"], key="aux_choice",
+                      help="Public texts of the same kind as yours. Half go into a shadow RAG we build, half stay out; "
+                           "the methods learn from how that shadow answers.")
+    if choice.startswith("Shipped"):
+        return str(DEFAULT_AUX_CORPUS)
+    up = st.file_uploader("Public corpus (JSONL with a 'text' field, or CSV with a 'text' column)",
+                          type=["jsonl", "csv"], key="aux_upload")
+    if up is None:
+        st.caption("No file yet: the shipped corpus is used.")
+        return str(DEFAULT_AUX_CORPUS)
+    from audit_core.models import cache_dir
+
+    data = up.getvalue()
+    suffix = ".csv" if up.name.lower().endswith(".csv") else ".jsonl"
+    path = cache_dir() / "uploads" / (hashlib.sha256(data).hexdigest()[:20] + suffix)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return str(path)
+
+
+def _shadow_sizes() -> tuple[int, int, int]:
+    size = st.radio("Audit size", ["quick", "standard", CUSTOM], key="audit_size", horizontal=True,
+                    help="Shadow documents probed to calibrate the methods: quick = 60 members + 60 non-members "
+                         "(a first try), standard = 200 + 200 (the papers' setting). Runs on your machine, "
+                         "costs no target query; cached after the first run.")
+    if size != CUSTOM:
+        return AUDIT_SIZES[size]
+    c1, c2 = st.columns(2)
+    n_m = c1.number_input("Shadow members", 4, 2000, 60, step=10, key="n_members")
+    n_n = c2.number_input("Shadow non-members", 4, 2000, 60, step=10, key="n_nonmembers")
+    n_g = st.number_input("Per class for generative methods (MBA, S2MIA)", 4, 2000, 30, step=10, key="n_generative")
+    return int(n_m), int(n_n), int(n_g)
+
+
+def _advanced() -> tuple[dict[str, dict], int]:
+    with st.expander("Advanced parameters (papers' defaults)"):
+        bins = st.number_input("m: S-RAG histogram intervals", 5, 20, 10, key="bins",
+                               help="Intervals of [0, 1] for the probability histogram (S-RAG paper: 10).")
+        top_k = st.number_input("k: documents the shadow RAG retrieves per query", 1, 20, 4, key="top_k_docs",
+                                help="S-RAG's setup retrieves k = 4 documents.")
+        masks = st.number_input("M: MBA masks per document", 5, 20, 10, key="n_masks",
+                                help="Words hidden per document (MBA paper: 5-20, 10 by default).")
+        gamma = st.number_input("γ: MBA share of masks to guess right", 0.05, 1.0, 0.5, step=0.05, key="gamma",
+                                help="Used only if the shadow lacks a class; otherwise the threshold is fitted "
+                                     "on the shadow (MBA paper: about 0.5).")
+    params = {"srag": {"bins": int(bins)}, "mba": {"n_masks": int(masks), "gamma": float(gamma)}}
+    return params, int(top_k)
+
+
+def render_sidebar() -> Settings:
+    """Draw the sidebar and return the chosen settings."""
+    from audit_core.methods import LABELS, METHODS
+    from shadow.prepare import ShadowConfig
+
+    with st.sidebar:
+        kind, base_url, model = _target_section()
+        st.header("Settings")
+        methods = st.multiselect("Methods", list(METHODS), default=["srag", "mba"], key="methods",
+                                 format_func=lambda m: LABELS[m],
+                                 help="S-RAG and MBA are the audit's methods; the others are published baselines.")
+        aux = _aux_corpus()
+        n_m, n_n, n_g = _shadow_sizes()
+        params, top_k = _advanced()
+        shadow = ShadowConfig(aux_corpus=aux, n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g,
+                              top_k_docs=top_k)
+        settings = Settings(kind, base_url, model, list(methods), shadow,
+                            {m: p for m, p in params.items() if m in methods})
+        st.header("Connection")
+        _connection_check(settings)
+    return settings

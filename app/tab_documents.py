@@ -1,0 +1,100 @@
+"""Tab "1 Documents": the data owner's texts, pasted or from a CSV, validated
+before anything runs (usable / too short / duplicate / empty rows)."""
+from __future__ import annotations
+
+import streamlit as st
+
+PASTE = "Paste text"
+CSV = "Upload a CSV"
+NO_ID = "(none: number the rows)"
+
+
+def _show_batch(batch, unit: str) -> None:
+    counts = batch.counts()
+    cols = st.columns(4)
+    for col, (name, label) in zip(cols, [("usable", "Usable"), ("too_short", "Too short"),
+                                         ("duplicate", "Duplicate"), ("empty", "Empty")]):
+        col.metric(label, counts[name])
+    problems = batch.problems()
+    if problems:
+        with st.expander(f"{len(problems)} {unit}s will not be audited"):
+            st.dataframe([{unit: p.row, "status": p.status.replace("_", " "), "why": p.message} for p in problems],
+                         hide_index=True)
+
+
+def _pasted():
+    from audit_core.documents import MIN_WORDS, DocumentInputError, documents_from_text
+
+    text = st.text_area("Your texts", key="pasted", height=220,
+                        placeholder="Paste one or more texts. Separate texts with an empty line.",
+                        help=f"Each text needs at least {MIN_WORDS} words to be audited.")
+    if not text.strip():
+        st.info("Paste at least one text, or switch to a CSV upload.")
+        return None
+    try:
+        batch = documents_from_text(text)
+    except DocumentInputError as exc:
+        st.error(str(exc))
+        return None
+    _show_batch(batch, "block")
+    return batch
+
+
+def _wrong_column_message(df, text_col: str, batch) -> str | None:
+    """Explain a text column that yields no document (most likely the wrong column)."""
+    from audit_core.documents import MIN_WORDS, guess_text_column
+
+    if batch.documents or len(df) == 0:
+        return None
+    mean_words = float(df[text_col].astype(str).str.split().str.len().mean())
+    likely = guess_text_column(df)
+    hint = (f" The column with the longest cells is '{likely}'." if likely != text_col
+            else " Your texts may be too short to audit.")
+    return (f"Column '{text_col}' gives no document to audit: its cells have {mean_words:.1f} words on average, "
+            f"and each document needs at least {MIN_WORDS}. Is it the column that holds your texts?{hint}")
+
+
+def _csv():
+    from audit_core.documents import DocumentInputError, documents_from_table, guess_id_column, guess_text_column, \
+        read_csv_bytes
+
+    up = st.file_uploader("CSV of your documents", type=["csv", "tsv", "txt"], key="csv_file",
+                          help="One document per row; any delimiter (comma, semicolon, tab); UTF-8 or Windows encoding.")
+    if up is None:
+        st.info("Upload a CSV file with one document per row.")
+        return None
+    try:
+        df = read_csv_bytes(up.getvalue())
+    except DocumentInputError as exc:
+        st.error(f"This file cannot be used: {exc}")
+        return None
+    columns = [str(c) for c in df.columns]
+    text_guess = guess_text_column(df)
+    id_guess = guess_id_column(df, text_guess)
+    c1, c2 = st.columns(2)
+    text_col = c1.selectbox("Text column", columns, index=columns.index(text_guess), key="text_column")
+    id_options = [NO_ID] + [c for c in columns if c != text_col]
+    id_index = id_options.index(id_guess) if id_guess in id_options else 0
+    id_col = c2.selectbox("Id column (optional)", id_options, index=id_index, key="id_column")
+    st.caption(f"First rows of {len(df)}:")
+    st.dataframe(df.head(5), hide_index=True)
+    try:
+        batch = documents_from_table(df, text_col, None if id_col == NO_ID else id_col)
+    except DocumentInputError as exc:
+        st.error(str(exc))
+        return None
+    message = _wrong_column_message(df, text_col, batch)
+    if message:
+        st.error(message)
+    _show_batch(batch, "row")
+    return batch
+
+
+def render_documents_tab() -> None:
+    """Draw the tab; the usable documents go to st.session_state["documents"]."""
+    st.subheader("Which texts do you want to check?")
+    source = st.radio("Source", [PASTE, CSV], key="docs_source", horizontal=True, label_visibility="collapsed")
+    batch = _pasted() if source == PASTE else _csv()
+    st.session_state["documents"] = list(batch.documents) if batch is not None else []
+    if batch is not None and batch.documents:
+        st.success(f"{len(batch.documents)} document(s) ready. Go to tab 2 to run the audit.")

@@ -1,0 +1,238 @@
+"""Tab "3 Results": verdicts, per-document evidence, shadow plots, exports.
+
+Everything shown is read from the audit dict (``AuditResult.to_json()``), the
+same dict the history stores and the PDF report renders; the plots, the
+explanations and the export files come from audit_core.plots / report.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import streamlit as st
+
+WHAT_IT_PROVES = (
+    "**What a verdict means.** *member*: the target answered about your text the way RAG systems answer "
+    "about documents in their knowledge base. *not found*: it did not; this is not proof that your text is "
+    "absent. *inconclusive*: the audit could not decide, for the reason given."
+)
+
+
+def result_key(result: dict) -> str:
+    """A stable fingerprint of an audit dict (exports are cached per result)."""
+    blob = json.dumps([result.get("target"), result.get("created"), [v.get("doc_id") for v in result.get("verdicts", [])],
+                       result.get("cancelled")], default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _fmt(x, nd: int = 2) -> str | None:
+    return None if x is None else f"{float(x):.{nd}f}"
+
+
+def _verdict_rows(result: dict) -> list[dict]:
+    from audit_core.report import mba_accuracy
+
+    rows = []
+    for v in result.get("verdicts", []):
+        methods = v.get("methods") or {}
+        srag = methods.get("srag") or {}
+        acc = mba_accuracy(result, v["doc_id"])
+        rows.append({
+            "document": v["doc_id"],
+            "verdict": v["verdict"],
+            "reason": v["reason"],
+            "S-RAG probability": _fmt(srag.get("score")),
+            "MBA accuracy": f"{acc[0]}/{acc[1]}" if acc else _fmt((methods.get("mba") or {}).get("score")),
+        })
+    return rows
+
+
+def _header(result: dict) -> None:
+    from audit_core.methods import LABELS
+    from audit_core.report import auc_reading
+
+    docs = result.get("documents", [])
+    st.subheader(f"Audit of {len(docs)} document(s)")
+    st.caption(f"Target: {result.get('target')} · run at {result.get('created')} · methods: "
+               + ", ".join(LABELS.get(m, m) for m in (result.get("config") or {}).get("methods", [])))
+    if result.get("rebuilt_from_rows"):
+        st.warning("This audit stopped before it finished. The results below were saved as they arrived; "
+                   "the shadow calibration (plots, validation AUC) was not saved.")
+    elif result.get("cancelled"):
+        st.warning("This audit was cancelled. Only the documents answered before the cancel are shown; "
+                   "running it again re-uses every answer already received.")
+    for m, why in (result.get("not_run") or {}).items():
+        st.info(f"{LABELS.get(m, m)} did not run: {why}.")
+    counts = {"member": 0, "not found": 0, "inconclusive": 0}
+    for v in result.get("verdicts", []):
+        counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
+    cols = st.columns(3 + len(result.get("calibrations") or {}))
+    for col, (name, n) in zip(cols, counts.items()):
+        col.metric(name.capitalize(), n)
+    for col, (m, cal) in zip(cols[3:], (result.get("calibrations") or {}).items()):
+        auc = cal.get("shadow_auc")
+        col.metric(f"{LABELS.get(m, m)} shadow AUC", "n/a" if auc is None else f"{auc:.2f}",
+                   help="Trust indicator: how well the method told the shadow RAG's members from non-members on "
+                        f"held-out shadow documents (0.5 = chance, 1 = perfect). Reading: {auc_reading(auc)}.")
+
+
+def _account(result: dict) -> None:
+    acc = result.get("account") or {}
+    if acc:
+        st.caption(f"Target queries sent: {acc.get('queries', 0)} ({acc.get('failures', 0)} failed, "
+                   f"{acc.get('retries', 0)} retries); tokens: {acc.get('prompt_tokens', 0)} prompt + "
+                   f"{acc.get('completion_tokens', 0)} completion.")
+
+
+def _srag_detail(result: dict, doc_id: str, key: str) -> None:
+    from audit_core import plots
+
+    res = (result.get("results") or {}).get(doc_id, {}).get("srag")
+    if res is None:
+        return
+    st.markdown("**S-RAG: probed words and the probability the target gave each**")
+    words = (res.get("evidence") or {}).get("words") or []
+    left, right = st.columns([2, 3])
+    if words:
+        left.dataframe([{"word": w.get("word"),
+                         "probability": _fmt(w.get("prob"), 3) if w.get("prob") is not None else None,
+                         "note": w.get("error") or ""} for w in words], hide_index=True)
+    if res.get("reason"):
+        left.caption(f"S-RAG gave no probability: {res['reason']}")
+    if (result.get("calibrations") or {}).get("srag"):
+        right.plotly_chart(plots.srag_histogram_figure_plotly(result, doc_id), key=f"{key}-srag-hist")
+
+
+_MASK_LABEL = re.compile(r"\[Mask_(\d+)\]")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~$])")
+
+
+def _md(text: str) -> str:
+    """Text shown literally in markdown (a document may contain *, _, # ...)."""
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def expected(row: dict) -> str:
+    e = row.get("expected")
+    return " / ".join(map(str, e)) if isinstance(e, (list, tuple)) else str(e)
+
+
+def marked_masked_text(masked_text: str, rows: list[dict]) -> str:
+    """The masked text as markdown, each mask followed by the expected word and the target's answer."""
+    by_label = {r.get("mask"): r for r in rows}
+    out, pos = [], 0
+    for m in _MASK_LABEL.finditer(masked_text):
+        out.append(_md(masked_text[pos:m.start()]))
+        row = by_label.get(m.group(0))
+        if row is None:
+            out.append(f"**{_md(m.group(0))}**")
+        else:
+            mark = "✓" if row.get("correct") is True else "✗" if row.get("correct") is False else "?"
+            answer = row.get("predicted") or "no answer"
+            out.append(f"**{_md(m.group(0))}** :gray[(expected *{_md(expected(row))}*, "
+                       f"answered *{_md(str(answer))}* {mark})]")
+        pos = m.end()
+    out.append(_md(masked_text[pos:]))
+    return "> " + "".join(out).replace("\n", "\n> ")
+
+
+def _mba_detail(result: dict, doc_id: str) -> None:
+    from audit_core.report import mba_accuracy
+
+    res = (result.get("results") or {}).get(doc_id, {}).get("mba")
+    if res is None:
+        return
+    st.markdown("**MBA: masked words, expected and predicted**")
+    ev = res.get("evidence") or {}
+    rows = [x for x in ev.get("rows") or [] if isinstance(x, dict)]
+    if ev.get("masked_text"):
+        st.markdown(marked_masked_text(ev["masked_text"], rows))
+    if rows:
+        st.dataframe([{"mask": x.get("mask"), "expected": expected(x), "target's answer": x.get("predicted") or "",
+                       "right": "✓" if x.get("correct") is True else "✗" if x.get("correct") is False else "n/a"}
+                      for x in rows], hide_index=True)
+        acc = mba_accuracy(result, doc_id)
+        if acc:
+            st.caption(f"{acc[0]} of {acc[1]} masked words filled in correctly.")
+    if res.get("reason"):
+        st.caption(f"MBA gave no answer: {res['reason']}")
+
+
+def _detail(result: dict, key: str) -> None:
+    from audit_core.report import explain_verdict
+
+    verdicts = {v["doc_id"]: v for v in result.get("verdicts", [])}
+    if not verdicts:
+        return
+    st.markdown("### Evidence per document")
+    doc_id = st.selectbox("Document", list(verdicts), key=f"{key}-doc")
+    v = verdicts[doc_id]
+    st.markdown(f"**Verdict: {v['verdict']}** — {v['reason']}")
+    st.write(explain_verdict(v))
+    texts = {d["id"]: d["text"] for d in result.get("documents", [])}
+    with st.expander("Document text"):
+        st.write(texts.get(doc_id, ""))
+    _srag_detail(result, doc_id, key)
+    _mba_detail(result, doc_id)
+
+
+def _kde(result: dict, key: str) -> None:
+    from audit_core import plots
+    from audit_core.methods import LABELS
+
+    cals = result.get("calibrations") or {}
+    if not cals:
+        return
+    st.markdown("### Your documents against the shadow's members and non-members")
+    st.caption("Each curve is the score distribution of the shadow RAG's members or non-members; "
+               "the marks are your documents.")
+    for m in cals:
+        st.plotly_chart(plots.kde_figure_plotly(result, m), key=f"{key}-kde-{m}")
+        st.download_button(f"Raw {LABELS.get(m, m)} scores (CSV)", plots.raw_scores_csv(result, m),
+                           file_name=f"{m}_scores.csv", mime="text/csv", key=f"{key}-raw-{m}")
+
+
+def _exports(result: dict, key: str) -> None:
+    """PDF, JSON and CSV downloads; built once per result and kept in the session."""
+    from audit_core import report
+
+    exports = st.session_state.get("exports")
+    if not exports or exports.get("key") != key:
+        with st.spinner("Preparing the report..."):
+            exports = {"key": key, "pdf": report.pdf_report(result), "json": report.results_json(result),
+                       "csv": report.results_csv(result)}
+        st.session_state["exports"] = exports
+    st.markdown("### Export")
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("PDF audit report", exports["pdf"], file_name="audit_report.pdf", mime="application/pdf",
+                       key=f"{key}-pdf")
+    c2.download_button("Results (JSON)", exports["json"], file_name="audit_results.json",
+                       mime="application/json", key=f"{key}-json")
+    c3.download_button("Verdicts (CSV)", exports["csv"], file_name="audit_verdicts.csv", mime="text/csv",
+                       key=f"{key}-csv")
+
+
+def render_result(result: dict) -> None:
+    """The whole result view for one audit dict."""
+    from audit_core.report import LIMITATIONS
+
+    key = result_key(result)
+    _header(result)
+    st.dataframe(_verdict_rows(result), hide_index=True)
+    st.markdown(WHAT_IT_PROVES)
+    with st.expander("What this audit does and does not prove"):
+        for line in LIMITATIONS:
+            st.markdown(f"- {line}")
+    _account(result)
+    _detail(result, key)
+    _kde(result, key)
+    _exports(result, key)
+
+
+def render_results_tab() -> None:
+    result = st.session_state.get("result")
+    if result is None:
+        st.info("No results yet: run an audit (tab 2) or open a past one (History).")
+        return
+    render_result(result)

@@ -1,0 +1,225 @@
+"""The Streamlit app driven by Streamlit's AppTest, as a data owner uses it.
+
+Fast flows (document counts, a wrong CSV column, an unreachable endpoint,
+history -> reopen -> PDF) run in seconds. The end-to-end audit against the
+demo target is real (shadow preparation, the in-process reference RAG) and
+therefore marked slow; it keeps its sizes small through the UI's settings.
+"""
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+
+APP = os.path.join(os.path.dirname(__file__), "..", "..", "app", "main.py")
+#: the end-to-end audit probes a shadow RAG and the demo RAG on CPU: minutes on a
+#: free 2-core machine, much longer on a shared one
+SLOW_TIMEOUT_S = 1800
+SECRET = "sk-test-DO-NOT-LEAK-1234567890"
+
+LONG_1 = ("My grandmother kept bees behind the old mill in Cressbrook for forty years, and every August she "
+          "carried the frames down the lane in a wheelbarrow lined with damp sacking so the comb would not crack "
+          "before she reached the kitchen where the extractor stood.")
+LONG_2 = ("After the knee operation in March the physiotherapist gave me a sheet of exercises: straight leg raises, "
+          "heel slides and quadriceps sets, ten of each three times a day, with ice for twenty minutes afterwards "
+          "and a short walk around the block every evening.")
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    """A fresh app run with its own history database."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("RPA_AUDIT_DB", str(tmp_path / "audits.sqlite"))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _texts(at) -> str:
+    """Every text the page shows (markdown, alerts, captions, metrics, tables)."""
+    parts = []
+    for kind in ("markdown", "error", "warning", "info", "success", "caption", "title", "subheader"):
+        parts += [str(e.value) for e in getattr(at, kind)]
+    parts += [f"{m.label} {m.value}" for m in at.metric]
+    parts += [e.value.to_csv() for e in at.dataframe]
+    parts += [str(w.value) for w in at.text_input]
+    return "\n".join(parts)
+
+
+def _metric(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def test_pasted_texts_are_counted_before_anything_runs(app):
+    pasted = "\n\n".join([LONG_1, "Too short to audit.", LONG_2, LONG_1, "   "])
+    app.text_area(key="pasted").input(pasted).run()
+    assert not app.exception
+    assert (_metric(app, "Usable"), _metric(app, "Too short"), _metric(app, "Duplicate")) == ("2", "1", "1")
+    assert "2 document(s) ready" in _texts(app)
+    # the Run tab shows the cost: S-RAG 5 probes per document + MBA 1 each
+    est = next(d.value for d in app.dataframe if "queries" in d.value.columns)
+    assert int(est.loc[est["method"] == "total", "queries"].iloc[0]) == 2 * 5 + 2
+    assert not app.button(key="start_audit").disabled
+
+
+def test_csv_with_the_wrong_text_column_gets_a_clear_message(app):
+    csv = "doc_id,note,text\n" + "\n".join(f"p{i},ok,\"{t}\"" for i, t in enumerate([LONG_1, LONG_2]))
+    app.radio(key="docs_source").set_value("Upload a CSV").run()
+    app.file_uploader(key="csv_file").set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    assert not app.exception
+    assert app.selectbox(key="text_column").value == "text"  # guessed: the longest cells
+    assert app.selectbox(key="id_column").value == "doc_id"
+    assert _metric(app, "Usable") == "2" and not app.error
+    app.selectbox(key="text_column").set_value("note").run()
+    errors = " ".join(e.value for e in app.error)
+    assert "Column 'note' gives no document to audit" in errors
+    assert "The column with the longest cells is 'text'" in errors
+    assert _metric(app, "Usable") == "0" and _metric(app, "Too short") == "2"
+    assert app.button(key="start_audit").disabled
+
+
+def test_a_file_that_is_not_a_csv_is_refused_in_plain_words(app):
+    app.radio(key="docs_source").set_value("Upload a CSV").run()
+    app.file_uploader(key="csv_file").set_value(("scan.csv", b"%PDF-1.4 binary", "text/csv")).run()
+    assert not app.exception
+    assert "a PDF file, not a CSV" in " ".join(e.value for e in app.error)
+
+
+def test_unreachable_endpoint_is_reported_and_the_key_never_shown(app):
+    app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+    app.text_input(key="base_url").input("http://127.0.0.1:9/v1")
+    app.text_input(key="model").input("some-model")
+    app.text_input(key="api_key").input(SECRET).run()
+    app.button(key="check_connection").click().run(timeout=60)
+    assert not app.exception
+    errors = " ".join(e.value for e in app.error)
+    assert "127.0.0.1:9" in errors or "unreachable" in errors.lower() or "did not answer" in errors
+    shown = _texts(app).replace(app.text_input(key="api_key").value, "")
+    assert SECRET not in shown
+
+
+def test_missing_key_is_a_plain_error(app):
+    app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+    app.text_input(key="base_url").input("http://127.0.0.1:9/v1")
+    app.text_input(key="model").input("some-model").run()
+    app.button(key="check_connection").click().run()
+    assert not app.exception
+    assert "no API key" in " ".join(e.value for e in app.error)
+
+
+def _saved_audit(db_path) -> str:
+    """A finished audit in the history, shaped exactly as run_audit returns it."""
+    from audit_core.documents import Document
+    from audit_core.history import save_audit, start_run
+    from audit_core.methods.base import Calibration, MethodResult, Observation
+    from audit_core.store import Store
+    from audit_core.verdict import decide
+    from shadow.audit import AuditResult
+
+    docs = [Document("grandmother-bees", LONG_1), Document("knee-exercises", LONG_2)]
+    words = [{"word": w, "prob": p, "error": None} for w, p in [("Cressbrook", 0.71), ("extractor", 0.44)]]
+    res = {
+        "grandmother-bees": {
+            "srag": MethodResult("srag", "grandmother-bees", 0.93, True,
+                                 evidence={"words": words, "histogram": [0, 0, 0, 0, 1, 0, 0, 1, 0, 0],
+                                           "below_topk_share": 0.0}),
+            "mba": MethodResult("mba", "grandmother-bees", 0.8, True, evidence={
+                "masked_text": "My grandmother kept [Mask_1] behind ...",
+                "rows": [{"mask": "[Mask_1]", "expected": ["bees"], "predicted": "bees", "correct": True}]}),
+        },
+        "knee-exercises": {
+            "srag": MethodResult("srag", "knee-exercises", 0.07, False, evidence={"words": [], "histogram": None}),
+            "mba": MethodResult("mba", "knee-exercises", 0.1, False),
+        },
+    }
+    cal = {
+        "srag": Calibration("srag", 0.5, [0.9, 0.8, 0.7, 0.95], [0.1, 0.2, 0.3, 0.05], shadow_auc=0.91,
+                            params={"member_hist_mean": [0.1] * 10, "nonmember_hist_mean": [0.1] * 10}),
+        "mba": Calibration("mba", 0.5, [0.8, 0.7, 0.9], [0.1, 0.3, 0.2], shadow_auc=0.84),
+    }
+    d = AuditResult(
+        target="http://127.0.0.1:9/v1 · some-model", created="2025-05-01T10:00:00+00:00",
+        config={"methods": ["srag", "mba"], "shadow": {}, "method_params": {}, "verdict": {}},
+        capabilities={"reachable": True, "logprobs": True, "max_top_logprobs": 20, "model": "m", "detail": ""},
+        verdicts=[decide(k, list(v.values())) for k, v in res.items()], results=res,
+        observations={k: {m: Observation(m, k) for m in v} for k, v in res.items()},
+        calibrations=cal, not_run={}, account={"queries": 14, "failures": 0}, documents=docs,
+    ).to_json()
+    store = Store(db_path)
+    run_id = start_run(store, docs, d["target"], d["config"])
+    save_audit(store, run_id, d)
+    store.close()
+    return run_id
+
+
+def test_history_reopens_an_audit_and_its_pdf_has_the_verdicts_not_the_key(tmp_path, monkeypatch):
+    from pypdf import PdfReader
+    from streamlit.testing.v1 import AppTest
+
+    db = tmp_path / "audits.sqlite"
+    run_id = _saved_audit(db)
+    monkeypatch.setenv("RPA_AUDIT_DB", str(db))
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    at.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+    at.text_input(key="api_key").input(SECRET).run()
+    history = next(d.value for d in at.dataframe if "status" in d.value.columns)
+    assert list(history["status"]) == ["finished"] and list(history["member"]) == [1]
+    assert at.selectbox(key="history_run").value == run_id
+    at.button(key="history_open").click().run()
+    assert not at.exception, at.exception
+    verdicts = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
+    assert dict(zip(verdicts["document"], verdicts["verdict"])) == {
+        "grandmother-bees": "member", "knee-exercises": "not found"}
+    assert "1/1" in list(verdicts["MBA accuracy"])
+    assert {"S-RAG shadow AUC", "MBA shadow AUC"} <= {m.label for m in at.metric}
+    assert [m.value for m in at.metric if m.label == "S-RAG shadow AUC"] == ["0.91"]
+    exports = at.session_state["exports"]
+    text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(exports["pdf"])).pages)
+    assert "grandmother-bees" in text and "knee-exercises" in text
+    assert "member" in text and "not found" in text
+    for blob in (text, exports["json"].decode(), exports["csv"], db.read_bytes().decode("latin-1")):
+        assert SECRET not in blob
+    assert SECRET not in _texts(at).replace(at.text_input(key="api_key").value, "")
+
+
+@pytest.mark.slow
+def test_paste_audit_demo_target_shows_verdicts(tmp_path, monkeypatch):
+    """End to end: paste 2 texts, small shadow, S-RAG + MBA against the demo target."""
+    from pypdf import PdfReader
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("RPA_AUDIT_DB", str(tmp_path / "audits.sqlite"))
+    at = AppTest.from_file(APP, default_timeout=SLOW_TIMEOUT_S)
+    at.run()
+    from shadow.demo import DEMO_KB
+    from shadow.corpus import load_corpus
+
+    kb = load_corpus(DEMO_KB)
+    member = next(d.text for d in kb if 60 <= len(d.text.split()) <= 200)
+    at.text_area(key="pasted").input(member + "\n\n" + LONG_2).run()
+    at.radio(key="audit_size").set_value("custom").run()
+    # the smallest shadow S-RAG's classifier accepts (4 per class to train, 2 held out)
+    at.number_input(key="n_members").set_value(8)
+    at.number_input(key="n_nonmembers").set_value(8)
+    at.number_input(key="n_generative").set_value(6).run()
+    assert at.multiselect(key="methods").value == ["srag", "mba"]
+    at.button(key="start_audit").click().run(timeout=SLOW_TIMEOUT_S)
+    assert not at.exception, at.exception
+    success = " ".join(s.value for s in at.success)
+    assert "Audit finished" in success, _texts(at)
+    verdicts = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
+    assert len(verdicts) == 2
+    assert set(verdicts["verdict"]) <= {"member", "not found", "inconclusive"}
+    result = at.session_state["result"]
+    assert set(result["calibrations"]) == {"srag", "mba"}
+    assert result["account"]["queries"] > 0
+    text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(at.session_state["exports"]["pdf"])).pages)
+    for v in result["verdicts"]:
+        assert v["doc_id"] in text
+    history = next(d.value for d in at.dataframe if "status" in d.value.columns)
+    assert list(history["status"]) == ["finished"]
