@@ -290,9 +290,7 @@ def kde_figure_plotly(result: dict, method: str):
 
     d = kde_data(result, method)
     fig = go.Figure()
-    groups = (("shadow members", d.member_density, MEMBER_COLOR, len(d.members)),
-              ("shadow non-members", d.nonmember_density, NONMEMBER_COLOR, len(d.nonmembers)))
-    for name, dens, color, n in groups:
+    for name, dens, color, n in _density_groups(d):
         if dens is None:
             continue
         if d.mode == "kde":
@@ -389,14 +387,18 @@ def _wrap(text: str, width: int = 95) -> str:
     return _mtext("\n".join(textwrap.wrap(text, width)))
 
 
+def _density_groups(d: "KdeData") -> tuple[tuple[str, object, str, int], ...]:
+    """(label, density, colour, count) of the shadow's two classes, shared by both renderers."""
+    return (("shadow members", d.member_density, MEMBER_COLOR, len(d.members)),
+            ("shadow non-members", d.nonmember_density, NONMEMBER_COLOR, len(d.nonmembers)))
+
+
 def kde_png(result: dict, method: str, dpi: int = 110) -> bytes:
     """The KDE plot of ``method`` as PNG bytes (matplotlib Agg), for the PDF report."""
     d = kde_data(result, method)
     fig = _new_figure()
     ax = fig.add_subplot(1, 1, 1)
-    groups = (("shadow members", d.member_density, MEMBER_COLOR, len(d.members)),
-              ("shadow non-members", d.nonmember_density, NONMEMBER_COLOR, len(d.nonmembers)))
-    for name, dens, color, n in groups:
+    for name, dens, color, n in _density_groups(d):
         if dens is None:
             continue
         if d.mode == "kde":
