@@ -353,26 +353,34 @@ def generate(
 # --------------------------------------------------------------------------- prefix reuse
 
 
+def _full_cache():
+    """A key/value cache whose layers keep every state (none slides), so it can be cropped to any prefix."""
+    from transformers import DynamicCache
+
+    return DynamicCache()
+
+
 def _prefill(lm: LocalLM, prompt_ids: list[int], prefix_cache: "PrefixCache | None"):
-    """Run the prompt, reusing cached key/values of its longest known prefix."""
+    """Run the prompt, reusing cached key/values of its longest known prefix.
+
+    The cache is a config-less ``DynamicCache``: every layer keeps all its
+    states, so a sliding-window model (Gemma 3) can be rewound to any prefix
+    too (its attention masks still apply the window). Only the last position's
+    logits are computed: with a 262k vocabulary that is most of the saving.
+    """
     reuse, past = (0, None)
     if prefix_cache is not None:
         reuse, past = prefix_cache.lookup(prompt_ids)
     # always leave at least one token to run, to get the next-token logits
     reuse = min(reuse, len(prompt_ids) - 1)
-    if past is not None:
+    if past is not None and reuse > 0:
         held = past.get_seq_length()
-        window = getattr(lm.model.config, "sliding_window", None)
-        if window and held >= window - 1:
-            # sliding-window layers have already dropped early states: they
-            # cannot be rewound, so this prompt runs from scratch
-            reuse, past = 0, None
-        elif held > reuse:
+        if held > reuse:
             past.crop(reuse - held)  # a negative count removes that many tokens
-    if reuse == 0:
-        past = None
+    else:
+        reuse, past = 0, _full_cache()
     rest = torch.tensor([prompt_ids[reuse:]], dtype=torch.long)
-    res = lm.model(input_ids=rest, past_key_values=past, use_cache=True)
+    res = lm.model(input_ids=rest, past_key_values=past, use_cache=True, logits_to_keep=1)
     past = res.past_key_values
     if prefix_cache is not None:
         prefix_cache.store(prompt_ids, past)
@@ -429,39 +437,60 @@ def next_token_distributions(
 ) -> list[tuple[list[tuple[str, float]], int]]:
     """First-token distribution of several prompts that share a prefix.
 
-    The shared prefix runs once; the differing tails run as one padded batch on
-    top of its key/value states (teacher forcing for a group of probes).
+    Teacher forcing for a group of probes: the shared prefix runs once; a
+    prompt whose ids are a prefix of a longer prompt of the group is read off
+    that prompt's forward pass (the probes of one document are nested
+    prefixes of it); the remaining tails run as padded batches on top of the
+    shared key/value states. Logits are computed only at the positions read.
     Returns, per prompt, its top-k alternatives and the greedy token id.
     """
     if not prompts:
         return []
-    shared = min(_common_prefix_len(prompts[0], p) for p in prompts)
+    prompts = [list(p) for p in prompts]
+    # hosts: the prompts that actually run; every prompt is read from one of them
+    host: dict[int, int] = {}
+    runners: list[int] = []
+    for i in sorted(range(len(prompts)), key=lambda j: len(prompts[j]), reverse=True):
+        p = prompts[i]
+        host[i] = next((h for h in runners if prompts[h][: len(p)] == p), i)
+        if host[i] == i:
+            runners.append(i)
+    shared = min(_common_prefix_len(prompts[runners[0]], prompts[h]) for h in runners)
+    # every read position must lie in the tail
     shared = min(shared, min(len(p) for p in prompts) - 1)
-    out: list[tuple[list[tuple[str, float]], int]] = []
+    reads: dict[int, list[int]] = {h: [] for h in runners}
+    for i, h in host.items():
+        reads[h].append(i)
+    out: dict[int, tuple[list[tuple[str, float]], int]] = {}
     pad = lm.tokenizer.pad_token_id or 0
     with lm.lock, torch.inference_mode():
         base = None
         if shared > 0:
-            base = lm.model(input_ids=torch.tensor([prompts[0][:shared]]), use_cache=True).past_key_values
-        for b in range(0, len(prompts), batch_size):
-            chunk = [p[shared:] for p in prompts[b : b + batch_size]]
-            width = max(len(t) for t in chunk)
+            base = lm.model(input_ids=torch.tensor([prompts[runners[0]][:shared]]), past_key_values=_full_cache(),
+                            use_cache=True, logits_to_keep=1).past_key_values
+        for b in range(0, len(runners), batch_size):
+            chunk = runners[b : b + batch_size]
+            tails = [prompts[h][shared:] for h in chunk]
+            width = max(len(t) for t in tails)
             ids = torch.full((len(chunk), width), pad, dtype=torch.long)
             mask = torch.zeros((len(chunk), shared + width), dtype=torch.long)
             mask[:, :shared] = 1
-            for i, t in enumerate(chunk):
-                ids[i, : len(t)] = torch.tensor(t)
-                mask[i, shared : shared + len(t)] = 1
+            for r, t in enumerate(tails):
+                ids[r, : len(t)] = torch.tensor(t)
+                mask[r, shared : shared + len(t)] = 1
             past = None
             if base is not None:
                 import copy
 
                 past = copy.deepcopy(base)
                 past.batch_repeat_interleave(len(chunk))
-            pos = torch.arange(shared, shared + width).unsqueeze(0).expand(len(chunk), -1)
-            logits = lm.model(input_ids=ids, attention_mask=mask, past_key_values=past,
-                              position_ids=pos, use_cache=past is not None).logits
-            for i, t in enumerate(chunk):
-                row = torch.log_softmax(logits[i, len(t) - 1].float(), dim=-1)
-                out.append((_top_from_logprobs(lm, row, top_k), int(torch.argmax(row))))
-    return out
+            keep = sorted({len(prompts[i]) - 1 - shared for h in chunk for i in reads[h]})
+            col = {pos: c for c, pos in enumerate(keep)}
+            pos_ids = torch.arange(shared, shared + width).unsqueeze(0).expand(len(chunk), -1)
+            logits = lm.model(input_ids=ids, attention_mask=mask, past_key_values=past, position_ids=pos_ids,
+                              use_cache=past is not None, logits_to_keep=torch.tensor(keep)).logits
+            for r, h in enumerate(chunk):
+                for i in reads[h]:
+                    row = torch.log_softmax(logits[r, col[len(prompts[i]) - 1 - shared]].float(), dim=-1)
+                    out[i] = (_top_from_logprobs(lm, row, top_k), int(torch.argmax(row)))
+    return [out[i] for i in range(len(prompts))]

@@ -141,10 +141,9 @@ class _InstrumentedPrefixCache(PrefixCache):
     still works.
     """
 
-    def __init__(self, max_entries: int, window: int | None):
+    def __init__(self, max_entries: int):
         super().__init__(max_entries=max(1, max_entries))
         self.enabled = max_entries > 0
-        self._window = window
         self.last_cached = 0
         self._t_lookup = 0.0
         self.last_prefill_s = 0.0
@@ -155,11 +154,7 @@ class _InstrumentedPrefixCache(PrefixCache):
             self.last_cached = 0
             return 0, None
         n, past = super().lookup(ids)
-        reuse = min(n, len(ids) - 1)
-        # mirror _prefill: a sliding-window cache that has dropped states runs from scratch
-        if past is not None and self._window and past.get_seq_length() >= self._window - 1:
-            reuse = 0
-        self.last_cached = max(0, reuse)
+        self.last_cached = max(0, min(n, len(ids) - 1))
         return n, past
 
     def store(self, ids, past) -> None:
@@ -361,8 +356,7 @@ class RagSystem(Target):
     @property
     def prefix_cache(self) -> _InstrumentedPrefixCache:
         if self._cache is None:
-            window = getattr(self.lm.model.config, "sliding_window", None)
-            self._cache = _InstrumentedPrefixCache(self.config.prefix_cache_entries, window)
+            self._cache = _InstrumentedPrefixCache(self.config.prefix_cache_entries)
         return self._cache
 
     def _paraphraser_obj(self) -> QueryParaphraser:

@@ -113,6 +113,40 @@ def test_shared_prefix_batch_matches_separate_passes(request, fixture):
         assert abs(top[0][1] - float(lp.max())) < 1e-3
 
 
+@pytest.mark.parametrize("fixture", ["smollm", "gemma"])
+def test_nested_and_diverging_prompts_are_read_correctly(request, fixture):
+    """Nested prompts are read off one pass; a diverging one runs its own tail: all equal separate passes."""
+    lm = request.getfixturevalue(fixture)
+    base = "Context: a long shared instruction about a patient record. Complete: The patient had"
+    tails = (" a fever", " a fever and a sore", " a fever and a sore throat for", " chest pain", " chest pain at night")
+    prompts = [scoring.encode_context(lm, base + t) for t in tails]
+    many = scoring.next_token_distributions(lm, prompts, top_k=5, batch_size=1)
+    for ids, (top, argmax) in zip(prompts, many):
+        lp = torch.log_softmax(lm.model(input_ids=torch.tensor([ids])).logits[0, -1].float(), -1)
+        assert argmax == int(torch.argmax(lp))
+        want = torch.topk(lp, 5)
+        assert [t for t, _ in top] == [scoring._decode_token(lm, int(i)) for i in want.indices]
+        assert max(abs(a[1] - float(b)) for a, b in zip(top, want.values)) < 1e-3
+
+
+def test_prefix_cache_rewinds_gemma_beyond_its_sliding_window(gemma):
+    """Gemma 3 slides attention over 512 tokens; cached prompts longer than that must still be reusable and exact."""
+    cache = scoring.PrefixCache()
+    filler = " ".join(f"Item {i}: the clinic records a routine visit." for i in range(80))
+    a = scoring.encode_context(gemma, filler + " The patient was given a prescription for")
+    b = scoring.encode_context(gemma, filler + " The patient was given a prescription for pain and")
+    assert len(a) > 600
+    plain = [scoring.generate_ids(gemma, ids, max_new_tokens=3, top_logprobs=3) for ids in (a, b)]
+    cached = [scoring.generate_ids(gemma, ids, max_new_tokens=3, top_logprobs=3, prefix_cache=cache) for ids in (a, b)]
+    assert cache.hits == 1 and cache.reused_tokens >= len(a) - 1
+    # the stored states are complete (no layer dropped early tokens), so the reuse above was real
+    stored = cache._entries[0][1]
+    assert not any("Sliding" in type(layer).__name__ for layer in stored.layers)
+    for p, c in zip(plain, cached):
+        assert p.text == c.text
+        assert max(abs(x.logprob - y.logprob) for x, y in zip(p.tokens, c.tokens)) < 1e-3
+
+
 def test_cached_load_gives_the_same_probabilities_as_a_fresh_load(tmp_path, monkeypatch, smollm):
     monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path))
     models.load_causal_lm.cache_clear()
