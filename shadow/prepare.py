@@ -60,6 +60,12 @@ class ShadowConfig:
     #: instruction; a small chat model in "chat" style restarts the paragraph
     #: instead and its first token carries no membership signal (measured)
     prompt_style: str = "completion"
+    #: "shared": the probes of one shadow document share one (consensus)
+    #: retrieval and one teacher-forced forward pass; "per_request" retrieves
+    #: per probe as a served target does (several passes per document). See
+    #: RagConfig.probe_retrieval; the shared mode is what makes 200 + 200
+    #: shadow documents fit in minutes on a laptop CPU (BENCHMARKS.md).
+    probe_retrieval: str = "shared"
 
     def corpus_docs(self) -> list[Document]:
         from shadow.corpus import filter_by_words, load_corpus
@@ -111,7 +117,7 @@ def build_shadow_rag(cfg: ShadowConfig, kb: Sequence[Document]):
     from shadow.rag import RagConfig, RagSystem
 
     rc = RagConfig(generator=cfg.generator, embedder=cfg.embedder, top_k=cfg.top_k_docs, defense=cfg.defense,
-                   prompt_style=cfg.prompt_style)
+                   prompt_style=cfg.prompt_style, probe_retrieval=cfg.probe_retrieval)
     return RagSystem(list(kb), rc)
 
 

@@ -88,8 +88,18 @@ class RagConfig:
     #: "chat" (the generator's chat template) or "completion" (plain text the
     #: generator continues); None: chat when the generator has a template
     prompt_style: str | None = None
+    #: how a batch of one-token probes (``complete_many``) retrieves.
+    #: "per_request": every request retrieves with its own query, as a served
+    #: RAG does. "shared" (our speed-up for the shadow): requests whose queries
+    #: are nested prefixes of one another (the probes of one document) all get
+    #: the consensus of their retrievals (documents ranked by how many of the
+    #: probes retrieved them, then by mean distance), so the whole chain is one
+    #: teacher-forced forward pass instead of one pass per distinct document set.
+    probe_retrieval: str = "per_request"
 
     def __post_init__(self) -> None:
+        if self.probe_retrieval not in ("per_request", "shared"):
+            raise ValueError("probe_retrieval must be 'per_request' or 'shared'")
         if self.defense is not None and self.defense not in DEFENSES:
             raise ValueError(f"unknown defense '{self.defense}'; choose one of {', '.join(DEFENSES)} or None")
         if self.top_k < 1:
@@ -486,6 +496,9 @@ class RagSystem(Target):
                 if progress is not None:
                     progress(1)
         records = dict(zip(queries, self.retrieve_records(list(queries.values()))))
+        if self.config.probe_retrieval == "shared":
+            one_token = [i for i in records if requests[i].max_tokens == 1 and requests[i].temperature <= 0]
+            _share_nested_retrievals({i: queries[i] for i in one_token}, records, self.config.top_k)
         self.last_retrievals = list(records.values())
         if self.last_retrievals:
             self.last_retrieval = self.last_retrievals[-1]
@@ -546,6 +559,38 @@ class RagSystem(Target):
             usage=Usage(prompt_tokens=gen.prompt_tokens, completion_tokens=len(gen.tokens)),
             finish_reason=gen.finish_reason, model=self.config.generator,
         )
+
+
+def _share_nested_retrievals(queries: dict[int, str], records: dict[int, RetrievalRecord], k: int) -> None:
+    """Give every chain of nested queries the consensus of its retrievals (RagConfig.probe_retrieval="shared").
+
+    A query belongs to the chain of the longest query that starts with it.
+    Consensus: documents ranked by the number of the chain's retrievals that
+    returned them, ties by mean distance; the top k replace each record's list
+    (``detail["shared_from"]`` keeps how many retrievals were pooled).
+    """
+    heads: list[int] = []
+    chain: dict[int, list[int]] = {}
+    for i in sorted(queries, key=lambda j: len(queries[j]), reverse=True):
+        head = next((h for h in heads if queries[h].startswith(queries[i])), None)
+        if head is None:
+            heads.append(i)
+            chain[i] = [i]
+        else:
+            chain[head].append(i)
+    for members in chain.values():
+        if len(members) < 2:
+            continue
+        seen: dict[str, list[float]] = {}
+        for i in members:
+            for d, dist in zip(records[i].doc_ids, records[i].distances):
+                seen.setdefault(d, []).append(dist)
+        ranked = sorted(seen, key=lambda d: (-len(seen[d]), sum(seen[d]) / len(seen[d]), d))[:k]
+        for i in members:
+            rec = records[i]
+            rec.doc_ids = list(ranked)
+            rec.distances = [sum(seen[d]) / len(seen[d]) for d in ranked]
+            rec.detail["shared_from"] = len(members)
 
 
 def _query_of(request: ChatRequest) -> str:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import audit_core.scoring as scoring
 import shadow.rag as rag_mod
 from audit_core.documents import Document
 from audit_core.scoring import encode_prompt
@@ -207,6 +208,42 @@ def test_complete_many_equals_complete(plain, smollm, monkeypatch):
             assert a.token == b.token and abs(a.logprob - b.logprob) < 1e-4
             assert [t for t, _ in a.top] == [t for t, _ in b.top]
             assert all(abs(x - y) < 1e-4 for (_, x), (_, y) in zip(a.top, b.top))
+
+
+def test_shared_retrieval_gives_each_document_chain_one_consensus_and_one_pass(kb_docs, chroma_dir, plain, monkeypatch):
+    shared = RagSystem(kb_docs, RagConfig(persist_dir=chroma_dir, probe_retrieval="shared"))
+    reqs = [probe(KB_TEXTS[d], n, logprobs=True, top_logprobs=5) for d in (12, 20) for n in (6, 9, 13, 17)]
+    own = plain.retrieve_records([r.messages[-1][1] for r in reqs])
+    calls = []
+    real = rag_mod.next_token_distributions
+    monkeypatch.setattr(rag_mod, "next_token_distributions", lambda *a, **k: calls.append(1) or real(*a, **k))
+    many = shared.complete_many(reqs)
+    recs = shared.last_retrievals
+    assert len(calls) == 2  # one teacher-forced pass per document
+    for doc in (0, 1):
+        chain = recs[doc * 4 : doc * 4 + 4]
+        assert len({tuple(r.doc_ids) for r in chain}) == 1 and chain[0].detail["shared_from"] == 4
+        # consensus: the documents retrieved by most of this document's probes
+        dists = {}
+        for r in own[doc * 4 : doc * 4 + 4]:
+            for d, x in zip(r.doc_ids, r.distances):
+                dists.setdefault(d, []).append(x)
+        want = sorted(dists, key=lambda d: (-len(dists[d]), np.mean(dists[d])))[:4]
+        assert chain[0].doc_ids == want
+    # each answer is what the generator gives for that prompt over the consensus documents
+    for req, rec, got in zip(reqs, recs, many):
+        ids = shared._prompt_ids(req, rec)
+        ref = scoring.generate_ids(shared.lm, ids, max_new_tokens=1, top_logprobs=5)
+        assert got.tokens[0].token == ref.tokens[0].text and abs(got.tokens[0].logprob - ref.tokens[0].logprob) < 1e-4
+
+
+def test_shared_retrieval_keeps_unrelated_queries_apart(kb_docs, chroma_dir):
+    shared = RagSystem(kb_docs, RagConfig(persist_dir=chroma_dir, probe_retrieval="shared"))
+    reqs = [probe(KB_TEXTS[d], 10) for d in (3, 12, 20)]
+    want = [r.doc_ids for r in shared.retrieve_records([r.messages[-1][1] for r in reqs])]
+    shared.complete_many(reqs)
+    assert [r.doc_ids for r in shared.last_retrievals] == want
+    assert all("shared_from" not in r.detail for r in shared.last_retrievals)
 
 
 # --------------------------------------------------------------------------- defenses that use the generator
