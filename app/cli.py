@@ -7,11 +7,16 @@
 
 The API key comes from --api-key-env (default OPENAI_API_KEY); it is never
 printed, stored or written into any output.
+
+Every answer of an HTTP target is written to the store (--store, default the
+app's: $RPA_AUDIT_DB or RPA_CACHE_DIR/audits.sqlite) as it arrives, so an
+audit that was interrupted (kill -9, network loss) and is run again sends only
+the requests that were never answered. The estimated cost is printed before
+any query is sent; --estimate-only stops there.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -55,6 +60,51 @@ def _load_docs(path: str, text_column: str | None, id_column: str | None):
     return batch.documents, batch.problems()
 
 
+def _store_path(args) -> str:
+    """The SQLite store: --store, else the app's own (so the app's history lists CLI audits too)."""
+    if args.store:
+        return args.store
+    env = os.environ.get("RPA_AUDIT_DB")
+    if env:
+        return env
+    from audit_core.models import cache_dir
+
+    return str(cache_dir() / "audits.sqlite")
+
+
+def _print_estimate(docs, cfg, is_demo: bool) -> None:
+    """The cost of the audit on the target, before anything is sent (every query is paid)."""
+    from audit_core.estimate import estimate_audit
+
+    est = estimate_audit(docs, cfg.methods, cfg.method_params)
+    paid = "free: the demo runs on this computer" if is_demo else "billed by the endpoint's provider"
+    print(f"estimated cost: {est.queries} target queries for {len(docs)} documents, about "
+          f"{est.prompt_tokens} prompt tokens + at most {est.completion_tokens} completion tokens "
+          f"({paid}; retrieved context the target adds is not counted)", file=sys.stderr)
+    for m in est.methods.values():
+        skipped = f", {m.skipped_documents} documents too short for it" if m.skipped_documents else ""
+        note = f" ({m.note})" if m.note else ""
+        print(f"  {m.method}: {m.queries} queries{skipped}{note}", file=sys.stderr)
+
+
+def _print_failures(failures: dict) -> None:
+    """The run-level failure summary: what failed, how often, and whether the audit stopped."""
+    if not failures:
+        return
+    errs = failures.get("target_errors") or {}
+    if errs:
+        shown = ", ".join(f"{reason} x{n}" for reason, n in errs.items())
+        print(f"target errors: {shown} ({failures.get('retries', 0)} retries); the documents concerned are "
+              "inconclusive, never scored", file=sys.stderr)
+    undecided = failures.get("documents_without_decision") or []
+    if undecided:
+        print(f"documents without a decision: {len(undecided)} of {failures.get('documents_audited', 0)}",
+              file=sys.stderr)
+    if failures.get("stopped"):
+        print(f"error: the audit stopped: {failures['stopped']}; fix it and run the same command again "
+              "(answered requests are not sent again)", file=sys.stderr)
+
+
 def _target(args):
     if args.target == "demo":
         from shadow.demo import demo_target
@@ -88,6 +138,7 @@ def _audit_config(args):
 
 def cmd_audit(args) -> int:
     from audit_core.documents import DocumentInputError
+    from audit_core.models import ModelNotAvailableError
     from audit_core.target.base import TargetError
     from shadow.audit import run_audit
 
@@ -102,11 +153,35 @@ def cmd_audit(args) -> int:
         print("error: no usable documents", file=sys.stderr)
         return 2
     try:
+        cfg = _audit_config(args)
+        _print_estimate(docs, cfg, args.target == "demo")
+    except ValueError as exc:  # unknown method, parameter out of range
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.estimate_only:
+        return 0
+    store = run_id = None
+    try:
         target = _target(args)
-        result = run_audit(docs, target, _audit_config(args), progress=_progress_bar())
-    except TargetError as exc:
+        if args.target != "demo":
+            from audit_core import history
+            from audit_core.store import Store
+            from audit_core.target.caching import CachingTarget
+
+            store = Store(_store_path(args))
+            target = CachingTarget(target, store)
+            run_id = history.start_run(store, docs, target.name, _cfg_dict(cfg))
+        on_result = None if run_id is None else history.result_recorder(store, run_id)
+        result = run_audit(docs, target, cfg, progress=_progress_bar(), on_result=on_result)
+    except (TargetError, ModelNotAvailableError, ValueError) as exc:
+        if run_id is not None:
+            history.mark_failed(store, run_id, str(exc))
+        if store is not None:
+            store.close()
         print(f"error: {exc}", file=sys.stderr)
         return 3
+    if run_id is not None:
+        history.save_audit(store, run_id, result.to_json())
     for name, why in result.not_run.items():
         print(f"note: {name} not run: {why}", file=sys.stderr)
     for v in result.verdicts:
@@ -126,12 +201,26 @@ def cmd_audit(args) -> int:
         if cal.shadow_auc is not None:
             print(f"shadow validation AUC of {name}: {cal.shadow_auc:.3f}", file=sys.stderr)
     acc = result.account
-    print(f"target queries: {acc['queries']} (failed {acc['failures']}), tokens: "
+    cached = f", answered from the store: {target.cache_hits}" if store is not None else ""
+    print(f"target queries: {acc['queries']} (failed {acc['failures']}){cached}, tokens: "
           f"{acc['prompt_tokens']} prompt + {acc['completion_tokens']} completion", file=sys.stderr)
+    _print_failures(result.failures)
     if args.out:
-        Path(args.out).write_text(json.dumps(result.to_json(), indent=1, default=str))
+        from audit_core.report import results_json  # the export the app offers: scrubbed of secrets
+
+        Path(args.out).write_bytes(results_json(result.to_json()))
         print(f"results written to {args.out}", file=sys.stderr)
-    return 0
+    if store is not None:
+        store.close()
+    return 3 if result.failures.get("stopped") else 0
+
+
+def _cfg_dict(cfg) -> dict:
+    """The audit configuration as plain data for the store's run record (no credentials in it)."""
+    from dataclasses import asdict
+
+    return {"methods": cfg.methods, "shadow": asdict(cfg.shadow), "method_params": cfg.method_params,
+            "verdict": asdict(cfg.verdict)}
 
 
 def cmd_prepare(args) -> int:
@@ -172,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--id-column")
     a.add_argument("--evidence", action="store_true", help="print the evidence under each verdict")
     a.add_argument("--out", help="write the full results as JSON")
+    a.add_argument("--store", help="SQLite store of answers and runs (default: $RPA_AUDIT_DB or "
+                                   "RPA_CACHE_DIR/audits.sqlite, the app's)")
+    a.add_argument("--estimate-only", action="store_true", help="print the estimated cost and stop")
     common(a)
     a.set_defaults(func=cmd_audit)
 

@@ -5,7 +5,9 @@ target document by document, scoring, verdicts. The app and the CLI both call
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 import threading
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
@@ -40,6 +42,8 @@ class AuditResult:
     account: dict
     documents: list[Document]
     cancelled: bool = False
+    #: run-level account of what went wrong (see ``failure_summary``); empty dict when built by hand
+    failures: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -55,6 +59,7 @@ class AuditResult:
             "account": self.account,
             "documents": [asdict(d) for d in self.documents],
             "cancelled": self.cancelled,
+            "failures": self.failures,
         }
 
 
@@ -70,6 +75,66 @@ def select_methods(cfg: AuditConfig, caps: Capabilities) -> tuple[list[Membershi
     return runnable, not_run
 
 
+#: target errors after which sending more requests cannot help: the audit stops
+#: (answers already stored are kept; re-running with a fixed key or model resumes)
+FATAL_TARGET_ERRORS = ("authentication_failed", "unknown_model")
+
+
+def _error_code(error: str) -> str:
+    """The reason code of an ``Observation.errors`` entry ("reason: message")."""
+    return error.split(":", 1)[0].strip() or "target_error"
+
+
+def probe_document(m: MembershipMethod, doc: Document, target: Target, top_k: int) -> Observation:
+    """Probe one document; the target's top_logprobs limit goes only to probes that take it."""
+    if m.requires_logprobs and "top_logprobs" in inspect.signature(m.probe).parameters:
+        return m.probe(doc, target, top_logprobs=top_k)
+    return m.probe(doc, target)
+
+
+def _fatal_error(observations: dict[str, Observation]) -> str | None:
+    """The first error of this document's probes that makes every further request futile."""
+    for obs in observations.values():
+        for err in obs.errors:
+            if err and _error_code(err) in FATAL_TARGET_ERRORS:
+                return err
+    return None
+
+
+def failure_summary(
+    results: dict[str, dict[str, MethodResult]],
+    observations: dict[str, dict[str, Observation]],
+    account: dict,
+    n_documents: int,
+    stopped: str | None = None,
+) -> dict:
+    """What went wrong in a run, in one place: the numbers a user checks first.
+
+    ``target_errors`` counts failed target calls by reason code (as the
+    observations recorded them, one per call after the connector's retries);
+    ``inconclusive`` lists each (document, method) without a decision and why;
+    ``documents_without_decision`` are the documents no method could decide.
+    """
+    target_errors: Counter[str] = Counter()
+    for per_doc in observations.values():
+        for obs in per_doc.values():
+            target_errors.update(_error_code(e) for e in obs.errors if e)
+    inconclusive = {d: {m: r.reason or "no decision" for m, r in rs.items() if r.decision is None}
+                    for d, rs in results.items()}
+    inconclusive = {d: ms for d, ms in inconclusive.items() if ms}
+    undecided = [d for d, rs in results.items() if rs and all(r.decision is None for r in rs.values())]
+    return {
+        "documents": n_documents,
+        "documents_audited": len(results),
+        "documents_without_decision": undecided,
+        "inconclusive": inconclusive,
+        "target_errors": dict(sorted(target_errors.items())),
+        "failed_queries": account.get("failures", 0),
+        "retries": account.get("retries", 0),
+        "stopped": stopped,
+    }
+
+
 def run_audit(
     docs: Sequence[Document],
     target: Target,
@@ -83,7 +148,11 @@ def run_audit(
 
     ``cancel`` stops between documents and keeps everything answered so far;
     ``on_result`` is called as each (document, method) result arrives, so a
-    caller can persist it immediately.
+    caller can persist it immediately. A failed target call makes that
+    document's method inconclusive with the reason; a rejected key or an
+    unknown model (``FATAL_TARGET_ERRORS``) also stops the audit after that
+    document, since every further request would fail the same way.
+    ``result.failures`` sums up what went wrong (``failure_summary``).
     """
     cfg = cfg or AuditConfig()
     caps = capabilities or target.capabilities()
@@ -99,6 +168,7 @@ def run_audit(
     observations: dict[str, dict[str, Observation]] = {}
     verdicts: list[Verdict] = []
     cancelled = False
+    stopped: str | None = None
     for i, doc in enumerate(docs):
         if cancel is not None and cancel.is_set():
             cancelled = True
@@ -107,7 +177,7 @@ def run_audit(
             progress("auditing documents", i, len(docs))
         results[doc.id], observations[doc.id] = {}, {}
         for m in methods:
-            obs = m.probe(doc, target, top_logprobs=top_k) if m.requires_logprobs else m.probe(doc, target)
+            obs = probe_document(m, doc, target, top_k)
             res = m.score(obs, prep.calibrations[m.name])
             observations[doc.id][m.name], results[doc.id][m.name] = obs, res
             if on_result:
@@ -115,7 +185,11 @@ def run_audit(
         for name, why in not_run.items():
             results[doc.id][name] = MethodResult(name, doc.id, None, None, reason=why)
         verdicts.append(decide(doc.id, list(results[doc.id].values()), cfg.verdict))
-    if progress and not cancelled:
+        fatal = _fatal_error(observations[doc.id])
+        if fatal is not None and i + 1 < len(docs):
+            stopped = f"{fatal} -- {len(docs) - i - 1} document(s) not audited"
+            break
+    if progress and not cancelled and stopped is None:
         progress("auditing documents", len(docs), len(docs))
     return AuditResult(
         target=target.name,
@@ -131,4 +205,5 @@ def run_audit(
         account=target.account.as_dict(),
         documents=[d for d in docs if d.id in results],
         cancelled=cancelled,
+        failures=failure_summary(results, observations, target.account.as_dict(), len(docs), stopped),
     )

@@ -39,6 +39,7 @@ from audit_core.documents import Document  # noqa: E402
 from audit_core.methods import LABELS, create_method  # noqa: E402
 from audit_core.methods.base import MethodResult  # noqa: E402
 from audit_core.verdict import decide  # noqa: E402
+from shadow.audit import probe_document  # noqa: E402
 from shadow.prepare import ShadowConfig, prepare_shadow  # noqa: E402
 
 #: bump when the layout of results.json changes
@@ -230,8 +231,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                     target = caching.for_method(m.name, m.version)
                     c0 = time.process_time()
                     q0 = (http.account.queries, http.account.prompt_tokens, http.account.completion_tokens)
-                    obs = (m.probe(d, target, top_logprobs=cfg.top_logprobs) if m.requires_logprobs
-                           else m.probe(d, target))
+                    obs = probe_document(m, d, target, cfg.top_logprobs)
                     res = m.score(obs, prep.calibrations[m.name])
                     cpu = time.process_time() - c0
                     p_tok, c_tok = obs.tokens_used()

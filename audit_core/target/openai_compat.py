@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
+import httpx
 import openai
 
 from audit_core.target.base import (
@@ -328,8 +329,9 @@ class OpenAITarget(Target):
             usage = Usage(int(usage_d.get("prompt_tokens") or 0), int(usage_d.get("completion_tokens") or 0))
         except (TypeError, ValueError):
             raise BadResponse(f"{self.base_url} sent unreadable token usage") from None
+        # a server that echoes the key in its answer must not carry it into the store or a report
         return Completion(
-            text=text or "",
+            text=self._scrub(text or ""),
             tokens=self._to_tokens(choice.get("logprobs")),
             usage=usage,
             finish_reason=str(choice.get("finish_reason") or ""),
@@ -351,9 +353,10 @@ class OpenAITarget(Target):
         tokens = []
         try:
             for entry in content:
-                top = [(str(alt["token"]), float(alt["logprob"])) for alt in (entry.get("top_logprobs") or [])]
+                top = [(self._scrub(str(alt["token"])), float(alt["logprob"]))
+                       for alt in (entry.get("top_logprobs") or [])]
                 top.sort(key=lambda a: a[1], reverse=True)
-                tokens.append(TokenLogprob(str(entry["token"]), float(entry["logprob"]), top))
+                tokens.append(TokenLogprob(self._scrub(str(entry["token"])), float(entry["logprob"]), top))
         except (KeyError, TypeError, ValueError, AttributeError):
             raise BadResponse(f"{self.base_url} sent a logprobs entry without token or logprob") from None
         return tokens
@@ -431,6 +434,10 @@ class OpenAITarget(Target):
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
             why = f": {type(cause).__name__}: {cause}" if cause is not None else ""
+            if isinstance(cause, (httpx.RemoteProtocolError, httpx.ReadError)):
+                # connected, then the answer broke off (a truncated body or a dropped connection)
+                return _Attempt(Unreachable(self._scrub(f"the answer from {url} broke off before it was complete{why}")),
+                                retryable=True)
             return _Attempt(Unreachable(self._scrub(f"cannot connect to {url}{why}")), retryable=True)
         if isinstance(exc, openai.APIStatusError):
             return self._translate_status(exc)
