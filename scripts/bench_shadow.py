@@ -24,17 +24,23 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200, help="shadow members (= non-members)")
     ap.add_argument("--probe-retrieval", default="shared", choices=["shared", "per_request"])
     ap.add_argument("--time-limit", type=int, default=120, help="AutoGluon budget (s)")
+    ap.add_argument("--in-place", action="store_true",
+                    help="prepare into the real cache (RPA_CACHE_DIR), so audits and the benchmark reuse it; "
+                         "cold only if that preparation is not cached yet")
     args = ap.parse_args()
 
     from audit_core.models import cache_dir
 
     # a fresh cache root that shares only the de-quantized weights with the real one
     real = cache_dir()
-    work = Path(tempfile.mkdtemp(prefix="rpa-bench-shadow-"))
-    for sub in ("models", "gguf"):
-        if (real / sub).exists():
-            (work / sub).symlink_to(real / sub)
-    os.environ["RPA_CACHE_DIR"] = str(work)
+    if args.in_place:
+        work = real
+    else:
+        work = Path(tempfile.mkdtemp(prefix="rpa-bench-shadow-"))
+        for sub in ("models", "gguf"):
+            if (real / sub).exists():
+                (work / sub).symlink_to(real / sub)
+        os.environ["RPA_CACHE_DIR"] = str(work)
 
     from audit_core.methods.srag import SragConfig, SragMethod
     from shadow.prepare import ShadowConfig, prepare_shadow
@@ -47,11 +53,14 @@ def main() -> None:
         if current["stage"] is not None:
             stages[current["stage"]] = stages.get(current["stage"], 0.0) + now - current["t"]
         current.update(stage=stage, t=now)
+        if done % 50 == 0:
+            print(f"  {now - t_start:7.1f} s  {stage}: {done}/{total}", flush=True)
 
     load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
+    t_start = t0 = time.perf_counter()
     prep = prepare_shadow([SragMethod(SragConfig(time_limit_s=args.time_limit))], cfg, progress=progress,
                           root=work / "shadow")
+    print(f"first preparation came from the cache: {prep.from_cache['srag']}")
     cold = time.perf_counter() - t0
     progress("end", 0, 0)
     t1 = time.perf_counter()
