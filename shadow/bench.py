@@ -147,12 +147,15 @@ class ServedTarget:
 
 
 def _done_keys(scores_file: Path) -> set[tuple[str, str, str]]:
+    """(defense, method, document) already scored; a row whose target calls failed is done again
+    (answered requests come back from the store, only the failed ones are re-sent)."""
     done = set()
     if scores_file.exists():
         for line in scores_file.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
-                done.add((r["defense"], r["method"], r["doc_id"]))
+                if not r.get("failed"):
+                    done.add((r["defense"], r["method"], r["doc_id"]))
     return done
 
 
@@ -329,15 +332,16 @@ def markdown_table(metrics: dict) -> str:
     from audit_core.metrics import fpr_key
 
     k1, k01 = fpr_key(0.01), fpr_key(0.001)
-    lines = ["| defense | method | AUC | accuracy | F1 | TPR@1%FPR | TPR@0.1%FPR | inconclusive | member retrieval recall | queries/doc | tokens/doc | auditor CPU s/doc |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| defense | method | members + non-members | AUC | accuracy | precision | recall | F1 | TPR@1%FPR | TPR@0.1%FPR | inconclusive | member retrieval recall | queries/doc | tokens/doc | auditor CPU s/doc |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for defense, ms in metrics.items():
         for method, s in ms.items():
             toks = (s.get("prompt_tokens_per_doc") or 0) + (s.get("completion_tokens_per_doc") or 0)
             rr = s.get("retrieval_recall_members")
             lines.append(
-                f"| {defense} | {LABELS.get(method, method)} | {_fmt(s, 'auc')} | {_fmt(s, 'accuracy')} | "
-                f"{_fmt(s, 'f1')} | {_fmt(s, k1)} | {_fmt(s, k01)} | {s.get('n_unscored', 0)} | "
+                f"| {defense} | {LABELS.get(method, method)} | {s.get('n_members', 0)} + {s.get('n_nonmembers', 0)} | "
+                f"{_fmt(s, 'auc')} | {_fmt(s, 'accuracy')} | {_fmt(s, 'precision')} | {_fmt(s, 'recall')} | "
+                f"{_fmt(s, 'f1')} | {_fmt(s, k1)} | {_fmt(s, k01)} | {s.get('n_inconclusive_scores', 0)} | "
                 f"{'n/a' if rr is None else f'{rr:.2f}'} | {s.get('queries_per_doc') or 0:.1f} | {toks:.0f} | "
                 f"{s.get('auditor_cpu_s_per_doc') or 0:.2f} |"
             )

@@ -1,0 +1,106 @@
+"""The benchmark's quick mode, end to end: served reference target over loopback HTTP,
+the OpenAI connector, every method, metrics, outputs; then a re-run and a re-score
+that must send no target query."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import shadow.bench as bench
+from shadow.bench import ALL_METHODS, BenchConfig, run_bench
+from shadow.prepare import ShadowConfig
+
+#: the default suite runs quick mode with the primary method and the cheapest
+#: baseline over a small shadow (about 5 minutes on 2 cores); every method runs
+#: in the slow test below (about 20 minutes)
+SMOKE_METHODS = ["srag", "rag_mia"]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("bench-quick")
+    cfg = BenchConfig.quick(out_dir=str(out), target_corpus=str(shared_data / "genmedgpt5k.jsonl"),
+                            methods=list(SMOKE_METHODS),
+                            shadow=ShadowConfig(n_members=24, n_nonmembers=24, n_per_class_generative=8))
+    logs: list[str] = []
+    results = run_bench(cfg, log=logs.append)
+    return cfg, results, logs
+
+
+def _check_every_method_scored(cfg: BenchConfig, results: dict) -> None:
+    assert results["schema_version"] == bench.SCHEMA_VERSION
+    rows = results["rows"]
+    n_docs = cfg.n_members + cfg.n_nonmembers
+    for m in cfg.methods:
+        mine = [r for r in rows if r["method"] == m]
+        assert len(mine) == n_docs, m
+        assert sum(r["label"] for r in mine) == cfg.n_members
+        # every probe went through the HTTP connector and was answered
+        assert all(r["failed"] == 0 and r["queries"] >= 1 for r in mine if r["reason"] is None), m
+        assert sum(r["score"] is not None for r in mine) >= n_docs - 2, m
+    metrics = results["metrics"]["none"]
+    assert set(cfg.methods) | {"combined"} <= set(metrics)
+    for m in cfg.methods:
+        s = metrics[m]
+        assert 0.0 <= s["auc"] <= 1.0 and s["auc_ci"][0] <= s["auc"] <= s["auc_ci"][1]
+        assert s["queries_per_doc"] >= 1 and s["prompt_tokens_per_doc"] > 0
+    # the reference target reports what it retrieved: its members are found by their own probes
+    assert metrics["srag"]["retrieval_recall_members"] > 0.5
+    # S-RAG, the primary method, separates members from non-members on the served target
+    assert metrics["srag"]["auc"] > 0.7
+
+
+def test_quick_benchmark_scores_every_method_on_every_document(quick_run):
+    cfg, results, _ = quick_run
+    _check_every_method_scored(cfg, results)
+
+
+@pytest.mark.slow
+def test_quick_mode_with_every_method(tmp_path, shared_data):
+    cfg = BenchConfig.quick(out_dir=str(tmp_path), target_corpus=str(shared_data / "genmedgpt5k.jsonl"))
+    assert cfg.methods == ALL_METHODS and cfg.defenses == ["none"] and cfg.n_members == cfg.n_nonmembers == 10
+    _check_every_method_scored(cfg, run_bench(cfg, log=lambda s: None))
+
+
+def test_quick_benchmark_writes_its_outputs(quick_run):
+    cfg, results, _ = quick_run
+    out = bench.Path(cfg.out_dir)
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["metrics"].keys() == results["metrics"].keys() and len(saved["rows"]) == len(results["rows"])
+    assert (out / "roc_none.png").stat().st_size > 1000
+    table = (out / "table.md").read_text()
+    assert table.startswith("| defense | method | AUC") and "S-RAG" in table
+    md = out / "BENCHMARKS.md"
+    md.write_text("# Benchmarks\n\n<!-- membership benchmark:start -->\nold\n<!-- membership benchmark:end -->\ntail\n")
+    bench.update_benchmarks_md(results, "python -m shadow.bench --quick", md)
+    text = md.read_text()
+    assert "old" not in text and text.rstrip().endswith("tail") and "python -m shadow.bench --quick" in text
+
+
+def test_rerun_and_rescore_send_no_target_query(quick_run, monkeypatch):
+    cfg, results, _ = quick_run
+
+    def no_server(*a, **k):
+        raise AssertionError("a finished run must not start the target again")
+
+    monkeypatch.setattr(bench, "ServedTarget", no_server)
+    logs: list[str] = []
+    again = run_bench(cfg, log=logs.append)
+    assert any("all results present" in line for line in logs)
+    assert again["metrics"]["none"]["srag"]["auc"] == results["metrics"]["none"]["srag"]["auc"]
+    assert bench.main(["--rescore", cfg.out_dir]) == 0
+
+
+def test_a_row_whose_target_calls_failed_is_done_again(tmp_path):
+    rows = [{"defense": "none", "method": "srag", "doc_id": "a", "failed": 0},
+            {"defense": "none", "method": "srag", "doc_id": "b", "failed": 2},
+            {"defense": "none", "method": "mink", "doc_id": "b", "failed": 0}]
+    f = tmp_path / "scores.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert bench._done_keys(f) == {("none", "srag", "a"), ("none", "mink", "b")}
+    # the re-done row replaces the failed one in the metrics
+    with f.open("a") as fh:
+        fh.write(json.dumps({"defense": "none", "method": "srag", "doc_id": "b", "failed": 0, "score": 0.9}) + "\n")
+    b = [r for r in bench.load_rows(tmp_path) if r["doc_id"] == "b" and r["method"] == "srag"]
+    assert len(b) == 1 and b[0]["failed"] == 0
