@@ -142,6 +142,19 @@ def send_all(
     return outcomes
 
 
+def no_signal_reason(cal: Calibration) -> str | None:
+    """Why a method must abstain although it has a score: its shadow showed no signal.
+
+    A threshold fitted on shadow scores that do not separate members from
+    non-members (validation AUC at or below chance, e.g. every score 0) would
+    call every document a member or none; such a method says "inconclusive".
+    """
+    if cal.shadow_auc is not None and cal.shadow_auc <= 0.5:
+        return (f"no signal: on the shadow RAG this method separated members from non-members no better "
+                f"than chance (validation AUC {cal.shadow_auc:.2f})")
+    return None
+
+
 def best_threshold(member_scores: Sequence[float], nonmember_scores: Sequence[float], default: float) -> float:
     """Threshold maximising balanced accuracy on shadow scores (score >= t means member).
 

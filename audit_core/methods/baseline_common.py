@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from audit_core.methods.base import Calibration, MethodResult, Observation, best_threshold
+from audit_core.methods.base import Calibration, MethodResult, Observation, best_threshold, no_signal_reason
 from audit_core.scoring import split_words
 from audit_core.target.base import Completion
 
@@ -119,4 +119,7 @@ def decide(method: str, obs: Observation, score: float, cal: Calibration, eviden
     if cal.threshold is None:
         evidence["uncalibrated_score"] = score
         return MethodResult(method, obs.doc_id, None, None, "uncalibrated", evidence)
+    no_signal = no_signal_reason(cal)
+    if no_signal is not None:
+        return MethodResult(method, obs.doc_id, score, None, no_signal, evidence)
     return MethodResult(method, obs.doc_id, score, bool(score >= cal.threshold), None, evidence)

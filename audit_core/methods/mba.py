@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from audit_core.documents import Document
-from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, best_threshold, send_all
+from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, best_threshold,
+                                     no_signal_reason, send_all)
 from audit_core.methods.mba_masks import MaskGenerator, MaskPlan, MbaConfig, mask_label
 from audit_core.methods.mba_parse import is_correct, parse_mask_answers
 from audit_core.models import LocalLM
@@ -161,4 +162,5 @@ class MbaMethod(MembershipMethod):
             "finish_reason": response.get("finish_reason"),
             "threshold": threshold,
         })
-        return MethodResult(self.name, obs.doc_id, accuracy, bool(decision), None, evidence)
+        no_signal = no_signal_reason(calibration)
+        return MethodResult(self.name, obs.doc_id, accuracy, None if no_signal else bool(decision), no_signal, evidence)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from audit_core.documents import Document
-from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, best_threshold, send_all
+from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, best_threshold,
+                                     no_signal_reason, send_all)
 from audit_core.methods.baseline_common import decide, fit_threshold, last_completion, unusable
 from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, NoLogprobs, Target, TokenLogprob
 
@@ -187,6 +188,7 @@ class RagMiaMethod(MembershipMethod):
             return MethodResult(self.name, obs.doc_id, None, None, "unparseable_answer", ev)
         if ev["mode"] == "text":
             # Anderson et al.: the binary answer is the membership decision
-            return MethodResult(self.name, obs.doc_id, score, bool(score >= 0.5), None,
+            no_signal = no_signal_reason(calibration)
+            return MethodResult(self.name, obs.doc_id, score, None if no_signal else bool(score >= 0.5), no_signal,
                                 {**ev, "decision_rule": "answer text (yes = member)"})
         return decide(self.name, obs, score, calibration, {**ev, "decision_rule": "P(yes) threshold"})

@@ -375,3 +375,16 @@ def test_baselines_end_to_end_on_a_shadow_rag(shared_data):
         # the in-process target answers every request with logprobs: most documents get a score
         assert len(cal.member_scores) + len(cal.nonmember_scores) >= 10, (method.name, cal.params)
         print(method.name, "shadow AUC", cal.shadow_auc, "threshold", cal.threshold)
+
+
+def test_a_method_without_signal_on_the_shadow_abstains_instead_of_calling_everything_a_member():
+    from audit_core.methods.base import Calibration, Observation
+    from audit_core.methods.baseline_common import decide
+
+    obs = Observation(method="mink", doc_id="d1")
+    flat = Calibration("mink", threshold=0.0, member_scores=[0.0] * 5, nonmember_scores=[0.0] * 5, shadow_auc=0.5)
+    res = decide("mink", obs, 0.0, flat, {})
+    assert res.decision is None and res.reason.startswith("no signal") and res.score == 0.0
+    good = Calibration("mink", threshold=0.4, shadow_auc=0.8)
+    assert decide("mink", obs, 0.7, good, {}).decision is True
+    assert decide("mink", obs, 0.1, good, {}).decision is False

@@ -485,3 +485,12 @@ def test_reference_rag_members_fill_more_masks(shared_data, smollm):
     acc_n = [s for s in scores[30:] if s is not None]
     assert len(acc_m) >= 20 and len(acc_n) >= 20, "too many inconclusive probes"
     assert sum(acc_m) / len(acc_m) > sum(acc_n) / len(acc_n)
+
+
+def test_mba_abstains_when_its_shadow_showed_no_signal(mba):
+    doc = Document("m0", MEMBERS[0])
+    obs = mba.probe(doc, KnowingTarget(MEMBERS))
+    flat = Calibration("mba", threshold=0.0, member_scores=[0.0] * 4, nonmember_scores=[0.0] * 4, shadow_auc=0.5,
+                       params={"threshold_source": "shadow"})
+    res = mba.score(obs, flat)
+    assert res.score == 1.0 and res.decision is None and res.reason.startswith("no signal")

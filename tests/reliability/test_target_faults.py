@@ -138,13 +138,13 @@ def test_every_fault_gives_an_inconclusive_document_with_its_reason_and_bounded_
                     if fault == "no_logprobs" and method == "rag_mia":
                         # RAG-MIA asks once with logprobs, is refused, asks once for the text answer
                         assert sent == 2
-                        assert res.decision is not None and res.evidence["mode"] == "text"
+                        assert _decided(res) and res.evidence["mode"] == "text"
                         assert result.observations[doc_id][method].data["logprobs_refused"] is True
                         expected_errors["no_logprobs"] += 1
                         continue
                     assert sent == n_attempts, (fault, method, sent)
                     if reason is None:
-                        assert res.decision is not None and res.score is not None, (fault, method, res)
+                        assert _decided(res) and res.score is not None, (fault, method, res)
                     else:
                         assert res.score is None and res.decision is None, (fault, method, res)
                         assert res.reason == reason, (fault, method, res.reason)
@@ -230,3 +230,9 @@ def test_wrong_model_or_key_at_the_start_fails_before_any_document_is_sent(rel_c
             run_audit(docs, _target(srv, api_key="sk-expired"), _config())
         assert srv.chat_requests() == []  # only GET /models was asked, once per attempt
         assert [r["path"] for r in srv.requests] == ["/v1/models", "/v1/models"]
+
+
+def _decided(res) -> bool:
+    """A healthy answer is decided, unless the tiny seed shadow showed the method no signal (it then abstains
+    on purpose, never on a target fault)."""
+    return res.decision is not None or (res.reason or "").startswith("no signal")
