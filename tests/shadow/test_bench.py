@@ -70,7 +70,7 @@ def test_quick_benchmark_writes_its_outputs(quick_run):
     assert saved["metrics"].keys() == results["metrics"].keys() and len(saved["rows"]) == len(results["rows"])
     assert (out / "roc_none.png").stat().st_size > 1000
     table = (out / "table.md").read_text()
-    assert table.startswith("| defense | method | AUC") and "S-RAG" in table
+    assert table.startswith("| defense | method | members + non-members | AUC") and "S-RAG" in table
     md = out / "BENCHMARKS.md"
     md.write_text("# Benchmarks\n\n<!-- membership benchmark:start -->\nold\n<!-- membership benchmark:end -->\ntail\n")
     bench.update_benchmarks_md(results, "python -m shadow.bench --quick", md)
