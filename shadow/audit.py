@@ -5,7 +5,6 @@ target document by document, scoring, verdicts. The app and the CLI both call
 from __future__ import annotations
 
 import datetime as _dt
-import inspect
 import threading
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -13,7 +12,7 @@ from typing import Callable, Sequence
 
 from audit_core.documents import Document
 from audit_core.methods import create_method
-from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation
+from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, takes_top_logprobs
 from audit_core.target.base import Capabilities, Target
 from audit_core.verdict import Verdict, VerdictConfig, decide
 from shadow.prepare import Progress, ShadowConfig, prepare_shadow
@@ -87,7 +86,7 @@ def _error_code(error: str) -> str:
 
 def probe_document(m: MembershipMethod, doc: Document, target: Target, top_k: int) -> Observation:
     """Probe one document; the target's top_logprobs limit goes only to probes that take it."""
-    if m.requires_logprobs and "top_logprobs" in inspect.signature(m.probe).parameters:
+    if m.requires_logprobs and takes_top_logprobs(m.probe):
         return m.probe(doc, target, top_logprobs=top_k)
     return m.probe(doc, target)
 

@@ -195,11 +195,11 @@ def prepare_shadow(
 
 
 def _probe(method, docs, rag, cfg: ShadowConfig, tick) -> list[Observation]:
-    kwargs = {"top_logprobs": cfg.top_logprobs} if method.requires_logprobs else {}
-    try:
-        return method.probe_many(docs, rag, progress=tick, **kwargs)
-    except TypeError:
-        return method.probe_many(docs, rag, progress=tick)
+    from audit_core.methods.base import takes_top_logprobs
+
+    if method.requires_logprobs and takes_top_logprobs(method.probe_many):
+        return method.probe_many(docs, rag, progress=tick, top_logprobs=cfg.top_logprobs)
+    return method.probe_many(docs, rag, progress=tick)
 
 
 def _calibrate(method, mem, non, folder: Path) -> Calibration:

@@ -142,6 +142,13 @@ def send_all(
     return outcomes
 
 
+def takes_top_logprobs(fn) -> bool:
+    """Whether a method's probe function accepts the target's ``top_logprobs`` limit (Min-k% does not)."""
+    import inspect
+
+    return "top_logprobs" in inspect.signature(fn).parameters
+
+
 def no_signal_reason(cal: Calibration) -> str | None:
     """Why a method must abstain although it has a score: its shadow showed no signal.
 
