@@ -231,7 +231,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             caching = CachingTarget(http, store)
             with open(scores_file, "a") as fh:
                 for m, d in tqdm(todo, desc=f"[{defense}] probing", unit="probe", file=sys.stderr):
-                    target = caching.for_method(m.name, m.version)
+                    target = caching.for_method(m.probe_scope, m.version)
                     c0 = time.process_time()
                     q0 = (http.account.queries, http.account.prompt_tokens, http.account.completion_tokens)
                     obs = probe_document(m, d, target, cfg.top_logprobs)

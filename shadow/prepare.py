@@ -141,7 +141,11 @@ def prepare_shadow(
 
     prep = ShadowPreparation({}, {}, {})
     rag = None
+    #: observations probed in this call, by what determines the probes
+    probed: dict[str, tuple[list[Observation], list[Observation]]] = {}
     for method in methods:
+        probe_key = json.dumps([method.probe_scope, method.version, _config_of(method), _sizes(method, cfg)],
+                               sort_keys=True, default=str)
         key = preparation_key(method, cfg, chash)
         prep.keys[method.name] = key
         folder = root / key
@@ -154,6 +158,11 @@ def prepare_shadow(
             mem = [Observation.from_json(o) for o in raw["members"]]
             non = [Observation.from_json(o) for o in raw["nonmembers"]]
             prep.from_cache[method.name] = True
+        elif probe_key in probed:  # a sibling method sent the very same probes
+            mem, non = probed[probe_key]
+            folder.mkdir(parents=True, exist_ok=True)
+            _write_observations(obs_file, mem, non)
+            prep.from_cache[method.name] = False
         else:
             if rag is None:
                 if progress:
@@ -179,11 +188,9 @@ def prepare_shadow(
             mem = _probe(method, mem_docs, rag, cfg, tick)
             non = _probe(method, non_docs, rag, cfg, tick)
             folder.mkdir(parents=True, exist_ok=True)
-            tmp = obs_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"members": [o.to_json() for o in mem],
-                                       "nonmembers": [o.to_json() for o in non]}))
-            tmp.replace(obs_file)
+            _write_observations(obs_file, mem, non)
             prep.from_cache[method.name] = False
+        probed[probe_key] = (mem, non)
         prep.observations[method.name] = {"members": mem, "nonmembers": non}
         if progress:
             progress(f"{method.name}: calibrating", 0, 1)
@@ -192,6 +199,12 @@ def prepare_shadow(
             progress(f"{method.name}: calibrating", 1, 1)
         prep.seconds[method.name] = time.time() - t0
     return prep
+
+
+def _write_observations(obs_file: Path, mem: Sequence[Observation], non: Sequence[Observation]) -> None:
+    tmp = obs_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"members": [o.to_json() for o in mem], "nonmembers": [o.to_json() for o in non]}))
+    tmp.replace(obs_file)
 
 
 def _probe(method, docs, rag, cfg: ShadowConfig, tick) -> list[Observation]:

@@ -104,6 +104,14 @@ class MembershipMethod:
     requires_logprobs: bool = False
     #: fewest words a document needs for this method
     min_words: int = 1
+    #: methods that send identical probes (S2MIA-T and S2MIA-M) name one shared
+    #: scope, so a benchmark stores their target answers once and shadow
+    #: preparation probes once for both; empty means the method's own name
+    shared_probe_scope: str = ""
+
+    @property
+    def probe_scope(self) -> str:
+        return self.shared_probe_scope or self.name
 
     def probe(self, doc: Document, target: Target) -> Observation:  # pragma: no cover - interface
         raise NotImplementedError

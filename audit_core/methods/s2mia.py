@@ -161,6 +161,7 @@ def _evidence(f: S2miaFeatures, obs: Observation) -> dict:
 class _S2miaBase(MembershipMethod):
     version = "1"
     requires_logprobs = False
+    shared_probe_scope = "s2mia"  # both variants send the same request
 
     def __init__(self, config: S2miaConfig | None = None) -> None:
         self.config = config or S2miaConfig()

@@ -1,0 +1,49 @@
+"""Shadow preparation bookkeeping: what is probed, what is shared, what is cached."""
+from __future__ import annotations
+
+import shadow.prepare as prepare
+from audit_core.methods.base import Calibration, Observation
+from audit_core.methods.rag_mia import RagMiaMethod
+from audit_core.methods.s2mia import S2miaModelMethod, S2miaThresholdMethod
+from shadow.prepare import ShadowConfig, prepare_shadow
+
+
+def _fake_shadow(monkeypatch) -> list[tuple[str, int]]:
+    """Replace the RAG, the probing and the calibration; record every probing call."""
+    calls: list[tuple[str, int]] = []
+
+    def fake_probe(method, docs, rag, cfg, tick):
+        calls.append((method.name, len(docs)))
+        return [Observation(method.probe_scope, d.id, data={"by": method.name}) for d in docs]
+
+    monkeypatch.setattr(prepare, "build_shadow_rag", lambda cfg, kb: object())
+    monkeypatch.setattr(prepare, "_probe", fake_probe)
+    monkeypatch.setattr(prepare, "_calibrate", lambda method, mem, non, folder: Calibration(method.name, 0.5))
+    return calls
+
+
+def test_methods_sending_the_same_probes_probe_the_shadow_once(tmp_path, monkeypatch):
+    calls = _fake_shadow(monkeypatch)
+    cfg = ShadowConfig(n_members=6, n_nonmembers=6, n_per_class_generative=4)
+    prep = prepare_shadow([S2miaThresholdMethod(), S2miaModelMethod(), RagMiaMethod()], cfg, root=tmp_path)
+
+    # S2MIA-T probed members and non-members; S2MIA-M reused them; RAG-MIA probed its own
+    assert calls == [("s2mia_t", 4), ("s2mia_t", 4), ("rag_mia", 6), ("rag_mia", 6)]
+    t, m = prep.observations["s2mia_t"], prep.observations["s2mia_m"]
+    assert [o.doc_id for o in t["members"]] == [o.doc_id for o in m["members"]]
+    assert all(o.data["by"] == "s2mia_t" for o in m["members"] + m["nonmembers"])
+    # both preparations are cached under their own key: a second call probes nothing
+    assert prep.keys["s2mia_t"] != prep.keys["s2mia_m"]
+    calls.clear()
+    again = prepare_shadow([S2miaModelMethod()], cfg, root=tmp_path)
+    assert calls == [] and again.from_cache["s2mia_m"]
+
+
+def test_a_changed_probe_configuration_is_probed_again(tmp_path, monkeypatch):
+    from audit_core.methods.s2mia import S2miaConfig
+
+    calls = _fake_shadow(monkeypatch)
+    cfg = ShadowConfig(n_members=6, n_nonmembers=6, n_per_class_generative=4)
+    prepare_shadow([S2miaThresholdMethod(), S2miaModelMethod(S2miaConfig(use_logprobs=False))], cfg,
+                   root=tmp_path)
+    assert [name for name, _ in calls] == ["s2mia_t", "s2mia_t", "s2mia_m", "s2mia_m"]
