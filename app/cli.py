@@ -133,6 +133,13 @@ def _audit_config(args):
         params.setdefault("srag", {})["segment_factor"] = args.segment_factor
     if args.masks:
         params.setdefault("mba", {})["n_masks"] = args.masks
+    elicitation = args.mba_elicitation
+    if elicitation is None and getattr(args, "target", None) == "demo":
+        from shadow.demo import DEMO_MBA_ELICITATION
+
+        elicitation = DEMO_MBA_ELICITATION
+    if elicitation:
+        params.setdefault("mba", {})["elicitation"] = elicitation
     return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params)
 
 
@@ -250,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--bins", type=int, help="S-RAG histogram intervals m (default 10)")
         p.add_argument("--segment-factor", type=int, help="S-RAG segment factor k (default 10)")
         p.add_argument("--masks", type=int, help="MBA masks M (default 10)")
+        p.add_argument("--mba-elicitation", choices=["fill_in", "continue"],
+                       help="how MBA asks for hidden words: 'fill_in' (one cloze request, the paper's; default for "
+                            "endpoints) or 'continue' (one request per mask; default for the demo target)")
 
     a = sub.add_parser("audit", help="audit documents against a target")
     a.add_argument("--target", required=True, help="'demo' or an OpenAI-compatible base URL")

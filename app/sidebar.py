@@ -162,7 +162,10 @@ def _shadow_sizes() -> tuple[int, int, int]:
     return int(n_m), int(n_n), int(n_g)
 
 
-def _advanced() -> tuple[dict[str, dict], int]:
+def _advanced(kind: str) -> tuple[dict[str, dict], int]:
+    from audit_core.methods.mba_masks import ELICITATIONS
+    from shadow.demo import DEMO_MBA_ELICITATION
+
     with st.expander("Advanced parameters (papers' defaults)"):
         bins = st.number_input("m: S-RAG histogram intervals", 5, 20, 10, key="bins",
                                help="Intervals of [0, 1] for the probability histogram (S-RAG paper: 10).")
@@ -173,7 +176,16 @@ def _advanced() -> tuple[dict[str, dict], int]:
         gamma = st.number_input("γ: MBA share of masks to guess right", 0.05, 1.0, 0.5, step=0.05, key="gamma",
                                 help="Used only if the shadow lacks a class; otherwise the threshold is fitted "
                                      "on the shadow (MBA paper: about 0.5).")
-    params = {"srag": {"bins": int(bins)}, "mba": {"n_masks": int(masks), "gamma": float(gamma)}}
+        default = DEMO_MBA_ELICITATION if kind == DEMO else "fill_in"
+        elicitation = st.selectbox(
+            "MBA: how to ask for the hidden words", ELICITATIONS, index=ELICITATIONS.index(default),
+            key=f"elicitation_{'demo' if kind == DEMO else 'endpoint'}",
+            format_func=lambda e: {"fill_in": "fill in the blanks (one request, the paper's)",
+                                   "continue": "continue the text before each blank (M requests)"}[e],
+            help="Chat models fill in a text with blanks. Small completion-style models, like the demo "
+                 "target's, copy the blanks back instead but continue text they retrieved.")
+    params = {"srag": {"bins": int(bins)},
+              "mba": {"n_masks": int(masks), "gamma": float(gamma), "elicitation": elicitation}}
     return params, int(top_k)
 
 
@@ -190,7 +202,7 @@ def render_sidebar() -> Settings:
                                  help="S-RAG and MBA are the audit's methods; the others are published baselines.")
         aux = _aux_corpus()
         n_m, n_n, n_g = _shadow_sizes()
-        params, top_k = _advanced()
+        params, top_k = _advanced(kind)
         shadow = ShadowConfig(aux_corpus=aux, n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g,
                               top_k_docs=top_k)
         settings = Settings(kind, base_url, model, list(methods), shadow,

@@ -34,6 +34,7 @@ from audit_core.documents import Document
 _PROMPTS = {
     "srag": ("audit_core.methods.srag", "SRAG_PROMPT"),
     "mba": ("audit_core.methods.mba", "MBA_PROMPT"),
+    "mba_continue": ("audit_core.methods.mba", "MBA_CONTINUE_PROMPT"),
     "rag_mia": ("audit_core.methods.rag_mia", "PROMPT"),
     "s2mia_t": ("audit_core.methods.s2mia", "PROMPT"),
     "s2mia_m": ("audit_core.methods.s2mia", "PROMPT"),
@@ -159,6 +160,14 @@ def _one_method(name: str, word_counts: Sequence[int], mcfg: Any, cfg: EstimateC
             # Longer documents are counted (an upper bound).
             if n < 2 * mcfg.min_masks - 1:
                 est.skipped_documents += 1
+                continue
+            if mcfg.elicitation == "continue":
+                # one request per mask with the text before it; masks spread
+                # over the document, so a prefix averages half of it
+                q = mcfg.n_masks
+                est.queries += q
+                est.prompt_tokens += q * (_tokens(_template_words("mba_continue") + n / 2, cfg) + per_query)
+                est.completion_tokens += q * mcfg.continue_tokens
                 continue
             est.queries += 1
             est.prompt_tokens += _tokens(tmpl + n, cfg) + cfg.mba_tokens_per_mask * mcfg.n_masks + per_query

@@ -455,9 +455,14 @@ def next_token_distributions(
         host[i] = next((h for h in runners if prompts[h][: len(p)] == p), i)
         if host[i] == i:
             runners.append(i)
-    shared = min(_common_prefix_len(prompts[runners[0]], prompts[h]) for h in runners)
-    # every read position must lie in the tail
-    shared = min(shared, min(len(p) for p in prompts) - 1)
+    if len(runners) == 1:
+        # one causal pass over the longest prompt: no split, no padding, no
+        # attention mask, so attention takes its fast causal path
+        shared = 0
+    else:
+        shared = min(_common_prefix_len(prompts[runners[0]], prompts[h]) for h in runners)
+        # every read position must lie in the tail
+        shared = min(shared, min(len(p) for p in prompts) - 1)
     reads: dict[int, list[int]] = {h: [] for h in runners}
     for i, h in host.items():
         reads[h].append(i)
@@ -487,6 +492,8 @@ def next_token_distributions(
             keep = sorted({len(prompts[i]) - 1 - shared for h in chunk for i in reads[h]})
             col = {pos: c for c, pos in enumerate(keep)}
             pos_ids = torch.arange(shared, shared + width).unsqueeze(0).expand(len(chunk), -1)
+            if len(chunk) == 1 and past is None:
+                mask = pos_ids = None  # a lone unpadded sequence: plain causal attention
             logits = lm.model(input_ids=ids, attention_mask=mask, past_key_values=past, position_ids=pos_ids,
                               use_cache=past is not None, logits_to_keep=torch.tensor(keep)).logits
             for r, h in enumerate(chunk):

@@ -40,6 +40,7 @@ from audit_core.methods import LABELS, create_method  # noqa: E402
 from audit_core.methods.base import MethodResult  # noqa: E402
 from audit_core.verdict import decide  # noqa: E402
 from shadow.audit import probe_document  # noqa: E402
+from shadow.demo import DEMO_MBA_ELICITATION  # noqa: E402
 from shadow.prepare import ShadowConfig, prepare_shadow  # noqa: E402
 
 #: bump when the layout of results.json changes
@@ -64,6 +65,9 @@ class BenchConfig:
     shadow: ShadowConfig = field(default_factory=ShadowConfig)
     out_dir: str = str(ROOT / "runs" / "bench")
     top_logprobs: int = 20
+    #: per-method configuration, as AuditConfig.method_params. The reference
+    #: target is the demo target's kind of system, so MBA asks it the same way.
+    method_params: dict[str, dict] = field(default_factory=lambda: {"mba": {"elicitation": DEMO_MBA_ELICITATION}})
 
     @classmethod
     def quick(cls, **kw) -> "BenchConfig":
@@ -202,7 +206,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     test_docs = members + nonmembers
     random.Random(cfg.seed + 7).shuffle(test_docs)
 
-    methods = [create_method(m) for m in cfg.methods]
+    methods = [create_method(m, **cfg.method_params.get(m, {})) for m in cfg.methods]
     log(f"shadow preparation for {', '.join(cfg.methods)} ...")
     t0 = time.time()
 

@@ -15,6 +15,11 @@ SAMPLE_CSV = ROOT / "assets" / "sample_documents.csv"
 #: the demo target uses another model family than the auditor's shadow (SmolLM2),
 #: as a real auditor faces
 DEMO_GENERATOR = "gemma-3-270m"
+#: how MBA asks the demo target (and the benchmark's reference target, the same
+#: kind of system) for hidden words: this small completion-style model copies a
+#: cloze text back instead of filling it in, but continues text it retrieved
+#: (MbaConfig.elicitation; BENCHMARKS.md, "MBA with small target models")
+DEMO_MBA_ELICITATION = "continue"
 
 
 @functools.lru_cache(maxsize=4)

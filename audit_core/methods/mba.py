@@ -1,7 +1,8 @@
 """MBA: the mask-based membership method (Liu et al., Section 4.4), a text-only second opinion.
 
 A document is probed with a cloze test: M of its hardest words are hidden
-(``mba_masks``) and the target is asked to fill them in. A RAG system that
+(``mba_masks``) and the target is asked to fill them in (or, with the
+"continue" elicitation, to continue the text up to each hidden word). A RAG system that
 retrieves the document from its knowledge base fills the blanks correctly; one
 that does not can only guess. The membership score is the fraction of masks
 answered correctly; the threshold is fitted on the shadow RAG's members and
@@ -11,6 +12,7 @@ Needs no logprobs, so it runs against any chat endpoint.
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, Sequence
 
 from audit_core.documents import Document
@@ -21,7 +23,7 @@ from audit_core.methods.mba_parse import is_correct, parse_mask_answers
 from audit_core.models import LocalLM
 from audit_core.target.base import ChatRequest, Target
 
-__all__ = ["MBA_PROMPT", "MbaConfig", "MbaMethod", "build_request"]
+__all__ = ["MBA_CONTINUE_PROMPT", "MBA_PROMPT", "MbaConfig", "MbaMethod", "build_request", "build_requests"]
 
 #: The cloze prompt, in the spirit of the paper's Figure 6 (Appendix B.1). The
 #: masked text sits in the middle so that it dominates the retrieval query; the
@@ -38,12 +40,41 @@ MBA_PROMPT = (
 )
 
 
+#: The "continue" elicitation (MbaConfig.elicitation): the document up to one
+#: hidden word, for targets that continue text rather than follow a cloze
+#: instruction. Worded like S-RAG's completion prompt, which such targets follow.
+MBA_CONTINUE_PROMPT = (
+    "Continue the text below with its next words, exactly as they are written in "
+    "the [context].\n\n"
+    "{prefix}"
+)
+
+_FIRST_WORD = re.compile(r"[^\W_](?:[\w'\u2019-]*[^\W_])?", re.UNICODE)
+
+
 def build_request(plan: MaskPlan, config: MbaConfig) -> ChatRequest:
     """The one chat request that probes a masked document (deterministic: temperature 0)."""
     n = plan.n_masks
     prompt = MBA_PROMPT.format(n=n, masked_text=plan.masked_text)
     max_tokens = config.answer_tokens_per_mask * n + config.answer_tokens_extra
     return ChatRequest.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0)
+
+
+def build_requests(plan: MaskPlan, config: MbaConfig, doc_text: str) -> list[ChatRequest]:
+    """Every request that probes one masked document, in mask order for "continue"."""
+    if config.elicitation == "fill_in":
+        return [build_request(plan, config)]
+    return [
+        ChatRequest.chat([{"role": "user", "content": MBA_CONTINUE_PROMPT.format(prefix=doc_text[: a.start].rstrip())}],
+                         max_tokens=config.continue_tokens, temperature=0.0)
+        for a in plan.answers
+    ]
+
+
+def first_word(text: str) -> str | None:
+    """The first word of a continuation ("  amoxicillin, 500 mg" -> "amoxicillin")."""
+    m = _FIRST_WORD.search(text or "")
+    return m.group(0) if m else None
 
 
 class MbaMethod(MembershipMethod):
@@ -65,18 +96,19 @@ class MbaMethod(MembershipMethod):
     def _observation(self, doc: Document, plan: MaskPlan) -> Observation:
         obs = Observation(method=self.name, doc_id=doc.id,
                           data={"plan": plan.to_json(), "n_masks": self.config.n_masks,
-                                "proxy_model": plan.proxy_model, "version": self.version})
+                                "proxy_model": plan.proxy_model, "version": self.version,
+                                "elicitation": self.config.elicitation})
         if plan.n_masks < self.config.min_masks:
             obs.skipped = (f"document too short for MBA: {plan.reason or 'no maskable words'}; "
                            f"MBA probes a document only with at least {self.config.min_masks} masks")
         return obs
 
     def probe(self, doc: Document, target: Target) -> Observation:
-        """Mask the document and send one cloze request (none when it is too short)."""
+        """Mask the document and send its requests (none when it is too short)."""
         plan = self.generator.plan(doc.text)
         obs = self._observation(doc, plan)
         if obs.skipped is None:
-            send_all(target, [build_request(plan, self.config)], obs)
+            send_all(target, build_requests(plan, self.config, doc.text), obs)
         return obs
 
     def probe_many(self, docs: Sequence[Document], target: Target,
@@ -87,11 +119,27 @@ class MbaMethod(MembershipMethod):
         todo = [i for i, o in enumerate(observations) if o.skipped is None]
         if progress is not None and len(todo) < len(docs):
             progress(len(docs) - len(todo))
-        # what send_all does, with one observation per document: a single
+        # what send_all does, for every document at once: a single
         # complete_many call lets the target batch or parallelise all requests
-        requests = [build_request(plans[i], self.config) for i in todo]
-        outcomes = target.complete_many(requests, progress) if requests else []
-        for i, req, out in zip(todo, requests, outcomes):
+        owner, requests = [], []
+        for i in todo:
+            reqs = build_requests(plans[i], self.config, docs[i].text)
+            owner += [i] * len(reqs)
+            requests += reqs
+        per_request = None
+        if progress is not None and requests:
+            left = {i: sum(o == i for o in owner) for i in todo}
+            seen = [0]
+
+            def per_request(n: int) -> None:  # report documents, not requests
+                for _ in range(n):
+                    i = owner[seen[0]]
+                    seen[0] += 1
+                    left[i] -= 1
+                    if left[i] == 0:
+                        progress(1)
+        outcomes = target.complete_many(requests, per_request) if requests else []
+        for i, req, out in zip(owner, requests, outcomes):
             observations[i].add(req.to_json(), out)
         return observations
 
@@ -136,17 +184,31 @@ class MbaMethod(MembershipMethod):
             evidence["mask_shortfall"] = plan.reason
         if obs.skipped:
             return MethodResult(self.name, obs.doc_id, None, None, obs.skipped, evidence)
-        if not obs.responses or obs.responses[0] is None:
-            err = obs.errors[0] if obs.errors else "no request was sent"
+        elicitation = obs.data.get("elicitation", "fill_in")
+        expected = 1 if elicitation == "fill_in" else plan.n_masks
+        if len(obs.responses) < expected or any(r is None for r in obs.responses):
+            err = next((e for e in obs.errors if e), None) or "no request was sent"
             return MethodResult(self.name, obs.doc_id, None, None, f"target call failed: {err}", evidence)
-        response = obs.responses[0]
-        raw = response.get("text") or ""
-        parsed = parse_mask_answers(raw, plan.n_masks, plan.masked_text)
         rows = []
-        for a in plan.answers:
-            pred = parsed.get(a.index)
-            rows.append({"mask": mask_label(a.index), "expected": a.accepted, "predicted": pred,
-                         "correct": is_correct(pred, a.accepted), "read_as": parsed.sources.get(a.index)})
+        if elicitation == "fill_in":
+            response = obs.responses[0]
+            raw = response.get("text") or ""
+            parsed = parse_mask_answers(raw, plan.n_masks, plan.masked_text)
+            answered = len(parsed.answers)
+            for a in plan.answers:
+                pred = parsed.get(a.index)
+                rows.append({"mask": mask_label(a.index), "expected": a.accepted, "predicted": pred,
+                             "correct": is_correct(pred, a.accepted), "read_as": parsed.sources.get(a.index)})
+        else:
+            texts = [r.get("text") or "" for r in obs.responses]
+            raw = "\n".join(f"{mask_label(a.index)}: {t}" for a, t in zip(plan.answers, texts))
+            response = obs.responses[-1]
+            answered = 0
+            for a, text in zip(plan.answers, texts):
+                pred = first_word(text)
+                answered += pred is not None
+                rows.append({"mask": mask_label(a.index), "expected": a.accepted, "predicted": pred,
+                             "correct": is_correct(pred, a.accepted), "read_as": "continuation"})
         correct = sum(r["correct"] for r in rows)
         accuracy = correct / plan.n_masks
         threshold = calibration.threshold if calibration.threshold is not None else self.config.gamma
@@ -157,7 +219,8 @@ class MbaMethod(MembershipMethod):
         evidence.update({
             "rows": rows,
             "correct": correct,
-            "answered": len(parsed.answers),
+            "answered": answered,
+            "elicitation": elicitation,
             "raw_answer": raw,
             "finish_reason": response.get("finish_reason"),
             "threshold": threshold,

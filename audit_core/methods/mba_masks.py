@@ -38,6 +38,10 @@ from audit_core.scoring import encode_text, score_texts
 _CONNECTORS = frozenset({"-", "/", "\u2010", "\u2011", "\u2013"})
 
 
+#: how MBA asks the target for the hidden words (MbaConfig.elicitation)
+ELICITATIONS = ("fill_in", "continue")
+
+
 @dataclass(frozen=True)
 class MbaConfig:
     """MBA's parameters, with the paper's defaults where it has one."""
@@ -72,6 +76,17 @@ class MbaConfig:
     answer_tokens_extra: int = 32
     #: sequences per forward pass when ranking
     batch_size: int = 4
+    #: how the target is asked for the hidden words. "fill_in" (the paper):
+    #: one request with the masked text and M blanks. "continue" (our
+    #: addition): one short request per mask with the document up to the
+    #: hidden word, read as the first word the target continues with. Small
+    #: completion-style targets (the reference and demo targets) cannot follow
+    #: a cloze instruction, they copy the masked text back (BENCHMARKS.md,
+    #: "MBA with small target models"), but they do continue text they have
+    #: retrieved; "continue" costs M requests per document instead of one.
+    elicitation: str = "fill_in"
+    #: completion budget per "continue" request: enough for one word
+    continue_tokens: int = 6
 
     def __post_init__(self) -> None:
         if not 5 <= self.n_masks <= 20:
@@ -80,6 +95,8 @@ class MbaConfig:
             raise ValueError("gamma must be in (0, 1]")
         if not 1 <= self.min_masks <= self.n_masks:
             raise ValueError("min_masks must be between 1 and n_masks")
+        if self.elicitation not in ELICITATIONS:
+            raise ValueError(f"unknown MBA elicitation '{self.elicitation}'; choose one of {', '.join(ELICITATIONS)}")
         if self.spell_distance not in (1, 2):
             raise ValueError("spell_distance must be 1 or 2")
         if self.max_pass_tokens < 64 or self.max_doc_tokens < self.max_pass_tokens:

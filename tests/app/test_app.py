@@ -60,7 +60,15 @@ def test_pasted_texts_are_counted_before_anything_runs(app):
     assert not app.exception
     assert (_metric(app, "Usable"), _metric(app, "Too short"), _metric(app, "Duplicate")) == ("2", "1", "1")
     assert "2 document(s) ready" in _texts(app)
-    # the Run tab shows the cost: S-RAG 5 probes per document + MBA 1 each
+    # the Run tab shows the cost: S-RAG 5 probes per document + MBA one per
+    # mask (10), as it asks the demo target (DEMO_MBA_ELICITATION = "continue")
+    est = next(d.value for d in app.dataframe if "queries" in d.value.columns)
+    assert int(est.loc[est["method"] == "total", "queries"].iloc[0]) == 2 * 5 + 2 * 10
+    # an endpoint is asked the paper's way: one cloze request per document
+    from app.sidebar import ENDPOINT
+
+    app.radio(key="target_kind").set_value(ENDPOINT).run()
+    assert app.selectbox(key="elicitation_endpoint").value == "fill_in"
     est = next(d.value for d in app.dataframe if "queries" in d.value.columns)
     assert int(est.loc[est["method"] == "total", "queries"].iloc[0]) == 2 * 5 + 2
     assert not app.button(key="start_audit").disabled

@@ -66,3 +66,12 @@ def test_s2mia_variants_share_their_requests():
     assert est.methods["s2mia_t"].queries == 1
     assert est.methods["s2mia_m"].queries == 0
     assert estimate_audit([_doc(100)], ["s2mia_m"]).queries == 1
+
+
+def test_mba_continue_elicitation_costs_one_request_per_mask():
+    docs = [_doc(150), _doc(5, 1)]
+    fill = estimate_audit(docs, ["mba"])
+    cont = estimate_audit(docs, ["mba"], {"mba": {"elicitation": "continue", "n_masks": 8}})
+    assert fill.methods["mba"].queries == 1 and cont.methods["mba"].queries == 8
+    assert cont.methods["mba"].skipped_documents == 1
+    assert cont.methods["mba"].completion_tokens == 8 * 6

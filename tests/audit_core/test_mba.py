@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from audit_core.documents import Document
 from audit_core.methods.base import Calibration
-from audit_core.methods.mba import MBA_PROMPT, MbaMethod, build_request
+from audit_core.methods.mba import MBA_CONTINUE_PROMPT, MBA_PROMPT, MbaMethod, build_request, build_requests, first_word
 from audit_core.methods.mba_masks import (
     MaskGenerator,
     MaskPlan,
@@ -300,7 +300,8 @@ def test_parser_never_raises(raw, n, with_text):
 
 _WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-'", min_size=1,
                 max_size=12).filter(lambda w: w[0].isalnum() and w[-1].isalnum()
-                                    and not re.fullmatch(r"(?i)mask-*\d+", w))  # a bare label is no answer
+                                    and not re.fullmatch(r"(?i)mask-*\d+", w)  # a bare label is no answer
+                                    and not re.fullmatch(r"(?i)na|none|unknown", w))  # "I don't know" answers
 
 
 @settings(max_examples=150, deadline=None)
@@ -462,6 +463,83 @@ def test_request_shape(long_plan):
     assert MBA_PROMPT.split("{")[0] in content and "<" not in content.replace(long_plan.masked_text, "")
 
 
+class ContinuingTarget(Target):
+    """A fake completion-style RAG: it continues a text it holds, and guesses otherwise."""
+
+    name = "fake-continuing"
+
+    def __init__(self, knowledge: list[str], fail_on: int | None = None):
+        super().__init__()
+        self.knowledge = knowledge
+        self.fail_on = fail_on
+        self.calls = 0
+
+    def complete(self, request: ChatRequest) -> Completion:
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise RateLimited("429 too many requests (retry budget spent)")
+        prefix = request.messages[-1][1].split("\n\n", 1)[1]
+        text = " the patient"
+        for doc in self.knowledge:
+            if doc.startswith(prefix):
+                text = doc[len(prefix):len(prefix) + 30]
+                break
+        return Completion(text=text, tokens=None, usage=Usage(len(prefix.split()), len(text.split())))
+
+
+@pytest.fixture(scope="module")
+def mba_continue(smollm):
+    return MbaMethod(MbaConfig(elicitation="continue"), smollm)
+
+
+def test_continue_elicitation_sends_the_text_before_each_mask(mba_continue):
+    doc = Document("m0", MEMBERS[0])
+    plan = mba_continue.generator.plan(doc.text)
+    reqs = build_requests(plan, mba_continue.config, doc.text)
+    assert len(reqs) == plan.n_masks == 10
+    for a, req in zip(plan.answers, reqs):
+        content = req.messages[-1][1]
+        assert content.startswith(MBA_CONTINUE_PROMPT.split("{")[0])
+        # the prompt ends right before the hidden word and never contains it there
+        assert content.endswith(doc.text[: a.start].rstrip())
+        assert req.max_tokens == 6 and req.temperature == 0.0 and not req.logprobs
+
+
+def test_continue_elicitation_members_score_higher(mba_continue):
+    docs_m = [Document(f"m{i}", t) for i, t in enumerate(MEMBERS)]
+    docs_n = [Document(f"n{i}", t) for i, t in enumerate(NONMEMBERS)]
+    target = ContinuingTarget(MEMBERS)
+    ticks: list[int] = []
+    obs = mba_continue.probe_many(docs_m + docs_n, target, progress=ticks.append)
+    assert sum(ticks) == 8  # progress counts documents, not requests
+    assert target.calls == sum(o.queries for o in obs) == 80
+    cal = Calibration("mba", threshold=0.5)
+    res = [mba_continue.score(o, cal) for o in obs]
+    assert all(r.score == 1.0 for r in res[:4]), [r.evidence["rows"] for r in res[:4]]
+    assert max(r.score for r in res[4:]) < 0.5
+    ev = res[0].evidence
+    assert ev["elicitation"] == "continue" and len(ev["rows"]) == 10 and ev["answered"] == 10
+    assert all(r["predicted"] == r["expected"][0] or r["correct"] for r in ev["rows"])
+
+
+def test_continue_elicitation_one_failed_call_makes_the_document_inconclusive(mba_continue):
+    obs = mba_continue.probe(Document("m0", MEMBERS[0]), ContinuingTarget(MEMBERS, fail_on=4))
+    assert obs.queries == 10 and obs.failed == 1
+    res = mba_continue.score(obs, Calibration("mba", threshold=0.5))
+    assert res.score is None and res.decision is None and "rate_limited" in res.reason
+
+
+@pytest.mark.parametrize("text,word", [("  amoxicillin, 500 mg", "amoxicillin"), ('\n"Well-known" x', "Well-known"),
+                                       ("don't go", "don't"), ("...", None), ("", None)])
+def test_first_word_of_a_continuation(text, word):
+    assert first_word(text) == word
+
+
+def test_unknown_elicitation_is_refused():
+    with pytest.raises(ValueError, match="elicitation"):
+        MbaConfig(elicitation="guess")
+
+
 # --------------------------------------------------------------------------- the reference RAG
 
 
@@ -477,7 +555,11 @@ def test_reference_rag_members_fill_more_masks(shared_data, smollm):
     members = [Document(r["id"], r["text"]) for r in picked[:30]]
     nonmembers = [Document(r["id"], r["text"]) for r in picked[30:]]
     rag = RagSystem(members, RagConfig(generator="gemma-3-270m"))
-    method = MbaMethod(MbaConfig(), smollm)
+    # the reference target copies a cloze text back (BENCHMARKS.md); MBA asks it
+    # the way the product asks the demo target, which is the same kind of system
+    from shadow.demo import DEMO_MBA_ELICITATION
+
+    method = MbaMethod(MbaConfig(elicitation=DEMO_MBA_ELICITATION), smollm)
     obs = method.probe_many(members + nonmembers, rag)
     cal = Calibration("mba", threshold=0.5)
     scores = [method.score(o, cal).score for o in obs]
