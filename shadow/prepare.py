@@ -51,10 +51,13 @@ class ShadowConfig:
     defense: str | None = None  # simulate a defended target on the shadow too
     top_logprobs: int = 20
     #: auxiliary documents longer than this are left out of the shadow (our
-    #: choice): four retrieved documents of up to 160 words keep the shadow's
-    #: prompts near the length of a typical personal-document RAG, and every
-    #: shadow probe is a forward pass over that prompt
-    max_doc_words: int | None = 160
+    #: choice). Personal documents are short (the benchmark's target corpus,
+    #: genmedgpt5k: mean 63 words, median 58); at 120 words the shipped
+    #: MedQuAD subset keeps 487 documents (mean 89 words) against 701 (mean
+    #: 104) at 160, the shadow's documents are closer to the audited ones, and
+    #: every shadow probe, a forward pass over four retrieved documents, is
+    #: about 15% shorter (cold 200 + 200 preparation: BENCHMARKS.md)
+    max_doc_words: int | None = 120
     #: how the shadow's generator sees a request: "completion" (it continues the
     #: user's text) mimics a target that follows S-RAG's "complete the paragraph"
     #: instruction; a small chat model in "chat" style restarts the paragraph
