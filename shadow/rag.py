@@ -88,13 +88,15 @@ class RagConfig:
     #: "chat" (the generator's chat template) or "completion" (plain text the
     #: generator continues); None: chat when the generator has a template
     prompt_style: str | None = None
-    #: how a batch of one-token probes (``complete_many``) retrieves.
+    #: how a batch of greedy probes (``complete_many``) retrieves.
     #: "per_request": every request retrieves with its own query, as a served
     #: RAG does. "shared" (our speed-up for the shadow): requests whose queries
     #: are nested prefixes of one another (the probes of one document) all get
     #: the consensus of their retrievals (documents ranked by how many of the
-    #: probes retrieved them, then by mean distance), so the whole chain is one
-    #: teacher-forced forward pass instead of one pass per distinct document set.
+    #: probes retrieved them, then by mean distance), so a chain of one-token
+    #: probes is one teacher-forced forward pass instead of one pass per
+    #: distinct document set, and a chain of short generations (MBA's
+    #: "continue" requests) prefills each prompt on top of the previous one.
     probe_retrieval: str = "per_request"
 
     def __post_init__(self) -> None:
@@ -497,8 +499,11 @@ class RagSystem(Target):
                     progress(1)
         records = dict(zip(queries, self.retrieve_records(list(queries.values()))))
         if self.config.probe_retrieval == "shared":
-            one_token = [i for i in records if requests[i].max_tokens == 1 and requests[i].temperature <= 0]
-            _share_nested_retrievals({i: queries[i] for i in one_token}, records, self.config.top_k)
+            # every greedy probe: one-token S-RAG probes, and short generations
+            # such as MBA's "continue" requests, which then reuse one another's
+            # prompt through the prefix cache
+            greedy = [i for i in records if requests[i].temperature <= 0]
+            _share_nested_retrievals({i: queries[i] for i in greedy}, records, self.config.top_k)
         self.last_retrievals = list(records.values())
         if self.last_retrievals:
             self.last_retrieval = self.last_retrievals[-1]

@@ -273,3 +273,21 @@ def test_paraphrasing_changes_the_query_that_is_retrieved_with(kb_docs, chroma_d
     assert rec.doc_ids == [d for d, _ in plain.retrieve(rec.retrieval_query)]
     # the generator still gets the original query
     assert query in rag.render_prompt(req, rec)
+
+
+def test_shared_retrieval_chains_short_generations_through_the_prefix_cache(kb_docs, chroma_dir):
+    """MBA's "continue" requests: nested, greedy, a few tokens each. One consensus per document,
+    so each prompt extends the previous one and its prefill reuses the cached states."""
+    shared = RagSystem(kb_docs, RagConfig(persist_dir=chroma_dir, probe_retrieval="shared"))
+    reqs = [probe(KB_TEXTS[d], n, max_tokens=3) for d in (12, 20) for n in (6, 9, 13)]
+    reused0 = shared.prefix_cache.reused_tokens
+    many = shared.complete_many(reqs)
+    recs = shared.last_retrievals
+    for doc in (0, 1):
+        assert len({tuple(r.doc_ids) for r in recs[doc * 3 : doc * 3 + 3]}) == 1
+    # the 2nd and 3rd prompt of each chain reuse (nearly) the whole previous prompt
+    lens = [len(shared._prompt_ids(q, r)) for q, r in zip(reqs, recs)]
+    assert shared.prefix_cache.reused_tokens - reused0 >= sum(lens[1:3] + lens[4:6]) - 6 * 10
+    for req, rec, got in zip(reqs, recs, many):
+        ref = scoring.generate_ids(shared.lm, shared._prompt_ids(req, rec), max_new_tokens=3)
+        assert got.text == ref.text
