@@ -55,19 +55,11 @@ if [ -z "${READY:-}" ]; then
   echo "the app did not answer on port $PORT within ${WAIT_S}s; its log:" >&2; cat "$LOG" >&2; exit 1
 fi
 
-# virtual-time-budget lets the page's scripts run (the app renders client-side) before the capture.
-# Virtual time does not wait for the app's Python side: the first visits run the app's script
-# for the first time (imports take seconds of real time). So the page is first visited, without
-# a screenshot, until its DOM shows the tabs (the last thing drawn); then the screenshot is taken.
-browser() {
-  "$BROWSER" --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
-    --disable-sync --no-first-run --user-data-dir="$PROFILE" --window-size=1400,1000 \
-    --virtual-time-budget=15000 "$@" "http://127.0.0.1:$PORT" 2>/dev/null
-}
-for _ in $(seq 10); do
-  if browser --dump-dom | grep -q '3 Results'; then break; fi
-  sleep 2
-done
-browser --screenshot="$OUT" >/dev/null
+# The page is drawn by the app's Python run over a websocket, in real time: the capture waits
+# (over Chromium's DevTools protocol) until the page shows its tabs and the sidebar's last
+# section, and has stopped changing.
+DEVTOOLS_PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$PY" scripts/screenshot_page.py "http://127.0.0.1:$PORT" "$OUT" --browser "$BROWSER" --port "$DEVTOOLS_PORT" \
+  --wait-for "3 Results" --wait-for "Check connection" --timeout "$WAIT_S"
 [ -s "$OUT" ] || { echo "no screenshot was written" >&2; exit 1; }
 echo "screenshot: $OUT"
