@@ -566,7 +566,10 @@ def test_reference_rag_members_fill_more_masks(shared_data, smollm):
     acc_m = [s for s in scores[:30] if s is not None]
     acc_n = [s for s in scores[30:] if s is not None]
     assert len(acc_m) >= 20 and len(acc_n) >= 20, "too many inconclusive probes"
-    assert sum(acc_m) / len(acc_m) > sum(acc_n) / len(acc_n)
+    mean_m, mean_n = sum(acc_m) / len(acc_m), sum(acc_n) / len(acc_n)
+    print(f"MBA accuracy on the reference target: members {mean_m:.3f} (n={len(acc_m)}), "
+          f"non-members {mean_n:.3f} (n={len(acc_n)})")
+    assert mean_m > mean_n
 
 
 def test_mba_abstains_when_its_shadow_showed_no_signal(mba):
