@@ -27,7 +27,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,10 @@ class BenchConfig:
     #: per-method configuration, as AuditConfig.method_params. The reference
     #: target is the demo target's kind of system, so MBA asks it the same way.
     method_params: dict[str, dict] = field(default_factory=lambda: {"mba": {"elicitation": DEMO_MBA_ELICITATION}})
+    #: defenses the auditor also simulates on its shadow: that defense's rows are
+    #: scored with a shadow RAG running the same defense (an auditor who expects
+    #: it). Empty: one undefended shadow calibrates every defense's rows.
+    shadow_defenses: list[str] = field(default_factory=list)
 
     @classmethod
     def quick(cls, **kw) -> "BenchConfig":
@@ -215,6 +219,11 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             log(f"  {stage}: {done}/{total}")
 
     prep = prepare_shadow(methods, cfg.shadow, progress=shadow_progress)
+    preps = {d: prep for d in cfg.defenses}
+    for d in cfg.shadow_defenses:
+        if d in preps and d != "none":
+            log(f"shadow preparation with the '{d}' defense simulated ...")
+            preps[d] = prepare_shadow(methods, replace(cfg.shadow, defense=d), progress=shadow_progress)
     shadow_seconds = time.time() - t0
 
     store = Store(out / "responses.sqlite")
@@ -239,7 +248,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                     c0 = time.process_time()
                     q0 = (http.account.queries, http.account.prompt_tokens, http.account.completion_tokens)
                     obs = probe_document(m, d, target, cfg.top_logprobs)
-                    res = m.score(obs, prep.calibrations[m.name])
+                    res = m.score(obs, preps[defense].calibrations[m.name])
                     cpu = time.process_time() - c0
                     p_tok, c_tok = obs.tokens_used()
                     row = {
@@ -249,6 +258,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                         "completion_tokens": c_tok, "auditor_cpu_s": cpu,
                         "sent_queries": http.account.queries - q0[0],
                         "retrieval_hit": retrieval_hit(obs.responses, d.id),
+                        "shadow_defense": defense if defense in cfg.shadow_defenses else None,
                         "evidence": _small_evidence(res),
                     }
                     fh.write(json.dumps(row) + "\n")
@@ -257,8 +267,12 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             server.stop()
         timings["per_defense_s"][defense] = time.time() - t_def
     timings["wall_s"] = time.time() - t_start
-    return finish(cfg, prep_info={m: {"shadow_auc": c.shadow_auc, "threshold": c.threshold}
-                                  for m, c in prep.calibrations.items()}, timings=timings)
+    info = {m: {"shadow_auc": c.shadow_auc, "threshold": c.threshold} for m, c in prep.calibrations.items()}
+    for d in cfg.shadow_defenses:
+        if preps.get(d) is not None and preps[d] is not prep:
+            info |= {f"{m}@{d}": {"shadow_auc": c.shadow_auc, "threshold": c.threshold}
+                     for m, c in preps[d].calibrations.items()}
+    return finish(cfg, prep_info=info, timings=timings)
 
 
 def _small_evidence(res: MethodResult) -> dict:
@@ -455,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--aux-corpus")
     ap.add_argument("--shadow-size", type=int)
     ap.add_argument("--seed", type=int)
+    ap.add_argument("--shadow-defenses", help="defenses to simulate on the shadow too, comma-separated")
     ap.add_argument("--out")
     ap.add_argument("--update-benchmarks-md", action="store_true", help="write the table into BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -474,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
                 d["shadow"] = ShadowConfig(**d["shadow"])
             for k, v in d.items():
                 setattr(cfg, k, v)
-        for flag, attr in (("methods", "methods"), ("defenses", "defenses")):
+        for flag, attr in (("methods", "methods"), ("defenses", "defenses"), ("shadow_defenses", "shadow_defenses")):
             if getattr(args, flag):
                 setattr(cfg, attr, getattr(args, flag).split(","))
         if args.n:

@@ -104,3 +104,39 @@ def test_a_row_whose_target_calls_failed_is_done_again(tmp_path):
         fh.write(json.dumps({"defense": "none", "method": "srag", "doc_id": "b", "failed": 0, "score": 0.9}) + "\n")
     b = [r for r in bench.load_rows(tmp_path) if r["doc_id"] == "b" and r["method"] == "srag"]
     assert len(b) == 1 and b[0]["failed"] == 0
+
+
+def test_shadow_defenses_calibrate_their_rows_on_a_defended_shadow(tmp_path, monkeypatch):
+    """--shadow-defenses mirabel: a second shadow preparation with Mirabel simulated on it."""
+    import audit_core.store
+    from audit_core.methods.base import Calibration
+    from shadow.prepare import ShadowPreparation
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": f"document {i} " + "word " * 30}) + "\n"
+                              for i in range(12)))
+    prepared: list[str | None] = []
+
+    def fake_prepare(methods, cfg, progress=None):
+        prepared.append(cfg.defense)
+        return ShadowPreparation({m.name: Calibration(m.name, 0.5) for m in methods}, {}, {})
+
+    class Stop(Exception):
+        pass
+
+    def stop(*a, **k):
+        raise Stop
+
+    monkeypatch.setattr(bench, "prepare_shadow", fake_prepare)
+    monkeypatch.setattr(audit_core.store, "Store", stop)  # the first thing after preparation
+    cfg = BenchConfig(target_corpus=str(corpus), kb_size=6, n_members=2, n_nonmembers=2, methods=["rag_mia"],
+                      defenses=["none", "prompt_modification", "mirabel"], shadow_defenses=["mirabel"],
+                      out_dir=str(tmp_path / "out"))
+    with pytest.raises(Stop):
+        run_bench(cfg, log=lambda s: None)
+    assert prepared == [None, "mirabel"]
+    # the CLI flag sets the same field
+    monkeypatch.setattr(bench, "run_bench", lambda c, log=None: pytest.fail(str(c.shadow_defenses))
+                        if c.shadow_defenses != ["mirabel"] else {"metrics": {}})
+    monkeypatch.setattr(bench, "markdown_table", lambda m: "")
+    assert bench.main(["--target-corpus", str(corpus), "--shadow-defenses", "mirabel"]) == 0
