@@ -241,7 +241,10 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
         try:
             http = OpenAITarget(base_url=server.base_url, model=server.model, api_key=BENCH_KEY,
                                 max_concurrency=1, timeout_s=600)
-            caching = CachingTarget(http, store)
+            # stored under the system, not its address: the server takes a new
+            # port every run, and a re-run must find the answers of the last one
+            caching = CachingTarget(http, store, identity=f"reference RAG · {cfg.target_generator} · "
+                                                          f"{cfg.target_corpus} · kb {cfg.kb_size} · {defense}")
             with open(scores_file, "a") as fh:
                 for m, d in tqdm(todo, desc=f"[{defense}] probing", unit="probe", file=sys.stderr):
                     target = caching.for_method(m.probe_scope, m.version)

@@ -65,9 +65,14 @@ class CachingTarget(Target):
         method: str = "",
         method_version: str = "",
         stats: CacheStats | None = None,
+        identity: str | None = None,
     ) -> None:
         self.inner = inner
         self.store = store
+        #: what answers are stored under; default: the inner target's name. A
+        #: target whose address changes between runs for the same system (the
+        #: benchmark's reference server takes a free port) passes a stable one.
+        self.identity = identity
         self.method = method
         self.method_version = method_version
         self.stats = stats if stats is not None else CacheStats()
@@ -84,7 +89,7 @@ class CachingTarget(Target):
 
     @property
     def target_id(self) -> str:
-        return target_identity(self.inner.name)
+        return target_identity(self.identity or self.inner.name)
 
     @property
     def cache_hits(self) -> int:
@@ -96,7 +101,7 @@ class CachingTarget(Target):
 
     def for_method(self, method: str, version: str = "") -> "CachingTarget":
         """A view that stores answers under another method scope, sharing counters."""
-        return CachingTarget(self.inner, self.store, method, version, self.stats)
+        return CachingTarget(self.inner, self.store, method, version, self.stats, self.identity)
 
     # ------------------------------------------------------------------ store access
 

@@ -338,3 +338,19 @@ def test_runs_create_list_load_finish_delete(tmp_path):
         with pytest.raises(KeyError):
             s.load_run(r1)
         assert s.done(r1) == set()
+
+
+def test_a_stable_identity_finds_answers_given_at_another_address(store):
+    """The benchmark's reference server takes a new port every run: answers are stored under
+    the system's identity, so a re-run at the new address sends nothing again."""
+    first, second = EchoTarget(), EchoTarget()
+    first.name, second.name = "http://127.0.0.1:41001/v1 · gemma", "http://127.0.0.1:52002/v1 · gemma"
+    CachingTarget(first, store, "srag", "1", identity="reference RAG · none").complete(req("a probe"))
+    # by address, the second server is another target
+    CachingTarget(second, store, "srag", "1").complete(req("a probe"))
+    assert len(second.calls) == 1
+    again = CachingTarget(EchoTarget(), store, "mba", "1", identity="reference RAG · none").for_method("srag", "1")
+    assert again.complete(req("a probe")).text == "A PROBE" and again.sent == 0 and again.cache_hits == 1
+    other = CachingTarget(EchoTarget(), store, "srag", "1", identity="reference RAG · mirabel")
+    other.complete(req("a probe"))
+    assert other.sent == 1

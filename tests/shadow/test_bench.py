@@ -4,6 +4,7 @@ that must send no target query."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,21 @@ def test_shadow_defenses_calibrate_their_rows_on_a_defended_shadow(tmp_path, mon
                         if c.shadow_defenses != ["mirabel"] else {"metrics": {}})
     monkeypatch.setattr(bench, "markdown_table", lambda m: "")
     assert bench.main(["--target-corpus", str(corpus), "--shadow-defenses", "mirabel"]) == 0
+
+
+def test_rows_lost_after_a_run_are_redone_from_the_store_at_a_new_address(quick_run):
+    """The reference server takes a new port every run; the answers of the last run must still
+    be found (stored under the system's identity), so redoing rows sends no target query."""
+    cfg, results, _ = quick_run
+    scores = Path(cfg.out_dir) / "scores.jsonl"
+    kept = scores.read_text()
+    try:
+        scores.write_text("")  # as if the scores had been lost: every row is done again
+        again = run_bench(cfg, log=lambda s: None)
+        rows = again["rows"]
+        assert len(rows) == len(results["rows"])
+        assert sum(r["sent_queries"] for r in rows) == 0
+        assert sum(r["queries"] for r in rows) == sum(r["queries"] for r in results["rows"])
+        assert again["metrics"]["none"]["srag"]["auc"] == results["metrics"]["none"]["srag"]["auc"]
+    finally:
+        scores.write_text(kept)
