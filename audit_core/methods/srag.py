@@ -30,7 +30,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from audit_core.documents import Document
-from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, send_all
+from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, no_signal_reason,
+                                     send_all)
 from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, Target
 
 #: The audit prompt of section 4.2.2, verbatim; the document prefix follows it.
@@ -338,6 +339,9 @@ class SragMethod(MembershipMethod):
         cols = calibration.params.get("feature_columns") or list(feats)
         p = float(member_probability(calibration.model, pd.DataFrame([feats])[cols])[0])
         thr = calibration.threshold if calibration.threshold is not None else 0.5
+        no_signal = no_signal_reason(calibration)
+        if no_signal:  # the probability is kept as evidence, the verdict is withheld
+            return MethodResult(self.name, obs.doc_id, p, None, reason=no_signal, evidence=evidence)
         return MethodResult(self.name, obs.doc_id, p, p >= thr, evidence=evidence)
 
 

@@ -92,3 +92,32 @@ def test_histogram_features_follow_equation_4():
     assert f["frac_0"] == pytest.approx(2 / 6)
     assert f["below_topk_share"] == pytest.approx(1 / 6)
     assert sum(f[f"frac_{j}"] for j in range(10)) == pytest.approx(1.0)
+
+
+class _FixedPredictor:
+    """Stands in for the AutoGluon predictor: always the same member probability."""
+
+    def __init__(self, p: float) -> None:
+        self.p = p
+
+    def predict_proba(self, df):
+        import pandas as pd
+
+        return pd.DataFrame({0: [1 - self.p] * len(df), 1: [self.p] * len(df)})
+
+
+def test_srag_abstains_when_its_shadow_showed_no_signal():
+    from audit_core.methods.base import Calibration, Observation
+
+    method = srag.SragMethod()
+    obs = Observation("srag", "d1", data={"probes": [{"word": "amoxicillin", "word_index": 3, "prefix": "Take",
+                                                     "proxy_prob": 0.01}]})
+    obs.add({}, _completion(" amox", [(" amox", math.log(0.9))]))
+    cols = list(srag.histogram_features([0.9], method.config.bins))
+    trusted = Calibration("srag", 0.5, shadow_auc=0.93, model=_FixedPredictor(0.8), params={"feature_columns": cols})
+    res = method.score(obs, trusted)
+    assert res.score == pytest.approx(0.8) and res.decision is True and res.reason is None
+    # a classifier trained on a shadow it could not separate (validation AUC <= 0.5) gives no verdict
+    blind = Calibration("srag", 0.5, shadow_auc=0.45, model=_FixedPredictor(0.8), params={"feature_columns": cols})
+    res = method.score(obs, blind)
+    assert res.score == pytest.approx(0.8) and res.decision is None and res.reason.startswith("no signal")
