@@ -133,13 +133,10 @@ def _audit_config(args):
         params.setdefault("srag", {})["segment_factor"] = args.segment_factor
     if args.masks:
         params.setdefault("mba", {})["n_masks"] = args.masks
-    elicitation = args.mba_elicitation
-    if elicitation is None and getattr(args, "target", None) == "demo":
-        from shadow.demo import DEMO_MBA_ELICITATION
+    from shadow.demo import mba_elicitation_for
 
-        elicitation = DEMO_MBA_ELICITATION
-    if elicitation:
-        params.setdefault("mba", {})["elicitation"] = elicitation
+    params.setdefault("mba", {})["elicitation"] = (
+        args.mba_elicitation or mba_elicitation_for(getattr(args, "target", None) == "demo"))
     return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params)
 
 

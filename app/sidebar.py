@@ -164,7 +164,7 @@ def _shadow_sizes() -> tuple[int, int, int]:
 
 def _advanced(kind: str) -> tuple[dict[str, dict], int]:
     from audit_core.methods.mba_masks import ELICITATIONS
-    from shadow.demo import DEMO_MBA_ELICITATION
+    from shadow.demo import mba_elicitation_for
 
     with st.expander("Advanced parameters (papers' defaults)"):
         bins = st.number_input("m: S-RAG histogram intervals", 5, 20, 10, key="bins",
@@ -176,7 +176,7 @@ def _advanced(kind: str) -> tuple[dict[str, dict], int]:
         gamma = st.number_input("γ: MBA share of masks to guess right", 0.05, 1.0, 0.5, step=0.05, key="gamma",
                                 help="Used only if the shadow lacks a class; otherwise the threshold is fitted "
                                      "on the shadow (MBA paper: about 0.5).")
-        default = DEMO_MBA_ELICITATION if kind == DEMO else "fill_in"
+        default = mba_elicitation_for(kind == DEMO)
         elicitation = st.selectbox(
             "MBA: how to ask for the hidden words", ELICITATIONS, index=ELICITATIONS.index(default),
             key=f"elicitation_{'demo' if kind == DEMO else 'endpoint'}",

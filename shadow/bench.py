@@ -270,11 +270,10 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             server.stop()
         timings["per_defense_s"][defense] = time.time() - t_def
     timings["wall_s"] = time.time() - t_start
-    info = {m: {"shadow_auc": c.shadow_auc, "threshold": c.threshold} for m, c in prep.calibrations.items()}
-    for d in cfg.shadow_defenses:
-        if preps.get(d) is not None and preps[d] is not prep:
-            info |= {f"{m}@{d}": {"shadow_auc": c.shadow_auc, "threshold": c.threshold}
-                     for m, c in preps[d].calibrations.items()}
+    info = {}
+    for d, p in [(None, prep)] + [(d, p) for d, p in preps.items() if p is not prep]:
+        info |= {m if d is None else f"{m}@{d}": {"shadow_auc": c.shadow_auc, "threshold": c.threshold}
+                 for m, c in p.calibrations.items()}
     return finish(cfg, prep_info=info, timings=timings)
 
 

@@ -22,6 +22,13 @@ DEMO_GENERATOR = "gemma-3-270m"
 DEMO_MBA_ELICITATION = "continue"
 
 
+def mba_elicitation_for(is_demo: bool) -> str:
+    """MBA's default elicitation for a target: the demo's, or the paper's fill-in for an endpoint."""
+    from audit_core.methods.mba_masks import MbaConfig
+
+    return DEMO_MBA_ELICITATION if is_demo else MbaConfig().elicitation
+
+
 @functools.lru_cache(maxsize=4)
 def demo_target(defense: str | None = None, generator: str = DEMO_GENERATOR):
     """A RagSystem over assets/demo_kb.jsonl (cached per process)."""

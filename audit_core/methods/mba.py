@@ -13,6 +13,7 @@ Needs no logprobs, so it runs against any chat endpoint.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Callable, Sequence
 
 from audit_core.documents import Document
@@ -128,7 +129,7 @@ class MbaMethod(MembershipMethod):
             requests += reqs
         per_request = None
         if progress is not None and requests:
-            left = {i: sum(o == i for o in owner) for i in todo}
+            left = Counter(owner)
             seen = [0]
 
             def per_request(n: int) -> None:  # report documents, not requests
