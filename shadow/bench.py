@@ -26,6 +26,7 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -38,7 +39,8 @@ if str(ROOT) not in sys.path:
 from audit_core.documents import Document  # noqa: E402
 from audit_core.methods import LABELS, create_method  # noqa: E402
 from audit_core.methods.base import MethodResult  # noqa: E402
-from audit_core.verdict import decide  # noqa: E402
+from audit_core.target.base import Capabilities, ChatRequest, Completion, Target  # noqa: E402
+from audit_core.verdict import VerdictConfig, decide  # noqa: E402
 from shadow.audit import probe_document  # noqa: E402
 from shadow.demo import DEMO_MBA_ELICITATION  # noqa: E402
 from shadow.prepare import ShadowConfig, prepare_shadow  # noqa: E402
@@ -154,6 +156,49 @@ class ServedTarget:
         self.log.close()
 
 
+class LazyServedTarget(Target):
+    """The reference server's OpenAI-compatible client, started on the first request.
+
+    Behind the store, a resumed run whose remaining rows the store answers in
+    full never starts the server, which would load the generator and index the
+    knowledge base (about a minute per defense) only to sit idle.
+    ``account`` counts what really went over HTTP, as ``OpenAITarget``'s does.
+    """
+
+    max_concurrency = 1
+
+    def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path):
+        super().__init__()
+        self.name = f"reference RAG ({generator}, {defense or 'no defense'})"
+        self._args = (kb_file, generator, defense, log_file)
+        self._lock = threading.Lock()
+        self.server: ServedTarget | None = None
+        self._http: Target | None = None
+
+    def _client(self) -> Target:
+        from audit_core.target.openai_compat import OpenAITarget
+
+        with self._lock:
+            if self._http is None:
+                self.server = ServedTarget(*self._args)
+                http = OpenAITarget(base_url=self.server.base_url, model=self.server.model, api_key=BENCH_KEY,
+                                    max_concurrency=1, timeout_s=600)
+                http.account = self.account
+                self._http = http
+            return self._http
+
+    def complete(self, request: ChatRequest) -> Completion:
+        return self._client().complete(request)
+
+    def capabilities(self) -> Capabilities:
+        return self._client().capabilities()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server, self._http = None, None
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -199,7 +244,6 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
 
     from audit_core.store import Store
     from audit_core.target.caching import CachingTarget
-    from audit_core.target.openai_compat import OpenAITarget
     from shadow.corpus import write_jsonl
 
     out = Path(cfg.out_dir)
@@ -239,11 +283,9 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             log(f"[{defense}] all results present")
             continue
         t_def = time.time()
-        server = ServedTarget(kb_file, cfg.target_generator, None if defense == "none" else defense,
-                              out / f"server-{defense}.log")
+        http = LazyServedTarget(kb_file, cfg.target_generator, None if defense == "none" else defense,
+                                out / f"server-{defense}.log")
         try:
-            http = OpenAITarget(base_url=server.base_url, model=server.model, api_key=BENCH_KEY,
-                                max_concurrency=1, timeout_s=600)
             # stored under the system, not its address: the server takes a new
             # port every run, and a re-run must find the answers of the last one
             caching = CachingTarget(http, store, identity=f"reference RAG · {cfg.target_generator} · "
@@ -270,7 +312,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                     fh.write(json.dumps(row) + "\n")
                     fh.flush()
         finally:
-            server.stop()
+            http.stop()
         timings["per_defense_s"][defense] = time.time() - t_def
     timings["wall_s"] = time.time() - t_start
     info = {}
@@ -303,18 +345,29 @@ def load_rows(out: Path) -> list[dict]:
     return list(rows.values())
 
 
+#: per-document costs a combined row adds up over the methods it combines
+COST_KEYS = ("queries", "prompt_tokens", "completion_tokens", "auditor_cpu_s")
+
+
 def combined_rows(rows: list[dict]) -> list[dict]:
-    """The product's verdict (S-RAG primary, MBA second opinion) as one more method."""
+    """The product's verdict (S-RAG primary, MBA second opinion) as one more method.
+
+    Its cost is what the product pays for the verdict: the sum over the
+    primary and second methods' rows (the baselines do not feed it).
+    """
+    vc = VerdictConfig()
     by: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         by.setdefault((r["defense"], r["doc_id"]), []).append(r)
     out = []
     for (defense, doc_id), rs in by.items():
         results = [MethodResult(r["method"], doc_id, r["score"], r["decision"], r["reason"]) for r in rs]
-        v = decide(doc_id, results)
+        v = decide(doc_id, results, vc)
         decision = None if v.verdict == "inconclusive" else v.verdict == "member"
+        feeding = [r for r in rs if r["method"] in (vc.primary, vc.second)]
+        costs = {k: sum(r[k] for r in feeding if r.get(k) is not None) if feeding else None for k in COST_KEYS}
         out.append({"defense": defense, "method": "combined", "doc_id": doc_id, "label": rs[0]["label"],
-                    "score": v.score, "decision": decision, "reason": v.reason})
+                    "score": v.score, "decision": decision, "reason": v.reason} | costs)
     return out
 
 
@@ -334,7 +387,7 @@ def compute_metrics(rows: list[dict], n_boot: int = 1000) -> dict:
             s = summarize(labels, scores, decisions, n_boot=n_boot)
             hits = [r["retrieval_hit"] for r in rs if r.get("label") == 1 and r.get("retrieval_hit") is not None]
             s["retrieval_recall_members"] = sum(hits) / len(hits) if hits else None
-            for k in ("queries", "prompt_tokens", "completion_tokens", "auditor_cpu_s"):
+            for k in COST_KEYS:
                 vals = [r[k] for r in rs if r.get(k) is not None]
                 s[f"{k}_per_doc"] = sum(vals) / len(vals) if vals else None
             table.setdefault(defense, {})[method] = s
@@ -351,6 +404,13 @@ def _fmt(s: dict, key: str) -> str:
     return f"{v:.3f}"
 
 
+def _inconclusive(s: dict) -> str:
+    """Documents without a score / without a decision: they differ for the combined
+    verdict, which has a score but no decision where its two methods disagree."""
+    n_s, n_d = s.get("n_inconclusive_scores", 0), s.get("n_inconclusive_decisions", 0)
+    return str(n_s) if n_s == n_d else f"{n_s} / {n_d}"
+
+
 def markdown_table(metrics: dict) -> str:
     from audit_core.metrics import fpr_key
 
@@ -364,7 +424,7 @@ def markdown_table(metrics: dict) -> str:
             lines.append(
                 f"| {defense} | {LABELS.get(method, method)} | {s.get('n_members', 0)} + {s.get('n_nonmembers', 0)} | "
                 f"{_fmt(s, 'auc')} | {_fmt(s, 'accuracy')} | {_fmt(s, 'precision')} | {_fmt(s, 'recall')} | "
-                f"{_fmt(s, 'f1')} | {_fmt(s, k1)} | {_fmt(s, k01)} | {s.get('n_inconclusive_scores', 0)} | "
+                f"{_fmt(s, 'f1')} | {_fmt(s, k1)} | {_fmt(s, k01)} | {_inconclusive(s)} | "
                 f"{'n/a' if rr is None else f'{rr:.2f}'} | {s.get('queries_per_doc') or 0:.1f} | {toks:.0f} | "
                 f"{s.get('auditor_cpu_s_per_doc') or 0:.2f} |"
             )
@@ -448,7 +508,9 @@ def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCH
         markdown_table(results["metrics"]),
         "",
         "Intervals are bootstrap 95% intervals (1,000 stratified resamples). Inconclusive documents are "
-        "excluded from the metrics and counted.",
+        "excluded from the metrics and counted: a single number, or *a / b* where a documents have no "
+        "score (left out of AUC and TPR) and b have no decision (left out of accuracy, precision, recall "
+        "and F1). Queries, tokens and CPU of the combined verdict are those of S-RAG and MBA together.",
         end,
     ]
     text = path.read_text() if path.exists() else "# Benchmarks\n"

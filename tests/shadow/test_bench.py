@@ -143,19 +143,59 @@ def test_shadow_defenses_calibrate_their_rows_on_a_defended_shadow(tmp_path, mon
     assert bench.main(["--target-corpus", str(corpus), "--shadow-defenses", "mirabel"]) == 0
 
 
-def test_rows_lost_after_a_run_are_redone_from_the_store_at_a_new_address(quick_run):
+def test_rows_lost_after_a_run_are_redone_from_the_store_without_the_server(quick_run, monkeypatch):
     """The reference server takes a new port every run; the answers of the last run must still
-    be found (stored under the system's identity), so redoing rows sends no target query."""
+    be found (stored under the system's identity), so redoing rows sends no target query,
+    and the server, only started on a request the store cannot answer, is never started."""
     cfg, results, _ = quick_run
     scores = Path(cfg.out_dir) / "scores.jsonl"
     kept = scores.read_text()
+    started: list[tuple] = []
+    real_server = bench.ServedTarget
+
+    def counting_server(*a, **k):
+        started.append(a)
+        return real_server(*a, **k)
+
+    monkeypatch.setattr(bench, "ServedTarget", counting_server)
     try:
         scores.write_text("")  # as if the scores had been lost: every row is done again
         again = run_bench(cfg, log=lambda s: None)
         rows = again["rows"]
         assert len(rows) == len(results["rows"])
         assert sum(r["sent_queries"] for r in rows) == 0
+        assert started == []
         assert sum(r["queries"] for r in rows) == sum(r["queries"] for r in results["rows"])
         assert again["metrics"]["none"]["srag"]["auc"] == results["metrics"]["none"]["srag"]["auc"]
     finally:
         scores.write_text(kept)
+
+
+def test_the_combined_verdict_costs_what_its_two_methods_cost():
+    def row(method, doc, score, queries, cpu):
+        return {"defense": "none", "method": method, "doc_id": doc, "label": 1, "score": score,
+                "decision": score >= 0.5, "reason": None, "queries": queries, "prompt_tokens": 10 * queries,
+                "completion_tokens": queries, "auditor_cpu_s": cpu}
+
+    rows = [row("srag", "a", 0.9, 5, 0.5), row("mba", "a", 0.8, 10, 0.25), row("mink", "a", 0.1, 1, 2.0)]
+    (c,) = bench.combined_rows(rows)
+    assert c["decision"] is True and c["score"] == 0.9
+    # S-RAG and MBA feed the verdict; Min-k% does not, so its cost is not counted
+    assert (c["queries"], c["prompt_tokens"], c["completion_tokens"], c["auditor_cpu_s"]) == (15, 150, 15, 0.75)
+    assert bench.compute_metrics(rows, n_boot=10)["none"]["combined"]["queries_per_doc"] == 15
+
+
+def test_the_table_counts_undecided_combined_verdicts():
+    """Where S-RAG (unsure) and MBA disagree the verdict is inconclusive: it keeps a score for
+    the AUC but has no decision, and the table must say so beside its accuracy."""
+    rows = []
+    for i, (label, srag, mba) in enumerate([(1, 0.9, 0.9), (1, 0.6, 0.1), (0, 0.1, 0.1), (0, 0.2, 0.2)]):
+        for method, score in (("srag", srag), ("mba", mba)):
+            rows.append({"defense": "none", "method": method, "doc_id": f"d{i}", "label": label, "score": score,
+                         "decision": score >= 0.5, "reason": None})
+    metrics = bench.compute_metrics(rows, n_boot=10)
+    assert metrics["none"]["combined"]["n_inconclusive_decisions"] == 1
+    line = next(x for x in bench.markdown_table(metrics).splitlines() if "| combined |" in x)
+    assert "| 0 / 1 |" in line
+    line = next(x for x in bench.markdown_table(metrics).splitlines() if "| S-RAG |" in x)
+    assert "| 0 |" in line
