@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
 from audit_core.documents import Document  # noqa: E402
 from audit_core.methods import LABELS, create_method  # noqa: E402
 from audit_core.methods.base import MethodResult  # noqa: E402
-from audit_core.target.base import Capabilities, ChatRequest, Completion, Target  # noqa: E402
+from audit_core.target.base import ChatRequest, Completion, Target  # noqa: E402
 from audit_core.verdict import VerdictConfig, decide  # noqa: E402
 from shadow.audit import probe_document  # noqa: E402
 from shadow.demo import DEMO_MBA_ELICITATION  # noqa: E402
@@ -189,9 +189,6 @@ class LazyServedTarget(Target):
 
     def complete(self, request: ChatRequest) -> Completion:
         return self._client().complete(request)
-
-    def capabilities(self) -> Capabilities:
-        return self._client().capabilities()
 
     def stop(self) -> None:
         if self.server is not None:
