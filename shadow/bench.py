@@ -437,18 +437,32 @@ def roc_png(rows: list[dict], defense: str, path: Path) -> None:
     from audit_core.metrics import roc_auc, roc_curve
 
     rows = rows + combined_rows(rows)
-    fig, ax = plt.subplots(figsize=(5, 5))
+    # Linear axes for the overall shape; a log FPR axis beside it because the low-FPR
+    # end (TPR at 1% and 0.1% FPR) is where membership methods differ in practice.
+    fig, (ax, ax_log) = plt.subplots(1, 2, figsize=(10, 5))
     for method in ALL_METHODS + ["combined"]:
         rs = [r for r in rows if r["defense"] == defense and r["method"] == method and r["score"] is not None]
         if len({r["label"] for r in rs}) < 2:
             continue
         labels, scores = [r["label"] for r in rs], [r["score"] for r in rs]
         fpr, tpr, _ = roc_curve(labels, scores)
-        ax.plot(fpr, tpr, label=f"{LABELS.get(method, method)} (AUC {roc_auc(labels, scores):.2f})")
+        # The combined verdict ranks by S-RAG's score, so its curve lies on S-RAG's: dashed, to show both.
+        style = {"ls": "--", "lw": 1.2} if method == "combined" else {"lw": 1.6}
+        label = f"{LABELS.get(method, method)} (AUC {roc_auc(labels, scores):.2f})"
+        ax.plot(fpr, tpr, label=label, **style)
+        # Steps, not straight segments: on a log axis a segment from FPR 0 would show a TPR
+        # the method never reaches at that FPR (tied scores, as RAG-MIA's yes/no, most of all).
+        ax_log.plot(fpr, tpr, label=label, drawstyle="steps-post", **style)
     ax.plot([0, 1], [0, 1], ls=":", c="grey")
-    ax.set_xlabel("false positive rate")
-    ax.set_ylabel("true positive rate")
+    chance = [10 ** (e / 20) for e in range(-60, 1)]
+    ax_log.plot(chance, chance, ls=":", c="grey")
+    for a in (ax, ax_log):
+        a.set_xlabel("false positive rate")
+        a.set_ylabel("true positive rate")
+    ax_log.set_xscale("log")
+    ax_log.set_xlim(1e-3, 1)
     ax.set_title(f"ROC, defense: {defense}")
+    ax_log.set_title("same, log false positive rate")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
