@@ -50,6 +50,8 @@ SCHEMA_VERSION = 1
 DEFAULT_TARGET_CORPUS = ROOT.parent / "shared" / "data" / "genmedgpt5k.jsonl"
 ALL_METHODS = ["srag", "mba", "rag_mia", "s2mia_t", "s2mia_m", "mink"]
 ALL_DEFENSES = ["none", "prompt_modification", "paraphrase", "mirabel"]
+#: BENCHMARKS.md section (between <!-- NAME:start --> and <!-- NAME:end -->) per mode
+SECTIONS = {"full": "membership benchmark", "quick": "quick membership benchmark"}
 BENCH_KEY = "bench-local-key"  # loopback-only key of the reference server
 
 
@@ -77,10 +79,12 @@ class BenchConfig:
     #: scored with a shadow RAG running the same defense (an auditor who expects
     #: it). Empty: one undefended shadow calibrates every defense's rows.
     shadow_defenses: list[str] = field(default_factory=list)
+    #: "full" or "quick": which section of BENCHMARKS.md the run's table goes to
+    mode: str = "full"
 
     @classmethod
     def quick(cls, **kw) -> "BenchConfig":
-        base = dict(kb_size=300, n_members=10, n_nonmembers=10, defenses=["none"],
+        base = dict(mode="quick", kb_size=300, n_members=10, n_nonmembers=10, defenses=["none"],
                     shadow=ShadowConfig(n_members=40, n_nonmembers=40, n_per_class_generative=15),
                     out_dir=str(ROOT / "runs" / "bench-quick"))
         base.update(kw)
@@ -273,7 +277,10 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     store = Store(out / "responses.sqlite")
     scores_file = out / "scores.jsonl"
     done = _done_keys(scores_file)
-    timings: dict[str, Any] = {"shadow_preparation_s": shadow_seconds, "per_defense_s": {}}
+    # a resumed run's wall time covers only this invocation; the report says how much came before
+    keys = [(defense, m.name, d.id) for defense in cfg.defenses for m in methods for d in test_docs]
+    timings: dict[str, Any] = {"shadow_preparation_s": shadow_seconds, "per_defense_s": {},
+                               "rows_total": len(keys), "rows_from_earlier_runs": sum(k in done for k in keys)}
     for defense in cfg.defenses:
         todo = [(m, d) for m in methods for d in test_docs if (defense, m.name, d.id) not in done]
         if not todo:
@@ -502,7 +509,7 @@ def finish(cfg: BenchConfig, prep_info: dict | None = None, timings: dict | None
 
 
 def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCHMARKS.md",
-                         section: str = "membership benchmark") -> None:
+                         section: str = SECTIONS["full"]) -> None:
     """Replace the section between markers in BENCHMARKS.md with this run's table."""
     start, end = f"<!-- {section}:start -->", f"<!-- {section}:end -->"
     t = results.get("timings") or {}
@@ -512,7 +519,9 @@ def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCH
         f"Command: `{command}`  ",
         f"Date: {results['date']}; machine: {results['machine']}  ",
         f"Wall time: {t.get('wall_s', 0) / 60:.1f} min (shadow preparation {t.get('shadow_preparation_s', 0) / 60:.1f} min; "
-        + ", ".join(f"{k} {v / 60:.1f} min" for k, v in (t.get("per_defense_s") or {}).items()) + ")  ",
+        + ", ".join(f"{k} {v / 60:.1f} min" for k, v in (t.get("per_defense_s") or {}).items()) + ")"
+        + (f"; this invocation only: {t['rows_from_earlier_runs']} of {t['rows_total']} rows came from an "
+           "earlier one, so this is not a cold figure" if t.get("rows_from_earlier_runs") else "") + "  ",
         "Shadow validation AUC: " + ", ".join(
             f"{LABELS.get(m, m)} {v['shadow_auc']:.3f}" for m, v in shadow.items() if v.get("shadow_auc") is not None),
         "",
@@ -529,7 +538,7 @@ def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCH
     if start in text and end in text:
         text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
     else:
-        text = text.rstrip() + "\n\n## Membership benchmark\n\n" + block + "\n"
+        text = text.rstrip() + f"\n\n## {section[0].upper() + section[1:]}\n\n" + block + "\n"
     path.write_text(text)
 
 
@@ -586,7 +595,10 @@ def main(argv: list[str] | None = None) -> int:
         results = run_bench(cfg, log=lambda s: print(s, file=sys.stderr))
     print(markdown_table(results["metrics"]))
     if args.update_benchmarks_md:
-        update_benchmarks_md(results, "python -m shadow.bench " + " ".join(argv if argv is not None else sys.argv[1:]))
+        # quick mode has its own section (a smoke run must not overwrite the full benchmark's
+        # table), kept by a re-score since the mode is part of the saved configuration
+        update_benchmarks_md(results, "python -m shadow.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+                             section=SECTIONS[cfg.mode])
     return 0
 
 

@@ -90,7 +90,19 @@ def test_rerun_and_rescore_send_no_target_query(quick_run, monkeypatch):
     again = run_bench(cfg, log=logs.append)
     assert any("all results present" in line for line in logs)
     assert again["metrics"]["none"]["srag"]["auc"] == results["metrics"]["none"]["srag"]["auc"]
+    assert results["timings"]["rows_from_earlier_runs"] == 0
+    # the re-run's wall time is not a cold figure, and the report says so
+    assert again["timings"]["rows_from_earlier_runs"] == again["timings"]["rows_total"] == len(results["rows"])
+    md = Path(cfg.out_dir) / "BENCHMARKS-rerun.md"
+    bench.update_benchmarks_md(again, "python -m shadow.bench --quick", md)
+    assert f"{len(results['rows'])} of {len(results['rows'])} rows came from an earlier one" in md.read_text()
     assert bench.main(["--rescore", cfg.out_dir]) == 0
+    # a quick run's table goes to its own section of BENCHMARKS.md, never the full benchmark's
+    written: dict = {}
+    monkeypatch.setattr(bench, "update_benchmarks_md",
+                        lambda results, command, section: written.update(section=section, command=command))
+    assert bench.main(["--rescore", cfg.out_dir, "--update-benchmarks-md"]) == 0
+    assert written["section"] == bench.SECTIONS["quick"] != bench.SECTIONS["full"]
 
 
 def test_a_row_whose_target_calls_failed_is_done_again(tmp_path):
