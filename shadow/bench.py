@@ -79,7 +79,8 @@ class BenchConfig:
     #: scored with a shadow RAG running the same defense (an auditor who expects
     #: it). Empty: one undefended shadow calibrates every defense's rows.
     shadow_defenses: list[str] = field(default_factory=list)
-    #: "full" or "quick": which section of BENCHMARKS.md the run's table goes to
+    #: which section of BENCHMARKS.md the run's table goes to: "full", "quick", or
+    #: any other name for an experiment of one's own ("<mode> membership benchmark")
     mode: str = "full"
 
     @classmethod
@@ -598,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
         # quick mode has its own section (a smoke run must not overwrite the full benchmark's
         # table), kept by a re-score since the mode is part of the saved configuration
         update_benchmarks_md(results, "python -m shadow.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
-                             section=SECTIONS[cfg.mode])
+                             section=SECTIONS.get(cfg.mode, f"{cfg.mode} membership benchmark"))
     return 0
 
 
