@@ -509,6 +509,17 @@ def finish(cfg: BenchConfig, prep_info: dict | None = None, timings: dict | None
     return results
 
 
+def _wall_time_line(t: dict) -> str:
+    """The run's timings in one line; a resumed run's covers only its last invocation, and says so."""
+    legs = ", ".join(f"{k} {v / 60:.1f} min" for k, v in (t.get("per_defense_s") or {}).items())
+    line = (f"Wall time: {t.get('wall_s', 0) / 60:.1f} min (shadow preparation "
+            f"{t.get('shadow_preparation_s', 0) / 60:.1f} min{'; ' + legs if legs else ''})")
+    if t.get("rows_from_earlier_runs"):
+        line += (f"; this invocation only: {t['rows_from_earlier_runs']} of {t['rows_total']} rows came from an "
+                 "earlier one, so this is not a cold figure")
+    return line
+
+
 def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCHMARKS.md",
                          section: str = SECTIONS["full"]) -> None:
     """Replace the section between markers in BENCHMARKS.md with this run's table."""
@@ -519,10 +530,7 @@ def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCH
         start,
         f"Command: `{command}`  ",
         f"Date: {results['date']}; machine: {results['machine']}  ",
-        f"Wall time: {t.get('wall_s', 0) / 60:.1f} min (shadow preparation {t.get('shadow_preparation_s', 0) / 60:.1f} min; "
-        + ", ".join(f"{k} {v / 60:.1f} min" for k, v in (t.get("per_defense_s") or {}).items()) + ")"
-        + (f"; this invocation only: {t['rows_from_earlier_runs']} of {t['rows_total']} rows came from an "
-           "earlier one, so this is not a cold figure" if t.get("rows_from_earlier_runs") else "") + "  ",
+        _wall_time_line(t) + "  ",
         "Shadow validation AUC: " + ", ".join(
             f"{LABELS.get(m, m)} {v['shadow_auc']:.3f}" for m, v in shadow.items() if v.get("shadow_auc") is not None),
         "",
