@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from audit_core.methods import METHODS  # noqa: E402
+
 
 def _progress_bar():
     """A progress(stage, done, total) callback drawing one tqdm bar per stage."""
@@ -119,7 +121,7 @@ def _target(args):
 
 
 def _audit_config(args):
-    from shadow.audit import AuditConfig
+    from audit_core.audit import AuditConfig
     from shadow.prepare import ShadowConfig
 
     shadow = ShadowConfig(n_members=args.shadow_size, n_nonmembers=args.shadow_size,
@@ -144,7 +146,8 @@ def cmd_audit(args) -> int:
     from audit_core.documents import DocumentInputError
     from audit_core.models import ModelNotAvailableError
     from audit_core.target.base import TargetError
-    from shadow.audit import run_audit
+    from audit_core.audit import config_dict, run_audit
+    from shadow.prepare import prepare_shadow
 
     try:
         docs, problems = _load_docs(args.docs, args.text_column, args.id_column)
@@ -174,9 +177,9 @@ def cmd_audit(args) -> int:
 
             store = Store(_store_path(args))
             target = CachingTarget(target, store)
-            run_id = history.start_run(store, docs, target.name, _cfg_dict(cfg))
+            run_id = history.start_run(store, docs, target.name, config_dict(cfg))
         on_result = None if run_id is None else history.result_recorder(store, run_id)
-        result = run_audit(docs, target, cfg, progress=_progress_bar(), on_result=on_result)
+        result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result)
     except (TargetError, ModelNotAvailableError, ValueError) as exc:
         if run_id is not None:
             history.mark_failed(store, run_id, str(exc))
@@ -219,16 +222,8 @@ def cmd_audit(args) -> int:
     return 3 if result.failures.get("stopped") else 0
 
 
-def _cfg_dict(cfg) -> dict:
-    """The audit configuration as plain data for the store's run record (no credentials in it)."""
-    from dataclasses import asdict
-
-    return {"methods": cfg.methods, "shadow": asdict(cfg.shadow), "method_params": cfg.method_params,
-            "verdict": asdict(cfg.verdict)}
-
-
 def cmd_prepare(args) -> int:
-    from shadow.audit import select_methods
+    from audit_core.audit import select_methods
     from shadow.prepare import prepare_shadow
     from audit_core.target.base import Capabilities
 
@@ -242,12 +237,21 @@ def cmd_prepare(args) -> int:
     return 0
 
 
+def _method_list(value: str) -> str:
+    """--method: every name must be in the method registry."""
+    unknown = [m for m in value.split(",") if m not in METHODS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rpa", description="RAG Provenance Auditor command line")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p):
-        p.add_argument("--method", default="srag,mba", help="comma-separated: srag,mba,rag_mia,s2mia_t,s2mia_m,mink")
+        p.add_argument("--method", default="srag,mba", type=_method_list,
+                       help="comma-separated: " + ",".join(METHODS))
         p.add_argument("--aux-corpus", help="public auxiliary corpus (JSONL/CSV) for the shadow RAG")
         p.add_argument("--shadow-size", type=int, default=200, help="shadow members (= non-members) per method")
         p.add_argument("--shadow-size-generative", type=int, default=60, help="shadow size for MBA / S2MIA")

@@ -38,13 +38,15 @@ class Settings:
         return "demo" if self.target_kind == DEMO else f"{self.base_url.rstrip('/')} · {self.model}"
 
     def audit_config(self):
-        from shadow.audit import AuditConfig
+        from audit_core.audit import AuditConfig
 
         return AuditConfig(methods=list(self.methods), shadow=self.shadow, method_params=self.method_params)
 
     def config_dict(self) -> dict:
         """The audit configuration as plain data, as the store keeps it (no key)."""
-        return {"methods": list(self.methods), "shadow": asdict(self.shadow), "method_params": self.method_params}
+        from audit_core.audit import config_dict
+
+        return config_dict(self.audit_config())
 
 
 def build_target(settings: Settings, for_check: bool = False):
@@ -84,7 +86,7 @@ def _target_section() -> tuple[str, str, str]:
 
 
 def _connection_check(settings: Settings) -> None:
-    from shadow.audit import AuditConfig, select_methods
+    from audit_core.audit import AuditConfig, select_methods
     from audit_core.methods import LABELS, METHODS
 
     if st.button("Check connection", key="check_connection"):

@@ -52,7 +52,8 @@ def _start(settings: Settings, docs) -> None:
     from audit_core import history
     from audit_core.target.base import QueryAccount
     from audit_core.target.caching import CachingTarget
-    from shadow.audit import run_audit
+    from audit_core.audit import run_audit
+    from shadow.prepare import prepare_shadow
 
     store = get_store()
     try:
@@ -86,7 +87,7 @@ def _start(settings: Settings, docs) -> None:
                 record(doc_id, method, obs, res)
                 job.note_result(doc_id, method)
 
-            result = run_audit(docs, probed, cfg, progress=job.progress, cancel=job.cancel,
+            result = run_audit(docs, probed, cfg, prepare_shadow, progress=job.progress, cancel=job.cancel,
                                on_result=on_result, capabilities=caps).to_json()
             history.save_audit(store, run_id, result)
             return result

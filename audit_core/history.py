@@ -22,7 +22,7 @@ from audit_core.methods.base import MethodResult, Observation
 from audit_core.store import RunInfo, Store
 from audit_core.verdict import VerdictConfig, decide
 
-#: on_result(doc_id, method, observation, result), as ``shadow.audit.run_audit`` calls it
+#: on_result(doc_id, method, observation, result), as ``audit_core.audit.run_audit`` calls it
 OnResult = Callable[[str, str, Observation, MethodResult], None]
 
 

@@ -27,16 +27,6 @@ from typing import Any
 
 import numpy as np
 
-#: readable names of the methods, used in titles and in the report
-METHOD_LABELS: dict[str, str] = {
-    "srag": "S-RAG",
-    "mba": "MBA",
-    "rag_mia": "RAG-MIA",
-    "s2mia_m": "S²MIA (semantic)",
-    "s2mia_t": "S²MIA (threshold)",
-    "mink": "Min-k%",
-}
-
 MEMBER_COLOR = "#d62728"
 NONMEMBER_COLOR = "#1f77b4"
 DOC_COLOR = "#2ca02c"
@@ -52,7 +42,9 @@ MAX_LABELLED_DOCS = 12
 
 def method_label(method: str) -> str:
     """Display name of a method ("srag" -> "S-RAG"); unknown names are shown as given."""
-    return METHOD_LABELS.get(method, method)
+    from audit_core.methods import LABELS
+
+    return LABELS.get(method, method)
 
 
 # --------------------------------------------------------------------------- reading the dict

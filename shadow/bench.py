@@ -37,18 +37,18 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from audit_core.documents import Document  # noqa: E402
-from audit_core.methods import LABELS, create_method  # noqa: E402
+from audit_core.methods import LABELS, METHODS, create_method  # noqa: E402
 from audit_core.methods.base import MethodResult  # noqa: E402
 from audit_core.target.base import ChatRequest, Completion, Target  # noqa: E402
 from audit_core.verdict import VerdictConfig, decide  # noqa: E402
-from shadow.audit import probe_document  # noqa: E402
+from audit_core.audit import probe_document  # noqa: E402
 from shadow.demo import DEMO_MBA_ELICITATION  # noqa: E402
 from shadow.prepare import ShadowConfig, prepare_shadow  # noqa: E402
 
 #: bump when the layout of results.json changes
 SCHEMA_VERSION = 1
 DEFAULT_TARGET_CORPUS = ROOT.parent / "shared" / "data" / "genmedgpt5k.jsonl"
-ALL_METHODS = ["srag", "mba", "rag_mia", "s2mia_t", "s2mia_m", "mink"]
+ALL_METHODS = list(METHODS)
 ALL_DEFENSES = ["none", "prompt_modification", "paraphrase", "mirabel"]
 #: BENCHMARKS.md section (between <!-- NAME:start --> and <!-- NAME:end -->) per mode
 SECTIONS = {"full": "membership benchmark", "quick": "quick membership benchmark"}

@@ -83,6 +83,24 @@ class Calibration:
 
 
 @dataclass
+class QueryCost:
+    """What probing one document sends: queries, words of prompt, and the most completion tokens."""
+
+    queries: int
+    prompt_words: float
+    completion_tokens: int
+    #: prompt tokens that are not words of text (e.g. MBA's mask labels)
+    extra_prompt_tokens: int = 0
+
+
+def template_words(template: str) -> int:
+    """Words of a prompt template without its {placeholders}."""
+    import re
+
+    return len(re.sub(r"\{[a-z_]+\}", " ", template).split())
+
+
+@dataclass
 class MethodResult:
     method: str
     doc_id: str
@@ -114,6 +132,14 @@ class MembershipMethod:
         return self.shared_probe_scope or self.name
 
     def probe(self, doc: Document, target: Target) -> Observation:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def query_cost(self, n_words: int) -> QueryCost | None:  # pragma: no cover - interface
+        """What probing a document of ``n_words`` words sends; None when the method skips it.
+
+        Counts follow ``probe`` exactly where they depend only on word counts;
+        the estimate shown before an audit (``audit_core.estimate``) adds them up.
+        """
         raise NotImplementedError
 
     def probe_many(

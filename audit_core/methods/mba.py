@@ -17,8 +17,8 @@ from collections import Counter
 from typing import Callable, Sequence
 
 from audit_core.documents import Document
-from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, best_threshold,
-                                     no_signal_reason, send_all)
+from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, QueryCost,
+                                     best_threshold, no_signal_reason, send_all, template_words)
 from audit_core.methods.mba_masks import MaskGenerator, MaskPlan, MbaConfig, mask_label
 from audit_core.methods.mba_parse import is_correct, parse_mask_answers
 from audit_core.models import LocalLM
@@ -91,6 +91,25 @@ class MbaMethod(MembershipMethod):
         # M masks, pairwise non-adjacent, need at least 2M - 1 words; the
         # fewest this method probes at all is min_masks
         self.min_words = 2 * self.config.min_masks - 1
+
+    #: prompt tokens per mask beyond the text: the "[Mask_i]" label (about 4
+    #: tokens) and its "[Mask_i]: <word>" answer-format line (about 7)
+    tokens_per_mask = 11
+
+    def query_cost(self, n_words: int) -> QueryCost | None:
+        """Which masks a document yields needs the proxy model; masks are never
+        neighbours, so ``min_masks`` masks need ``2 * min_masks - 1`` words at
+        least. Longer documents are counted with every mask (an upper bound)."""
+        c = self.config
+        if n_words < self.min_words:
+            return None
+        if c.elicitation == "continue":
+            # one request per mask with the text before it; masks spread over
+            # the document, so a prefix averages half of it
+            return QueryCost(c.n_masks, c.n_masks * (template_words(MBA_CONTINUE_PROMPT) + n_words / 2),
+                             c.n_masks * c.continue_tokens)
+        return QueryCost(1, template_words(MBA_PROMPT) + n_words, c.max_answer_tokens,
+                         extra_prompt_tokens=self.tokens_per_mask * c.n_masks)
 
     # ------------------------------------------------------------------ probing
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from audit_core.documents import Document
-from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, send_all
+from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, QueryCost, send_all,
+                                     template_words)
 from audit_core.methods.baseline_common import decide, fit_threshold, last_completion, split_halves, unusable
 from audit_core.target.base import ChatRequest, Target
 
@@ -58,6 +59,13 @@ class MinKMethod(MembershipMethod):
     def __init__(self, config: MinKConfig | None = None) -> None:
         self.config = config or MinKConfig()
         self.min_words = self.config.min_words
+
+    def query_cost(self, n_words: int) -> QueryCost | None:
+        """One continuation of the first half, as long as the second half (capped)."""
+        if n_words < max(2, self.config.min_words):
+            return None
+        half = n_words // 2
+        return QueryCost(1, template_words(PROMPT) + half, max(1, min(self.config.max_tokens_cap, n_words - half)))
 
     def probe(self, doc: Document, target: Target) -> Observation:
         obs = Observation(self.name, doc.id)

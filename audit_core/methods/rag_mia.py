@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from audit_core.documents import Document
-from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, best_threshold,
-                                     no_signal_reason, send_all)
+from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, QueryCost,
+                                     best_threshold, no_signal_reason, send_all, template_words)
 from audit_core.methods.baseline_common import decide, fit_threshold, last_completion, unusable
 from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, NoLogprobs, Target, TokenLogprob
 
@@ -119,6 +119,13 @@ class RagMiaMethod(MembershipMethod):
 
     def __init__(self, config: RagMiaConfig | None = None) -> None:
         self.config = config or RagMiaConfig()
+
+    def query_cost(self, n_words: int) -> QueryCost | None:
+        """One question with the whole document (a second only when logprobs are refused,
+        which the capability probe rules out)."""
+        if n_words == 0:
+            return None
+        return QueryCost(1, template_words(PROMPT) + n_words, self.config.max_tokens)
 
     def request(self, doc: Document, logprobs: bool) -> ChatRequest:
         c = self.config

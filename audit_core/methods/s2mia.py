@@ -26,7 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from audit_core.documents import Document
-from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, best_threshold, send_all
+from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, QueryCost,
+                                     best_threshold, send_all, template_words)
 from audit_core.methods.baseline_common import decide, fit_threshold, last_completion, shadow_auc, split_halves, unusable
 from audit_core.scoring import split_words
 from audit_core.target.base import ChatRequest, NoLogprobs, Target
@@ -169,6 +170,13 @@ class _S2miaBase(MembershipMethod):
 
     def probe(self, doc: Document, target: Target) -> Observation:
         return probe_s2mia(doc, target, self.config)
+
+    def query_cost(self, n_words: int) -> QueryCost | None:
+        """One continuation of the first half, about as long as the second."""
+        if n_words < max(2, self.config.min_words):
+            return None
+        half = n_words // 2
+        return QueryCost(1, template_words(PROMPT) + half, answer_budget(n_words - half, self.config))
 
 
 class S2miaThresholdMethod(_S2miaBase):

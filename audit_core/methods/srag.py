@@ -30,8 +30,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from audit_core.documents import Document
-from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, no_signal_reason,
-                                     send_all)
+from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, QueryCost,
+                                     no_signal_reason, send_all, template_words)
 from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, Target
 
 #: The audit prompt of section 4.2.2, verbatim; the document prefix follows it.
@@ -125,6 +125,15 @@ def segment(doc_text: str, cfg: SragConfig, lm=None) -> list[Probe]:
         Probe(word=words[i][0], word_index=i, prefix=doc_text[: words[i][1]].rstrip(), proxy_prob=prob(i))
         for i in chosen
     ]
+
+
+def probe_count(n_words: int, cfg: SragConfig) -> int:
+    """Number of probes ``segment`` makes for a document of ``n_words`` words (0: too short)."""
+    if n_words < cfg.min_words:
+        return 0
+    suffix = n_words - n_words // 2
+    n = max(cfg.min_probes, suffix // cfg.segment_factor)
+    return min(n, cfg.max_probes, suffix)
 
 
 # --------------------------------------------------------------------------- word / token matching
@@ -247,6 +256,14 @@ class SragMethod(MembershipMethod):
             if progress:
                 progress(1)
         return out
+
+    def query_cost(self, n_words: int) -> QueryCost | None:
+        """One probe per hard suffix word (``segment``); a prefix averages the middle of the suffix."""
+        q = probe_count(n_words, self.config)
+        if q == 0:
+            return None
+        half, second = n_words // 2, n_words - n_words // 2
+        return QueryCost(q, q * (template_words(self.config.prompt) + half + second / 2), q * self.config.max_tokens)
 
     # -- observations -> features ---------------------------------------------
 

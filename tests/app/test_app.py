@@ -126,7 +126,7 @@ def _saved_audit(db_path) -> str:
     from audit_core.methods.base import Calibration, MethodResult, Observation
     from audit_core.store import Store
     from audit_core.verdict import decide
-    from shadow.audit import AuditResult
+    from audit_core.audit import AuditResult
 
     docs = [Document("grandmother-bees", LONG_1), Document("knee-exercises", LONG_2)]
     words = [{"word": w, "prob": p, "error": None} for w, p in [("Cressbrook", 0.71), ("extractor", 0.44)]]

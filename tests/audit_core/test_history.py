@@ -22,7 +22,7 @@ def _results():
 
 
 def _audit_dict(cancelled: bool = False) -> dict:
-    from shadow.audit import AuditResult
+    from audit_core.audit import AuditResult
 
     res = _results()
     obs = {d: {m: Observation(m, d, requests=[{"q": 1}], responses=[None], errors=["unreachable: down"])

@@ -237,7 +237,7 @@ def current_keys() -> dict[str, str]:
 def prepare_seed(folder: Path) -> dict[str, str]:
     """Run the real shadow preparation for METHODS into ``folder`` (its ``<key>/`` subfolders)."""
     from audit_core.target.base import Capabilities
-    from shadow.audit import AuditConfig, select_methods
+    from audit_core.audit import AuditConfig, select_methods
     from shadow.prepare import prepare_shadow
 
     cfg = shadow_config()

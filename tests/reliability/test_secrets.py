@@ -19,7 +19,8 @@ from audit_core.report import pdf_report, results_csv, results_json
 from audit_core.store import Store
 from audit_core.target.caching import CachingTarget
 from audit_core.target.openai_compat import OpenAITarget
-from shadow.audit import AuditConfig, run_audit
+from audit_core.audit import AuditConfig, run_audit
+from shadow.prepare import prepare_shadow
 from tests.fake_openai_server import Reply, completion_body
 from tests.reliability.support import (
     MEMBERS_DEFAULT, MODEL, RecordingServer, answer, audit_args, cli_env, make_documents, method_of, record_figure,
@@ -111,11 +112,11 @@ def test_library_audit_logs_errors_and_exports_hold_no_key(rel_cache, tmp_path, 
         srv.responder = responder = echo_responder(srv)
         target = OpenAITarget(srv.base_url, MODEL, api_key=KEY, max_retries=1, backoff_base_s=0.01, timeout_s=5)
         with Store(tmp_path / "store.sqlite") as store:
-            result = run_audit(docs, CachingTarget(target, store), cfg).to_json()
+            result = run_audit(docs, CachingTarget(target, store), cfg, prepare_shadow).to_json()
         # a rejected key raises; its message and traceback must not carry the key either
         srv.api_key = "another-key"
         with pytest.raises(Exception) as info:
-            run_audit(docs, OpenAITarget(srv.base_url, MODEL, api_key=KEY), cfg)
+            run_audit(docs, OpenAITarget(srv.base_url, MODEL, api_key=KEY), cfg, prepare_shadow)
     error_text = "".join(traceback.format_exception(info.value))
     assert "HTTP 401" in error_text and KEY not in error_text
     assert KEY not in repr(target) and KEY not in str(vars(target))
@@ -143,6 +144,6 @@ def test_a_key_echoed_in_the_answer_text_is_not_stored(rel_cache, tmp_path):
                                                                 top_logprobs=int(body.get("top_logprobs") or 0)))
         target = OpenAITarget(srv.base_url, MODEL, api_key=KEY, max_retries=0)
         with Store(tmp_path / "store.sqlite") as store:
-            result = run_audit(docs, CachingTarget(target, store), AuditConfig(methods=["rag_mia"], shadow=shadow_config()))
+            result = run_audit(docs, CachingTarget(target, store), AuditConfig(methods=["rag_mia"], shadow=shadow_config()), prepare_shadow)
     assert KEY not in str(result.to_json())
     assert files_containing(tmp_path, KEY.encode()) == []

@@ -19,7 +19,8 @@ from audit_core.target.base import AuthenticationFailed, UnknownModel
 from audit_core.target.caching import CachingTarget
 from audit_core.target.openai_compat import OpenAITarget
 from audit_core.verdict import INCONCLUSIVE
-from shadow.audit import AuditConfig, run_audit
+from audit_core.audit import AuditConfig, run_audit
+from shadow.prepare import prepare_shadow
 from tests.fake_openai_server import Reply
 from tests.reliability.support import (
     METHODS, MODEL, RecordingServer, answer, make_documents, method_of, record_figure, record_of, shadow_config,
@@ -118,7 +119,7 @@ def test_every_fault_gives_an_inconclusive_document_with_its_reason_and_bounded_
     with RecordingServer(api_key="sk-test", models=[MODEL], responder=FaultResponder(FAULTS)) as srv:
         with Store(tmp_path / "store.sqlite") as store:
             target = CachingTarget(_target(srv), store)
-            result = run_audit(docs, target, _config())
+            result = run_audit(docs, target, _config(), prepare_shadow)
             attempts = _server_attempts(srv)
             timings = collections.defaultdict(list)
             for r in srv.requests:
@@ -180,7 +181,7 @@ def test_every_fault_gives_an_inconclusive_document_with_its_reason_and_bounded_
             srv.responder = FaultResponder({})
             srv.reset_stats()
             again_target = CachingTarget(_target(srv), store)
-            again = run_audit(docs, again_target, _config())
+            again = run_audit(docs, again_target, _config(), prepare_shadow)
             resent = _server_attempts(srv)
             failed_pairs = {(rec, m) for rec, f in FAULTS.items() for m in METHODS
                             if EXPECTED[f][1] is not None and not (f == "no_logprobs" and m == "rag_mia")}
@@ -206,7 +207,7 @@ def test_a_rejected_key_or_model_midway_stops_the_audit(rel_cache, fault):
                            code="model_not_found")
 
     with RecordingServer(api_key="sk-test", models=[MODEL], responder=responder) as srv:
-        result = run_audit(docs, _target(srv), _config())
+        result = run_audit(docs, _target(srv), _config(), prepare_shadow)
         attempts = _server_attempts(srv)
     reason = "authentication_failed" if fault == "expired_key" else "unknown_model"
     assert [v.doc_id for v in result.verdicts] == [d.id for d in docs[:3]]
@@ -225,9 +226,9 @@ def test_wrong_model_or_key_at_the_start_fails_before_any_document_is_sent(rel_c
     docs = _docs(3)
     with RecordingServer(api_key="sk-test", models=[MODEL]) as srv:
         with pytest.raises(UnknownModel, match="does not serve a model named 'no-such-model'"):
-            run_audit(docs, _target(srv, model="no-such-model"), _config())
+            run_audit(docs, _target(srv, model="no-such-model"), _config(), prepare_shadow)
         with pytest.raises(AuthenticationFailed, match="HTTP 401"):
-            run_audit(docs, _target(srv, api_key="sk-expired"), _config())
+            run_audit(docs, _target(srv, api_key="sk-expired"), _config(), prepare_shadow)
         assert srv.chat_requests() == []  # only GET /models was asked, once per attempt
         assert [r["path"] for r in srv.requests] == ["/v1/models", "/v1/models"]
 

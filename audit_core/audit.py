@@ -1,27 +1,38 @@
 """One audit, end to end: capability probe, shadow preparation, probing the
 target document by document, scoring, verdicts. The app and the CLI both call
 ``run_audit``; neither holds any logic of its own.
+
+The orchestration belongs to the auditing library, not to the simulated RAG
+systems in ``shadow/``: the shadow preparation comes in as a function
+(``prepare``, in practice ``shadow.prepare.prepare_shadow``) and the shadow's
+configuration as an opaque object, so audit_core imports nothing from shadow/.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import threading
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Any, Callable, Sequence
 
 from audit_core.documents import Document
 from audit_core.methods import create_method
 from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, takes_top_logprobs
 from audit_core.target.base import Capabilities, Target
 from audit_core.verdict import Verdict, VerdictConfig, decide
-from shadow.prepare import Progress, ShadowConfig, prepare_shadow
+
+#: progress(stage, done, total)
+Progress = Callable[[str, int, int], None]
+#: prepare(methods, shadow_config, progress) -> an object with ``calibrations``
+#: (method name -> Calibration): the shadow preparation (shadow.prepare.prepare_shadow)
+Preparer = Callable[[Sequence[MembershipMethod], Any, "Progress | None"], Any]
 
 
 @dataclass
 class AuditConfig:
     methods: list[str] = field(default_factory=lambda: ["srag", "mba"])
-    shadow: ShadowConfig = field(default_factory=ShadowConfig)
+    #: how the shadow RAG is built (a shadow.prepare.ShadowConfig); None: the preparer's default
+    shadow: Any = None
     #: per-method configuration overrides, e.g. {"srag": {"bins": 12}, "mba": {"n_masks": 10}}
     method_params: dict[str, dict] = field(default_factory=dict)
     verdict: VerdictConfig = field(default_factory=VerdictConfig)
@@ -60,6 +71,13 @@ class AuditResult:
             "cancelled": self.cancelled,
             "failures": self.failures,
         }
+
+
+def config_dict(cfg: AuditConfig) -> dict:
+    """The audit configuration as plain data (what the store and the report keep; no credentials)."""
+    shadow = asdict(cfg.shadow) if cfg.shadow is not None and is_dataclass(cfg.shadow) else cfg.shadow
+    return {"methods": list(cfg.methods), "shadow": shadow, "method_params": cfg.method_params,
+            "verdict": asdict(cfg.verdict)}
 
 
 def select_methods(cfg: AuditConfig, caps: Capabilities) -> tuple[list[MembershipMethod], dict[str, str]]:
@@ -138,6 +156,7 @@ def run_audit(
     docs: Sequence[Document],
     target: Target,
     cfg: AuditConfig | None = None,
+    prepare: Preparer | None = None,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     on_result: Callable[[str, str, Observation, MethodResult], None] | None = None,
@@ -152,7 +171,10 @@ def run_audit(
     unknown model (``FATAL_TARGET_ERRORS``) also stops the audit after that
     document, since every further request would fail the same way.
     ``result.failures`` sums up what went wrong (``failure_summary``).
+    ``prepare`` calibrates the methods on a shadow RAG (shadow.prepare.prepare_shadow).
     """
+    if prepare is None:
+        raise ValueError("run_audit needs a shadow preparation function (shadow.prepare.prepare_shadow)")
     cfg = cfg or AuditConfig()
     caps = capabilities or target.capabilities()
     if not caps.reachable:
@@ -160,7 +182,7 @@ def run_audit(
 
         raise Unreachable(f"the target could not be used: {caps.detail}")
     methods, not_run = select_methods(cfg, caps)
-    prep = prepare_shadow(methods, cfg.shadow, progress)
+    prep = prepare(methods, cfg.shadow, progress)
     top_k = min(caps.max_top_logprobs or 0, 20)
 
     results: dict[str, dict[str, MethodResult]] = {}
@@ -193,8 +215,7 @@ def run_audit(
     return AuditResult(
         target=target.name,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        config={"methods": cfg.methods, "shadow": asdict(cfg.shadow), "method_params": cfg.method_params,
-                "verdict": asdict(cfg.verdict)},
+        config=config_dict(cfg),
         capabilities=asdict(caps),
         verdicts=verdicts,
         results=results,

@@ -1,0 +1,43 @@
+"""The method registry is the one place methods are declared: everything else follows it."""
+from __future__ import annotations
+
+import pytest
+
+from audit_core.documents import Document
+from audit_core.estimate import estimate_audit
+from audit_core.methods import LABELS, METHODS, create_method
+from audit_core.methods.base import MembershipMethod
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_method_builds_and_matches_its_spec(name):
+    spec = METHODS[name]
+    m = create_method(name)
+    assert isinstance(m, MembershipMethod)
+    assert m.name == name
+    assert m.requires_logprobs == spec.requires_logprobs
+    assert LABELS[name] == spec.label
+
+
+def test_every_method_appears_in_the_estimate():
+    docs = [Document("a", " ".join(f"word{i}" for i in range(150)))]
+    est = estimate_audit(docs, list(METHODS))
+    assert set(est.methods) == set(METHODS)
+    assert all(est.methods[m].queries > 0 or m == "s2mia_m" for m in METHODS)
+
+
+def test_every_method_is_a_cli_choice_and_unknown_ones_are_refused(capsys):
+    from app.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["prepare", "--method", "srag,nonsense"])
+    err = capsys.readouterr().err
+    assert "nonsense" in err
+    assert all(m in err for m in METHODS)
+
+
+def test_every_method_has_a_report_and_plot_label():
+    from audit_core.plots import method_label
+
+    for name in METHODS:
+        assert method_label(name) == LABELS[name] != name
