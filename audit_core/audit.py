@@ -86,9 +86,13 @@ def select_methods(cfg: AuditConfig, caps: Capabilities) -> tuple[list[Membershi
     for name in cfg.methods:
         m = create_method(name, **cfg.method_params.get(name, {}))
         if m.requires_logprobs and not caps.logprobs:
-            not_run[name] = "the target returns no logprobs, which this method needs"
-        else:
-            runnable.append(m)
+            not_run[name] = "cannot run: no logprobs (the target returns text only; this method reads token probabilities)"
+            continue
+        mc = getattr(m, "config", None)
+        if m.requires_logprobs and caps.max_top_logprobs and hasattr(mc, "top_logprobs"):
+            # the shadow is probed with the target's cap: the preparation key includes it
+            mc.top_logprobs = min(mc.top_logprobs, caps.max_top_logprobs)
+        runnable.append(m)
     return runnable, not_run
 
 

@@ -60,8 +60,10 @@ class ShadowConfig:
     max_doc_words: int | None = 120
     #: how the shadow's generator sees a request: "completion" (it continues the
     #: user's text) mimics a target that follows S-RAG's "complete the paragraph"
-    #: instruction; a small chat model in "chat" style restarts the paragraph
-    #: instead and its first token carries no membership signal (measured)
+    #: instruction; "chat" (its chat template, documents in the system prompt)
+    #: mirrors an instruct-model target, which often restates the paragraph
+    #: before going on: S-RAG then reads its answers in chat style too
+    #: (SragConfig.style), and a mismatch is noted in the calibration ("mirror")
     prompt_style: str = "completion"
     #: "shared": the probes of one shadow document share one (consensus)
     #: retrieval and one teacher-forced forward pass; "per_request" retrieves
@@ -198,6 +200,9 @@ def prepare_shadow(
         if progress:
             progress(f"{method.name}: calibrating", 0, 1)
         prep.calibrations[method.name] = _calibrate(method, mem, non, folder)
+        note = mirror_note(method, cfg)
+        if note is not None:
+            prep.calibrations[method.name].params["mirror"] = note
         if progress:
             progress(f"{method.name}: calibrating", 1, 1)
         prep.seconds[method.name] = time.time() - t0
@@ -210,12 +215,39 @@ def _write_observations(obs_file: Path, mem: Sequence[Observation], non: Sequenc
     tmp.replace(obs_file)
 
 
+def shadow_top_logprobs(method: MembershipMethod, cfg: ShadowConfig) -> int:
+    """Alternatives per token the shadow is asked for: never more than the method's
+    configuration allows, which ``audit_core.audit.select_methods`` lowers to the
+    target's cap -- the shadow is probed with the target's request parameters, and
+    the cap is part of the preparation key (through the method's configuration)."""
+    return min(cfg.top_logprobs, getattr(getattr(method, "config", None), "top_logprobs", cfg.top_logprobs))
+
+
 def _probe(method, docs, rag, cfg: ShadowConfig, tick) -> list[Observation]:
     from audit_core.methods.base import takes_top_logprobs
 
     if method.requires_logprobs and takes_top_logprobs(method.probe_many):
-        return method.probe_many(docs, rag, progress=tick, top_logprobs=cfg.top_logprobs)
+        return method.probe_many(docs, rag, progress=tick, top_logprobs=shadow_top_logprobs(method, cfg))
     return method.probe_many(docs, rag, progress=tick)
+
+
+def mirror_note(method: MembershipMethod, cfg: ShadowConfig) -> dict | None:
+    """How the shadow mirrors the target for a method that reads the target's answer style.
+
+    S-RAG's readings depend on how the target answers (continuing the text, or a
+    chat model restating it first); a shadow answering in another style is
+    calibrated on readings unlike the target's. The note goes into the
+    calibration's params, so the result JSON says it beside the verdict.
+    """
+    style = getattr(getattr(method, "config", None), "style", None)
+    if style is None:
+        return None
+    note = {"target_style": style, "shadow_style": cfg.prompt_style, "shadow_generator": cfg.generator,
+            "top_logprobs": shadow_top_logprobs(method, cfg), "mirrors": style == cfg.prompt_style}
+    if style != cfg.prompt_style:
+        note["note"] = (f"the shadow answers in {cfg.prompt_style} style but the target was read in {style} "
+                        "style: the calibration may not transfer")
+    return note
 
 
 def _calibrate(method, mem, non, folder: Path) -> Calibration:

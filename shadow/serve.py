@@ -30,6 +30,7 @@ The API key is compared in constant time and never logged or echoed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hmac
 import json
 import logging
@@ -207,11 +208,13 @@ def completion_json(comp: Completion, model: str, cached_tokens: int) -> dict:
 
 
 def create_app(rag: RagSystem, api_key: str | None, model_name: str | None = None,
-               limits: ServeLimits | None = None, expose_retrieval: bool = True) -> FastAPI:
+               limits: ServeLimits | None = None, expose_retrieval: bool = True,
+               logprobs: bool = True) -> FastAPI:
     """The FastAPI application serving ``rag`` under the model id ``model_name``.
 
     ``api_key`` None or empty: no authentication (loopback use); otherwise every
-    /v1 route needs ``Authorization: Bearer <api_key>``.
+    /v1 route needs ``Authorization: Bearer <api_key>``. ``logprobs=False``
+    answers like an endpoint without logprobs: the text only, whatever was asked.
     """
     model_name = model_name or rag.config.generator
     limits = limits or ServeLimits()
@@ -282,6 +285,8 @@ def create_app(rag: RagSystem, api_key: str | None, model_name: str | None = Non
             status = 400 if exc.reason in ("context_too_long", "bad_request") else 500
             raise ApiError(status, str(exc), "invalid_request_error" if status == 400 else "server_error",
                            code=exc.reason) from exc
+        if not logprobs:
+            comp = dataclasses.replace(comp, tokens=None)
         body = completion_json(comp, model_name, timings["cached_tokens"])
         if expose_retrieval and rec is not None:
             body["rpa_retrieval"] = {k: v for k, v in rec.items() if k != "query"}
@@ -367,14 +372,30 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--hide-retrieval", action="store_true",
                    help="omit the rpa_retrieval vendor field and endpoint (as a real target would)")
     p.add_argument("--persist-dir", default=None, help="chromadb directory (default: the project cache)")
+    p.add_argument("--profile", default=None,
+                   help="target profile of shadow.profiles (completion, chat, chat-nologprobs, chunked): sets the "
+                        "model, prompt style, system prompt, top-k, chunking and logprobs; --model/--top-k are ignored")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     key = a.api_key or os.environ.get(API_KEY_ENV) or None
     if key is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving on %s without an API key: anyone who can reach it can query it", a.host)
-    config = RagConfig(generator=a.model, top_k=a.top_k, defense=a.defense, persist_dir=a.persist_dir,
-                       prefix_cache_entries=0 if a.no_prefix_cache else RagConfig.prefix_cache_entries)
-    rag = RagSystem.from_corpus(a.corpus, config)
+    cache = dict(persist_dir=a.persist_dir,
+                 prefix_cache_entries=0 if a.no_prefix_cache else RagConfig.prefix_cache_entries)
+    with_logprobs = True
+    if a.profile:
+        from shadow.corpus import load_corpus
+        from shadow.profiles import get_profile
+
+        prof = get_profile(a.profile)
+        if prof.api != "openai":
+            p.error(f"profile '{prof.name}' speaks another API than chat completions; this server cannot serve it")
+        config, with_logprobs = prof.rag_config(a.defense, **cache), prof.logprobs
+        rag = RagSystem(prof.knowledge_base(load_corpus(a.corpus)), config)
+        a.model = config.generator
+    else:
+        config = RagConfig(generator=a.model, top_k=a.top_k, defense=a.defense, **cache)
+        rag = RagSystem.from_corpus(a.corpus, config)
     _ = rag.lm  # load the generator before accepting requests
     name = a.served_model_name or a.model
     log.info("serving %s over %d documents at http://%s:%d/v1 (auth %s, defense %s, prefix cache %s)",
@@ -382,7 +403,7 @@ def main(argv: list[str] | None = None) -> None:
              "off" if a.no_prefix_cache else "on")
     import uvicorn
 
-    app = create_app(rag, key, name, expose_retrieval=not a.hide_retrieval)
+    app = create_app(rag, key, name, expose_retrieval=not a.hide_retrieval, logprobs=with_logprobs)
     uvicorn.run(app, host=a.host, port=a.port, log_level="info", access_log=False)
 
 

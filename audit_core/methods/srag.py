@@ -10,8 +10,13 @@ Data in RAG Systems" (../shared/papers/s-rag-shadow-rag-audit.txt), sections
    the probes, each probe being the text up to, not including, that word.
 2. Probe: each prefix is sent to the target with the audit prompt of section
    4.2.2; the observation for a word is the probability the target gives to
-   that word as its next output, read from the first generated token and its
-   top alternatives (0 when the word is not among them: "below top-k").
+   that word as its next output, read from the generated token where the
+   answer reaches the word and its top alternatives (0 when the word is not
+   among them: "below top-k"). A completion model continues at once (one
+   token is enough); a chat model often restates the end of the prefix first,
+   so in "chat" style the probe asks for more tokens and the answer is aligned
+   with the document (``align_answer``). A probe whose answer never reaches the
+   word has no reading ("not aligned"), never probability 0.
 3. Features (section 4.2.3): histogram of the observed probabilities over m
    equal intervals of [0, 1], as counts and as fractions (plus the share below
    top-k).
@@ -63,9 +68,20 @@ class SragConfig:
     bins: int = 10
     #: fewest words a document needs (prefix + at least min_probes suffix words)
     min_words: int = 12
-    #: the observation is read from the first generated token, so one token is
-    #: all a probe needs (cheapest for a paid API)
-    max_tokens: int = 1
+    #: how the target answers the audit prompt (our addition; the paper's
+    #: targets continue the text): "completion" -- it continues at once, the
+    #: first token is read and one token is all a probe needs (cheapest for a
+    #: paid API); "chat" -- an instruct model that may restate the prefix
+    #: before going on: ``chat_max_tokens`` are asked for and the answer is
+    #: aligned with the document. The shadow must answer in the same style.
+    style: str = "completion"
+    #: tokens per probe in "chat" style: enough for SmolLM2-135M-Instruct to
+    #: restate the end of a prefix and reach the word in most probes (measured
+    #: in BENCHMARKS.md, target zoo)
+    chat_max_tokens: int = 24
+    #: a document whose share of unaligned probes exceeds this is inconclusive
+    #: (its histogram would rest on too few readings to compare with the shadow's)
+    max_unaligned_share: float = 0.5
     #: alternatives requested per token; lowered to what the target allows
     top_logprobs: int = MAX_TOP_LOGPROBS
     prompt: str = SRAG_PROMPT
@@ -82,6 +98,13 @@ class SragConfig:
             raise ValueError("bins (m) must be between 5 and 20")
         if self.segment_factor < 1:
             raise ValueError("segment_factor (k) must be at least 1")
+        if self.style not in ("completion", "chat"):
+            raise ValueError("style must be 'completion' or 'chat'")
+
+    @property
+    def max_tokens(self) -> int:
+        """Tokens each probe asks for: one in completion style, ``chat_max_tokens`` in chat style."""
+        return 1 if self.style == "completion" else self.chat_max_tokens
 
 
 # --------------------------------------------------------------------------- segmentation
@@ -139,6 +162,12 @@ def probe_count(n_words: int, cfg: SragConfig) -> int:
 # --------------------------------------------------------------------------- word / token matching
 
 _EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$", re.UNICODE)
+_LEAD_PUNCT = re.compile(r"^[\W_]+", re.UNICODE)
+_TRAIL_PUNCT = re.compile(r"[\W_]+$", re.UNICODE)
+#: a token shorter than this (in letters) is credited for a longer word only
+#: when the answer itself spells the word out from it: " a" is a token of its
+#: own far more often than the start of "amoxicillin", " the" than of "therapy"
+MIN_PARTIAL_TOKEN = 4
 
 
 def normalise_word(word: str) -> str:
@@ -147,56 +176,225 @@ def normalise_word(word: str) -> str:
     return _EDGE_PUNCT.sub("", w)
 
 
-def normalise_token(token: str) -> str:
-    """A generated token as comparable text: byte-level markers, spaces and case removed."""
+def _marked_text(token: str) -> str:
+    """A generated token as plain lower-case text (byte-level / sentencepiece markers decoded)."""
     t = token.replace("Ġ", " ").replace("▁", " ").replace("Ċ", "\n")
-    t = unicodedata.normalize("NFKC", t).strip().lower()
-    return _EDGE_PUNCT.sub("", t) if _EDGE_PUNCT.sub("", t) else ""
+    return unicodedata.normalize("NFKC", t).lower()
+
+
+def normalise_token(token: str) -> str:
+    """A generated token as comparable text: markers, surrounding space and case removed.
+
+    Punctuation is kept: whether it belongs to the word is decided against the
+    word (``token_matches_word``), so "(" can be the first token of "(Adacel)".
+    """
+    return _marked_text(token).strip()
+
+
+def _word_parts(word: str) -> tuple[str, str]:
+    """(leading punctuation, core) of a word, lower-case, trailing punctuation dropped:
+    "(Tigan)," -> ("(", "tigan")."""
+    w = _TRAIL_PUNCT.sub("", unicodedata.normalize("NFKC", word).strip().lower())
+    m = _LEAD_PUNCT.match(w)
+    lead = m.group(0) if m else ""
+    return lead, w[len(lead):]
+
+
+def _covered(token: str, word: str) -> int | None:
+    """How many letters of the word's core the token covers when it can start the word, else None.
+
+    0 means the token is exactly (a start of) the word's opening punctuation,
+    as "(" for "(Adacel)"; the token may also run past the core into trailing
+    punctuation (" amoxicillin," for "amoxicillin").
+    """
+    t = normalise_token(token)
+    lead, core = _word_parts(word)
+    if not t or not core:
+        return None
+    if lead and lead.startswith(t):
+        return 0
+    if lead and t.startswith(lead):
+        t = t[len(lead):]
+    elif not t[0].isalnum():
+        return None  # punctuation the word does not open with starts another word
+    # (a token may also leave the word's opening punctuation out: " Adacel" says "(Adacel)")
+    body = _TRAIL_PUNCT.sub("", t)
+    if body != t and body != core:
+        return None  # punctuation after a partial word is another word's token
+    if not body or not core.startswith(body):
+        return None
+    return len(body)
 
 
 def token_matches_word(token: str, word: str) -> bool:
-    """Whether a generated token starts the true word.
+    """Whether a token can start the word under a real tokenization, on its own evidence.
 
-    Leading space, case and surrounding punctuation are ignored and a token
-    may be a sub-word prefix: " amox" matches "amoxicillin"; " amoxicillin"
-    matches "amoxicillin,". A token that is only punctuation or space matches
-    nothing.
+    Leading space and case are ignored; the word's opening punctuation is
+    matched as text ("(" starts "(Adacel)"); a sub-word prefix counts when it
+    carries at least ``MIN_PARTIAL_TOKEN`` letters or is the whole word (" amox"
+    starts "amoxicillin", " a" does not; " the" starts "the", not "therapy").
+    A token that is only space, or punctuation the word does not open with,
+    matches nothing.
     """
-    t = normalise_token(token)
-    w = normalise_word(word)
-    return bool(t) and bool(w) and w.startswith(t)
+    n = _covered(token, word)
+    if n is None:
+        return False
+    core = _word_parts(word)[1]
+    return n == 0 or n >= min(len(core), MIN_PARTIAL_TOKEN)
 
 
 @dataclass
 class WordObservation:
     word: str
-    prob: float | None  # None: the call failed (no probability is invented)
+    #: probability of the word at the aligned position; None: no reading (the
+    #: call failed, or the answer never reached the word: see ``aligned``)
+    prob: float | None
     below_top_k: bool = False
     first_token: str = ""
     error: str | None = None
+    #: how the answer was aligned with the document: "first" (it continued at
+    #: once), "restated" (it repeated the end of the prefix, then went on),
+    #: "not_aligned" (it never reached the word: no reading) or "" (no answer)
+    aligned: str = ""
+    #: index of the answer token read (None: none)
+    position: int | None = None
 
 
-def observe_word(word: str, completion: Completion) -> WordObservation:
-    """Probability the target gave to the true word as its first output token.
+# --------------------------------------------------------------------------- alignment
 
-    Sums the probability of every alternative consistent with the word (case
-    variants and sub-word prefixes are different tokens for the same word).
-    When none of the returned alternatives matches, the probability is 0 and
-    the observation is marked below top-k.
+_WORD_RE = re.compile(r"\S+")
+#: longest tail of the prefix searched for in the answer (words)
+_TAIL_MAX = 8
+#: shortest tail that counts as a restatement (one shared word is a coincidence)
+_TAIL_MIN = 2
+
+
+def _words_with_spans(text: str) -> list[tuple[str, int, int]]:
+    out = []
+    for m in _WORD_RE.finditer(text):
+        w = normalise_word(m.group(0))
+        if w:
+            out.append((w, m.start(), m.end()))
+    return out
+
+
+def _find_last(seq: list[str], pattern: list[str]) -> int | None:
+    n = len(pattern)
+    for i in range(len(seq) - n, -1, -1):
+        if seq[i : i + n] == pattern:
+            return i
+    return None
+
+
+def align_answer(prefix: str, tokens: Sequence[str]) -> tuple[str, int | None]:
+    """Where the answer reaches the probed word (the word right after ``prefix``).
+
+    Returns (how, token index). An answer that continues at once is read at its
+    first non-blank token ("first"). A chat model often restates the end of
+    the prefix first: the last occurrence in the answer of the longest tail of
+    the prefix (``_TAIL_MIN`` to ``_TAIL_MAX`` words) marks where the prefix
+    ends, and the first non-blank token after it is read ("restated"). An
+    answer that starts by repeating the prefix but never reaches its end
+    within the tokens asked for, or ends right at it, has no reading
+    ("not_aligned") -- it says nothing about the word, so it must not count as
+    probability 0.
+    """
+    tokens = [t.replace("Ġ", " ").replace("▁", " ").replace("Ċ", "\n") for t in tokens]
+    text = "".join(tokens)
+    starts, pos = [], 0
+    for t in tokens:
+        starts.append(pos)
+        pos += len(t)
+    answer = _words_with_spans(text)
+    pwords = [w for w, _, _ in _words_with_spans(prefix)]
+
+    def first_token_from(char: int) -> int | None:  # first non-blank token starting at or after char
+        return next((i for i, (s, t) in enumerate(zip(starts, tokens)) if s >= char and t.strip()), None)
+
+    aw = [w for w, _, _ in answer]
+    for n in range(min(_TAIL_MAX, len(pwords)), _TAIL_MIN - 1, -1):
+        at = _find_last(aw, pwords[-n:])
+        # a two-word tail ("in the") recurs by chance: it counts only where the answer opens with it
+        if at is not None and (n > _TAIL_MIN or at == 0):
+            i = first_token_from(answer[at + n - 1][2])
+            return ("restated", i) if i is not None else ("not_aligned", None)
+    # no tail of the prefix in the answer: it went straight on, or it is repeating
+    # the prefix from further back and stopped before the end
+    grams = {tuple(pwords[j : j + 3]) for j in range(len(pwords) - 2)}
+    if any(tuple(aw[j : j + 3]) in grams for j in range(len(aw) - 2)):
+        return "not_aligned", None
+    i = first_token_from(0)
+    return ("first", i) if i is not None else ("not_aligned", None)
+
+
+def _spelled_from(tokens: Sequence[str], i: int, word: str) -> bool:
+    """Whether the answer, from token i on, writes the word out in full."""
+    text = _marked_text("".join(tokens[i:])).lstrip()
+    lead, core = _word_parts(word)
+    if not core or not text.startswith(lead + core):
+        return False
+    rest = text[len(lead + core):]
+    return not rest or not rest[0].isalnum()
+
+
+def observe_word(word: str, completion: Completion, prefix: str | None = None) -> WordObservation:
+    """Probability the target gave to the true word where its answer reaches that word.
+
+    With ``prefix`` the answer is aligned with the document first
+    (``align_answer``); without it the first token is read (a one-token probe).
+    At the read position, the probability is the sum over the alternatives
+    that start the word: the longest matching alternatives (case variants of
+    one token are different tokens for the same word), counted only when they
+    pass ``token_matches_word`` -- or, whatever their length, when the answer
+    itself spells the word out from that token (the target's own tokenization
+    shows it starts the word). Case variants and other tokenizations of the
+    word are different tokens for one word, so their probabilities add up. No
+    matching alternative: probability 0, marked below top-k.
     """
     if not completion.tokens:
         return WordObservation(word, None, error="no_logprobs: the target returned no logprobs")
-    first = completion.tokens[0]
-    alts = list(first.top) or [(first.token, first.logprob)]
-    if all(a[0] != first.token for a in alts):
-        alts.append((first.token, first.logprob))
-    p = sum(math.exp(lp) for tok, lp in alts if token_matches_word(tok, word))
+    toks = [t.token for t in completion.tokens]
+    if prefix is None:
+        how, i = "first", 0
+    else:
+        how, i = align_answer(prefix, toks)
+    if i is None:
+        return WordObservation(word, None, aligned=how,
+                               error="not_aligned: the answer never reached the probed word")
+    tok = completion.tokens[i]
+    alts = list(tok.top) or [(tok.token, tok.logprob)]
+    if all(a[0] != tok.token for a in alts):
+        alts.append((tok.token, tok.logprob))
+    spelled = _spelled_from(toks, i, word)
+    gen_norm = normalise_token(tok.token)
+    credited = [(t, lp) for t, lp in alts if _covered(t, word) is not None
+                and (token_matches_word(t, word) or (spelled and normalise_token(t) == gen_norm))]
+    p = sum(math.exp(lp) for _, lp in credited)
     if p <= 0.0:
-        return WordObservation(word, 0.0, below_top_k=True, first_token=first.token)
-    return WordObservation(word, min(1.0, p), first_token=first.token)
+        return WordObservation(word, 0.0, below_top_k=True, first_token=tok.token, aligned=how, position=i)
+    return WordObservation(word, min(1.0, p), first_token=tok.token, aligned=how, position=i)
 
 
 # --------------------------------------------------------------------------- features
+
+
+def unaligned_features(words: Sequence[WordObservation], cfg: SragConfig
+                       ) -> tuple[dict[str, float] | None, str | None, list[WordObservation]]:
+    """Features from the aligned readings; too many unaligned probes make the document inconclusive.
+
+    The histogram is built over the probes that have a reading (an unaligned
+    probe says nothing about its word), and the share of unaligned probes is
+    one more feature, so the classifier sees how much of the document was read.
+    """
+    read = [w.prob for w in words if w.prob is not None]
+    n_un = len(words) - len(read)
+    if not read or n_un / len(words) > cfg.max_unaligned_share:
+        return None, (f"not aligned: in {n_un} of {len(words)} probes the target's answer never reached the "
+                      f"probed word (it restated or rephrased the text instead), too few readings to compare "
+                      f"with the shadow"), list(words)
+    feats = histogram_features(read, cfg.bins)
+    feats["unaligned_share"] = n_un / len(words)
+    return feats, None, list(words)
 
 
 def histogram_features(probs: Sequence[float], bins: int) -> dict[str, float]:
@@ -220,7 +418,8 @@ def histogram_features(probs: Sequence[float], bins: int) -> dict[str, float]:
 
 class SragMethod(MembershipMethod):
     name = "srag"
-    version = "1"
+    #: 2: chat style (longer answers, aligned), stricter word matcher, unaligned probes
+    version = "2"
     requires_logprobs = True
 
     def __init__(self, config: SragConfig | None = None):
@@ -230,7 +429,8 @@ class SragMethod(MembershipMethod):
     # -- probing --------------------------------------------------------------
 
     def build_requests(self, probes: Sequence[Probe], top_logprobs: int | None = None) -> list[ChatRequest]:
-        k = self.config.top_logprobs if top_logprobs is None else top_logprobs
+        # the configuration's cap bounds every call, target's and shadow's alike
+        k = self.config.top_logprobs if top_logprobs is None else min(top_logprobs, self.config.top_logprobs)
         return [
             ChatRequest.chat(
                 [{"role": "user", "content": self.config.prompt.format(prefix=p.prefix)}],
@@ -273,7 +473,8 @@ class SragMethod(MembershipMethod):
             if resp is None:
                 out.append(WordObservation(p["word"], None, error=err))
             else:
-                out.append(observe_word(p["word"], Completion.from_json(resp)))
+                prefix = p["prefix"] if self.config.style == "chat" else None
+                out.append(observe_word(p["word"], Completion.from_json(resp), prefix))
         return out
 
     def features(self, obs: Observation) -> tuple[dict[str, float] | None, str | None, list[WordObservation]]:
@@ -281,15 +482,15 @@ class SragMethod(MembershipMethod):
         if obs.skipped:
             return None, obs.skipped, []
         words = self.word_observations(obs)
-        good = [w.prob for w in words if w.prob is not None]
-        failed = [w for w in words if w.prob is None]
         if not words:
             return None, "no probes were sent", words
+        unaligned = [w for w in words if w.aligned == "not_aligned"]
+        failed = [w for w in words if w.prob is None and w.aligned != "not_aligned"]
         # a histogram with holes would not be comparable to the shadow's: any
         # failed probe makes the document inconclusive rather than guessed
         if failed:
             return None, f"{len(failed)} of {len(words)} target calls failed ({failed[0].error})", words
-        return histogram_features(good, self.config.bins), None, words
+        return unaligned_features(words, self.config)
 
     # -- training on the shadow -----------------------------------------------
 

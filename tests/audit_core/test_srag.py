@@ -65,7 +65,12 @@ def test_first_token_of_the_word_matches_with_real_tokenizers(request, fixture, 
     "token,word,ok",
     [(" amox", "amoxicillin", True), ("Amox", "amoxicillin", True), ("ĠAmox", "amoxicillin", True),
      (" amoxicillin", "Amoxicillin,", True), (" ", "amoxicillin", False), (",", "amoxicillin", False),
-     (" pen", "amoxicillin", False), ("\n", "pain", False), (" pain", "pain.", True), ("▁pain", "pain", True)],
+     (" pen", "amoxicillin", False), ("\n", "pain", False), (" pain", "pain.", True), ("▁pain", "pain", True),
+     # only a token that can start the word under a real tokenization
+     (" a", "amoxicillin", False), (" the", "therapy", False), (" the", "the", True), (" ther", "therapy", True),
+     # the word's opening punctuation is normalised like the token (issue 20, point 1)
+     (" (", "(Adacel)", True), ("(", "(Tigan),", True), (" (Adac", "(Adacel)", True), (" (Ad", "(Adacel)", False), (" (", "Adacel", False),
+     (" Adacel", "(Adacel)", True), (" [", "(Adacel)", False)],
 )
 def test_matcher_table(token, word, ok):
     assert srag.token_matches_word(token, word) is ok
@@ -121,3 +126,84 @@ def test_srag_abstains_when_its_shadow_showed_no_signal():
     blind = Calibration("srag", 0.5, shadow_auc=0.45, model=_FixedPredictor(0.8), params={"feature_columns": cols})
     res = method.score(obs, blind)
     assert res.score == pytest.approx(0.8) and res.decision is None and res.reason.startswith("no signal")
+
+
+def _answer(pieces: list[tuple[str, list[tuple[str, float]]]]) -> Completion:
+    """A multi-token answer: (token, alternatives) per position, the token first among its alternatives."""
+    toks = [TokenLogprob(t, alts[0][1] if alts else math.log(0.9), alts or [(t, math.log(0.9))]) for t, alts in pieces]
+    return Completion(text="".join(t for t, _ in pieces), tokens=toks, usage=Usage(10, len(toks)))
+
+
+PREFIX = "My doctor suggested ibuprofen and gentle stretching, but the pain now spreads into my"
+
+
+def test_a_restating_answer_is_read_where_it_reaches_the_probed_word():
+    # a chat model repeats the end of the prefix, then goes on: the reading is at " left", not at "The"
+    pieces = [("Sure", []), ("!", []), (" The", []), (" pain", []), (" now", []), (" spreads", []),
+              (" into", []), (" my", []), (" left", [(" left", math.log(0.6)), (" lower", math.log(0.3))]),
+              (" thigh", [])]
+    toks = [t for t, _ in pieces]
+    assert srag.align_answer(PREFIX, toks) == ("restated", 8)
+    o = srag.observe_word("left", _answer(pieces), PREFIX)
+    assert o.aligned == "restated" and o.position == 8 and o.prob == pytest.approx(0.6)
+    # read at the first token instead, the same answer would say probability 0
+    assert srag.observe_word("left", _answer(pieces)).prob == 0.0
+
+
+def test_an_answer_that_continues_at_once_is_read_at_its_first_token():
+    pieces = [(" left", [(" left", math.log(0.7)), (" right", math.log(0.2))]), (" thigh", []), (" and", [])]
+    assert srag.align_answer(PREFIX, [t for t, _ in pieces]) == ("first", 0)
+    assert srag.observe_word("left", _answer(pieces), PREFIX).prob == pytest.approx(0.7)
+
+
+def test_an_answer_that_never_reaches_the_word_is_not_aligned_not_probability_zero():
+    # it restates from the start of the paragraph and stops before the prefix ends
+    pieces = [(" My", []), (" doctor", []), (" suggested", []), (" ibuprofen", []), (" and", [])]
+    o = srag.observe_word("left", _answer(pieces), PREFIX)
+    assert o.prob is None and o.aligned == "not_aligned" and o.error.startswith("not_aligned")
+    # and one that ends right where the word should come has no reading either
+    ends = [(" spreads", []), (" into", []), (" my", [])]
+    assert srag.observe_word("left", _answer(ends), PREFIX).aligned == "not_aligned"
+
+
+def test_a_short_token_counts_only_when_the_answer_spells_the_word_from_it():
+    alts = [(" Ad", math.log(0.5)), (" A", math.log(0.2))]
+    spelled = [(" Ad", alts), ("acel", []), (" booster", [])]
+    assert srag.observe_word("Adacel", _answer(spelled)).prob == pytest.approx(0.5)
+    other = [(" Ad", alts), ("vil", []), (" tablets", [])]
+    o = srag.observe_word("Adacel", _answer(other))
+    assert o.prob == 0.0 and o.below_top_k
+
+
+def test_a_parenthesis_first_token_reads_the_word_probability():
+    c = _completion(" (", [(" (", math.log(0.4)), (" and", math.log(0.3))])
+    assert srag.observe_word("(Tigan),", c).prob == pytest.approx(0.4)
+
+
+def _chat_obs(answers: list[list[tuple[str, list]]]):
+    from audit_core.methods.base import Observation
+
+    obs = Observation("srag", "d1", data={"probes": [{"word": "left", "word_index": 20, "prefix": PREFIX,
+                                                     "proxy_prob": 0.01}] * len(answers)})
+    for a in answers:
+        obs.add({}, _answer(a))
+    return obs
+
+
+def test_too_many_unaligned_probes_make_the_document_inconclusive_with_that_reason():
+    method = srag.SragMethod(srag.SragConfig(style="chat"))
+    reached = [(" left", [(" left", math.log(0.8))])]
+    stuck = [(" My", []), (" doctor", []), (" suggested", [])]
+    feats, reason, words = method.features(_chat_obs([reached, stuck, stuck, stuck]))
+    assert feats is None and reason.startswith("not aligned: in 3 of 4 probes")
+    feats, reason, _ = method.features(_chat_obs([reached, reached, reached, stuck]))
+    assert reason is None and feats["n_probes"] == 3 and feats["unaligned_share"] == pytest.approx(0.25)
+
+
+def test_chat_style_asks_for_enough_tokens_and_the_cap_bounds_top_logprobs():
+    probes = [srag.Probe("left", 20, PREFIX, 0.01)]
+    chat = srag.SragMethod(srag.SragConfig(style="chat", top_logprobs=5))
+    (req,) = chat.build_requests(probes, top_logprobs=20)
+    assert req.max_tokens == chat.config.chat_max_tokens >= 16 and req.top_logprobs == 5
+    (req,) = srag.SragMethod().build_requests(probes, top_logprobs=8)
+    assert req.max_tokens == 1 and req.top_logprobs == 8

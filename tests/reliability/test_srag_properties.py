@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import string
+import unicodedata
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit_core.methods.srag import histogram_features, normalise_word, observe_word, token_matches_word
+from audit_core.methods.srag import (MIN_PARTIAL_TOKEN, histogram_features, normalise_word, observe_word,
+                                     token_matches_word)
 from audit_core.target.base import Completion, TokenLogprob, Usage
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -61,13 +63,20 @@ def test_the_documented_examples():
     assert token_matches_word("ĠAmox", "Amoxicillin,")
     assert not token_matches_word(" ,", "amoxicillin")
     assert not token_matches_word(" amoxicillins", "amoxicillin")
+    # a short token starts a long word only when the answer spells it out (observe_word)
+    assert not token_matches_word(" a", "amoxicillin") and not token_matches_word(" the", "therapy")
+    assert token_matches_word(" the", "the") and token_matches_word(" a", "a")
+    # the word's opening punctuation is its first token (issue 20, point 1)
+    assert token_matches_word(" (", "(Adacel)") and token_matches_word("(", "(Tigan),")
+    assert token_matches_word(" (Tiga", "(Tigan),") and token_matches_word(" Tigan", "(Tigan),")
+    assert not token_matches_word(" (", "Tigan")
 
 
 @SETTINGS
 @given(words, space_markers, st.data())
-def test_every_prefix_of_the_word_matches_whatever_its_case_and_space_marker(w, marker, data):
+def test_every_long_enough_prefix_of_the_word_matches_whatever_its_case_and_space_marker(w, marker, data):
     core = normalise_word(w)
-    k = data.draw(st.integers(min_value=1, max_value=len(core)))
+    k = data.draw(st.integers(min_value=min(len(core), MIN_PARTIAL_TOKEN), max_value=len(core)))
     assert token_matches_word(marker + core[:k], w)
     assert token_matches_word(marker + core[:k].upper(), w) or core[:k].upper().lower() != core[:k]
 
@@ -79,9 +88,22 @@ def test_the_whole_word_matches_with_trailing_punctuation_on_the_token(w, marker
 
 
 @SETTINGS
+@given(words, space_markers, st.data())
+def test_a_prefix_shorter_than_the_minimum_matches_only_a_short_word(w, marker, data):
+    core = normalise_word(w)
+    if len(core) <= MIN_PARTIAL_TOKEN:
+        return
+    k = data.draw(st.integers(min_value=1, max_value=MIN_PARTIAL_TOKEN - 1))
+    assert not token_matches_word(marker + core[:k], w)
+
+
+@SETTINGS
 @given(punctuation_only, words)
-def test_a_token_of_only_punctuation_or_space_matches_nothing(token, w):
-    assert not token_matches_word(token, w)
+def test_a_token_of_only_punctuation_or_space_matches_only_the_words_opening_punctuation(token, w):
+    nw = unicodedata.normalize("NFKC", w).strip().lower()
+    lead = nw[: len(nw) - len(nw.lstrip(PUNCT + "."))]
+    t = unicodedata.normalize("NFKC", token).strip()
+    assert token_matches_word(token, w) == bool(t and lead.startswith(t))
 
 
 @SETTINGS

@@ -85,7 +85,7 @@ def test_rerun_and_rescore_send_no_target_query(quick_run, monkeypatch):
     def no_server(*a, **k):
         raise AssertionError("a finished run must not start the target again")
 
-    monkeypatch.setattr(bench, "ServedTarget", no_server)
+    monkeypatch.setattr(bench.served, "ServedTarget", no_server)
     logs: list[str] = []
     again = run_bench(cfg, log=logs.append)
     assert any("all results present" in line for line in logs)
@@ -99,7 +99,7 @@ def test_rerun_and_rescore_send_no_target_query(quick_run, monkeypatch):
     assert bench.main(["--rescore", cfg.out_dir]) == 0
     # a quick run's table goes to its own section of BENCHMARKS.md, never the full benchmark's
     written: dict = {}
-    monkeypatch.setattr(bench, "update_benchmarks_md",
+    monkeypatch.setattr(bench.cli, "update_benchmarks_md",
                         lambda results, command, section: written.update(section=section, command=command))
     assert bench.main(["--rescore", cfg.out_dir, "--update-benchmarks-md"]) == 0
     assert written["section"] == bench.SECTIONS["quick"] != bench.SECTIONS["full"]
@@ -111,7 +111,7 @@ def test_a_row_whose_target_calls_failed_is_done_again(tmp_path):
             {"defense": "none", "method": "mink", "doc_id": "b", "failed": 0}]
     f = tmp_path / "scores.jsonl"
     f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    assert bench._done_keys(f) == {("none", "srag", "a"), ("none", "mink", "b")}
+    assert bench._done_keys(f) == {("completion", "none", "srag", "a"), ("completion", "none", "mink", "b")}
     # the re-done row replaces the failed one in the metrics
     with f.open("a") as fh:
         fh.write(json.dumps({"defense": "none", "method": "srag", "doc_id": "b", "failed": 0, "score": 0.9}) + "\n")
@@ -140,7 +140,7 @@ def test_shadow_defenses_calibrate_their_rows_on_a_defended_shadow(tmp_path, mon
     def stop(*a, **k):
         raise Stop
 
-    monkeypatch.setattr(bench, "prepare_shadow", fake_prepare)
+    monkeypatch.setattr(bench.runner, "prepare_shadow", fake_prepare)
     monkeypatch.setattr(audit_core.store, "Store", stop)  # the first thing after preparation
     cfg = BenchConfig(target_corpus=str(corpus), kb_size=6, n_members=2, n_nonmembers=2, methods=["rag_mia"],
                       defenses=["none", "prompt_modification", "mirabel"], shadow_defenses=["mirabel"],
@@ -149,9 +149,9 @@ def test_shadow_defenses_calibrate_their_rows_on_a_defended_shadow(tmp_path, mon
         run_bench(cfg, log=lambda s: None)
     assert prepared == [None, "mirabel"]
     # the CLI flag sets the same field
-    monkeypatch.setattr(bench, "run_bench", lambda c, log=None: pytest.fail(str(c.shadow_defenses))
+    monkeypatch.setattr(bench.cli, "run_bench", lambda c, log=None: pytest.fail(str(c.shadow_defenses))
                         if c.shadow_defenses != ["mirabel"] else {"metrics": {}})
-    monkeypatch.setattr(bench, "markdown_table", lambda m: "")
+    monkeypatch.setattr(bench.cli, "markdown_table", lambda m: "")
     assert bench.main(["--target-corpus", str(corpus), "--shadow-defenses", "mirabel"]) == 0
 
 
@@ -163,13 +163,13 @@ def test_rows_lost_after_a_run_are_redone_from_the_store_without_the_server(quic
     scores = Path(cfg.out_dir) / "scores.jsonl"
     kept = scores.read_text()
     started: list[tuple] = []
-    real_server = bench.ServedTarget
+    real_server = bench.served.ServedTarget
 
     def counting_server(*a, **k):
         started.append(a)
         return real_server(*a, **k)
 
-    monkeypatch.setattr(bench, "ServedTarget", counting_server)
+    monkeypatch.setattr(bench.served, "ServedTarget", counting_server)
     try:
         scores.write_text("")  # as if the scores had been lost: every row is done again
         again = run_bench(cfg, log=lambda s: None)

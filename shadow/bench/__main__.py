@@ -1,0 +1,3 @@
+from shadow.bench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""``python -m shadow.bench``: command line of the benchmark."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from shadow.bench.report import SECTIONS, finish, markdown_table, update_benchmarks_md, zoo_table
+from shadow.bench.runner import ALL_DEFENSES, ALL_METHODS, ALL_PROFILES, BenchConfig, run_bench
+from shadow.prepare import ShadowConfig
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    import shadow.bench as pkg
+
+    ap = argparse.ArgumentParser(prog="python -m shadow.bench", description=pkg.__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="10 + 10 documents, no defense, small shadow")
+    ap.add_argument("--config", help="JSON file with BenchConfig fields (shadow: ShadowConfig fields)")
+    ap.add_argument("--rescore", metavar="OUT_DIR", help="recompute metrics from a finished run; no target query")
+    ap.add_argument("--methods", help="comma-separated subset of " + ",".join(ALL_METHODS))
+    ap.add_argument("--defenses", help="comma-separated subset of " + ",".join(ALL_DEFENSES))
+    ap.add_argument("--profiles", help="target profiles, comma-separated subset of " + ",".join(ALL_PROFILES)
+                    + " (writes the target zoo section of BENCHMARKS.md)")
+    ap.add_argument("--chat-shadow-size", type=int, help="shadow members (= non-members) for chat-style profiles")
+    ap.add_argument("--n", type=int, help="members (= non-members) in the test set")
+    ap.add_argument("--kb-size", type=int)
+    ap.add_argument("--target-corpus")
+    ap.add_argument("--target-model")
+    ap.add_argument("--aux-corpus")
+    ap.add_argument("--shadow-size", type=int)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--shadow-defenses", help="defenses to simulate on the shadow too, comma-separated")
+    ap.add_argument("--out")
+    ap.add_argument("--update-benchmarks-md", action="store_true", help="write the table into BENCHMARKS.md")
+    args = ap.parse_args(argv)
+
+    if args.rescore:
+        results = json.loads((Path(args.rescore) / "results.json").read_text())
+        cfg_d = results["config"]
+        cfg_d["shadow"] = ShadowConfig(**cfg_d["shadow"])
+        cfg = BenchConfig(**cfg_d)
+        cfg.out_dir = args.rescore
+        results = finish(cfg)
+    else:
+        cfg = BenchConfig.quick() if args.quick else BenchConfig()
+        if args.config:
+            d = json.loads(Path(args.config).read_text())
+            if "shadow" in d:
+                d["shadow"] = ShadowConfig(**d["shadow"])
+            for k, v in d.items():
+                setattr(cfg, k, v)
+        if args.profiles:
+            cfg.mode = "zoo"
+        for flag, attr in (("methods", "methods"), ("defenses", "defenses"), ("shadow_defenses", "shadow_defenses"),
+                           ("profiles", "profiles")):
+            if getattr(args, flag):
+                setattr(cfg, attr, getattr(args, flag).split(","))
+        if args.n:
+            cfg.n_members = cfg.n_nonmembers = args.n
+        for flag, attr in (("kb_size", "kb_size"), ("target_corpus", "target_corpus"),
+                           ("target_model", "target_generator"), ("seed", "seed"), ("out", "out_dir"),
+                           ("chat_shadow_size", "chat_shadow_size")):
+            if getattr(args, flag) is not None:
+                setattr(cfg, attr, getattr(args, flag))
+        if args.aux_corpus:
+            cfg.shadow.aux_corpus = args.aux_corpus
+        if args.shadow_size:
+            cfg.shadow.n_members = cfg.shadow.n_nonmembers = args.shadow_size
+        if not Path(cfg.target_corpus).exists():
+            print(f"error: target corpus {cfg.target_corpus} not found (see --target-corpus)", file=sys.stderr)
+            return 2
+        results = run_bench(cfg, log=lambda s: print(s, file=sys.stderr))
+    print(zoo_table(results["zoo"], results.get("cannot_run") or {}) if results.get("zoo")
+          else markdown_table(results["metrics"]))
+    if args.update_benchmarks_md:
+        # quick mode has its own section (a smoke run must not overwrite the full benchmark's
+        # table), kept by a re-score since the mode is part of the saved configuration
+        update_benchmarks_md(results, "python -m shadow.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+                             section=SECTIONS.get(cfg.mode, f"{cfg.mode} membership benchmark"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,295 @@
+"""Benchmark outputs: per-row metrics, the combined verdict, tables (the membership
+benchmark's and the target zoo's), ROC plots, results.json and BENCHMARKS.md sections."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+from dataclasses import asdict
+from pathlib import Path
+
+from audit_core.methods import LABELS
+from audit_core.methods.base import MethodResult
+from audit_core.verdict import VerdictConfig, decide
+from shadow.bench.runner import ALL_DEFENSES, ALL_METHODS, BenchConfig, _row_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+#: bump when the layout of results.json changes (2: rows carry their target profile)
+SCHEMA_VERSION = 2
+#: BENCHMARKS.md section (between <!-- NAME:start --> and <!-- NAME:end -->) per mode
+SECTIONS = {"full": "membership benchmark", "quick": "quick membership benchmark", "zoo": "target zoo"}
+
+# --------------------------------------------------------------------------- metrics and outputs
+
+
+def load_rows(out: Path) -> list[dict]:
+    rows = {}
+    for line in (out / "scores.jsonl").read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            rows[(_row_profile(r), r["defense"], r["method"], r["doc_id"])] = r  # the latest row wins
+    return list(rows.values())
+
+
+#: per-document costs a combined row adds up over the methods it combines
+COST_KEYS = ("queries", "prompt_tokens", "completion_tokens", "auditor_cpu_s")
+
+
+def combined_rows(rows: list[dict]) -> list[dict]:
+    """The product's verdict (S-RAG primary, MBA second opinion) as one more method.
+
+    Its cost is what the product pays for the verdict: the sum over the
+    primary and second methods' rows (the baselines do not feed it).
+    """
+    vc = VerdictConfig()
+    by: dict[tuple[str, str, str], list[dict]] = {}
+    for r in rows:
+        by.setdefault((_row_profile(r), r["defense"], r["doc_id"]), []).append(r)
+    out = []
+    for (profile, defense, doc_id), rs in by.items():
+        results = [MethodResult(r["method"], doc_id, r["score"], r["decision"], r["reason"]) for r in rs]
+        v = decide(doc_id, results, vc)
+        decision = None if v.verdict == "inconclusive" else v.verdict == "member"
+        feeding = [r for r in rs if r["method"] in (vc.primary, vc.second)]
+        costs = {k: sum(r[k] for r in feeding if r.get(k) is not None) if feeding else None for k in COST_KEYS}
+        out.append({"profile": profile, "defense": defense, "method": "combined", "doc_id": doc_id, "label": rs[0]["label"],
+                    "score": v.score, "decision": decision, "reason": v.reason} | costs)
+    return out
+
+
+def compute_metrics(rows: list[dict], n_boot: int = 1000) -> dict:
+    """defense -> method -> metrics over the rows of one profile (rows of a method that
+    cannot run on the profile carry no score and are left out: ``cannot_run_reasons``)."""
+    from audit_core.metrics import summarize
+
+    rows = [r for r in rows if not r.get("cannot_run")]
+    rows = rows + combined_rows(rows)
+    table: dict[str, dict[str, dict]] = {}
+    for defense in sorted({r["defense"] for r in rows}, key=lambda d: ALL_DEFENSES.index(d) if d in ALL_DEFENSES else 99):
+        for method in [m for m in ALL_METHODS + ["combined"] if any(r["method"] == m for r in rows)]:
+            rs = [r for r in rows if r["defense"] == defense and r["method"] == method]
+            if not rs:
+                continue
+            labels = [r["label"] for r in rs]
+            scores = [r["score"] for r in rs]
+            decisions = [r["decision"] for r in rs]
+            s = summarize(labels, scores, decisions, n_boot=n_boot)
+            hits = [r["retrieval_hit"] for r in rs if r.get("label") == 1 and r.get("retrieval_hit") is not None]
+            s["retrieval_recall_members"] = sum(hits) / len(hits) if hits else None
+            for k in COST_KEYS:
+                vals = [r[k] for r in rs if r.get(k) is not None]
+                s[f"{k}_per_doc"] = sum(vals) / len(vals) if vals else None
+            table.setdefault(defense, {})[method] = s
+    return table
+
+
+def _fmt(s: dict, key: str) -> str:
+    v = s.get(key)
+    ci = s.get(f"{key}_ci")
+    if v is None:
+        return "n/a"
+    if ci and ci[0] is not None:
+        return f"{v:.3f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+    return f"{v:.3f}"
+
+
+def _inconclusive(s: dict) -> str:
+    """Documents without a score / without a decision: they differ for the combined
+    verdict, which has a score but no decision where its two methods disagree."""
+    n_s, n_d = s.get("n_inconclusive_scores", 0), s.get("n_inconclusive_decisions", 0)
+    return str(n_s) if n_s == n_d else f"{n_s} / {n_d}"
+
+
+def markdown_table(metrics: dict) -> str:
+    from audit_core.metrics import fpr_key
+
+    k1, k01 = fpr_key(0.01), fpr_key(0.001)
+    lines = ["| defense | method | members + non-members | AUC | accuracy | precision | recall | F1 | TPR@1%FPR | TPR@0.1%FPR | inconclusive | member retrieval recall | queries/doc | tokens/doc | auditor CPU s/doc |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for defense, ms in metrics.items():
+        for method, s in ms.items():
+            toks = (s.get("prompt_tokens_per_doc") or 0) + (s.get("completion_tokens_per_doc") or 0)
+            rr = s.get("retrieval_recall_members")
+            lines.append(
+                f"| {defense} | {LABELS.get(method, method)} | {s.get('n_members', 0)} + {s.get('n_nonmembers', 0)} | "
+                f"{_fmt(s, 'auc')} | {_fmt(s, 'accuracy')} | {_fmt(s, 'precision')} | {_fmt(s, 'recall')} | "
+                f"{_fmt(s, 'f1')} | {_fmt(s, k1)} | {_fmt(s, k01)} | {_inconclusive(s)} | "
+                f"{'n/a' if rr is None else f'{rr:.2f}'} | {s.get('queries_per_doc') or 0:.1f} | {toks:.0f} | "
+                f"{s.get('auditor_cpu_s_per_doc') or 0:.2f} |"
+            )
+    return "\n".join(lines)
+
+
+def roc_png(rows: list[dict], defense: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from audit_core.metrics import roc_auc, roc_curve
+
+    rows = rows + combined_rows(rows)
+    # Linear axes for the overall shape; a log FPR axis beside it because the low-FPR
+    # end (TPR at 1% and 0.1% FPR) is where membership methods differ in practice.
+    fig, (ax, ax_log) = plt.subplots(1, 2, figsize=(10, 5))
+    for method in ALL_METHODS + ["combined"]:
+        rs = [r for r in rows if r["defense"] == defense and r["method"] == method and r["score"] is not None]
+        if len({r["label"] for r in rs}) < 2:
+            continue
+        labels, scores = [r["label"] for r in rs], [r["score"] for r in rs]
+        fpr, tpr, _ = roc_curve(labels, scores)
+        # The combined verdict ranks by S-RAG's score, so its curve lies on S-RAG's: dashed, to show both.
+        style = {"ls": "--", "lw": 1.2} if method == "combined" else {"lw": 1.6}
+        label = f"{LABELS.get(method, method)} (AUC {roc_auc(labels, scores):.2f})"
+        ax.plot(fpr, tpr, label=label, **style)
+        # Steps, not straight segments: on a log axis a segment from FPR 0 would show a TPR
+        # the method never reaches at that FPR (tied scores, as RAG-MIA's yes/no, most of all).
+        ax_log.plot(fpr, tpr, label=label, drawstyle="steps-post", **style)
+    ax.plot([0, 1], [0, 1], ls=":", c="grey")
+    chance = [10 ** (e / 20) for e in range(-60, 1)]
+    ax_log.plot(chance, chance, ls=":", c="grey")
+    for a in (ax, ax_log):
+        a.set_xlabel("false positive rate")
+        a.set_ylabel("true positive rate")
+    ax_log.set_xscale("log")
+    ax_log.set_xlim(1e-3, 1)
+    ax.set_title(f"ROC, defense: {defense}")
+    ax_log.set_title("same, log false positive rate")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def machine_line() -> str:
+    import torch
+
+    return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+
+
+def cannot_run_reasons(rows: list[dict]) -> dict[str, dict[str, dict[str, str]]]:
+    """profile -> defense -> method -> why that method cannot run there."""
+    out: dict = {}
+    for r in rows:
+        if r.get("cannot_run"):
+            out.setdefault(_row_profile(r), {}).setdefault(r["defense"], {})[r["method"]] = r["reason"]
+    return out
+
+
+def zoo_metrics(rows: list[dict], n_boot: int = 1000) -> dict:
+    """profile -> defense -> method -> metrics (``compute_metrics`` per profile)."""
+    profiles = list(dict.fromkeys(_row_profile(r) for r in rows))
+    return {p: compute_metrics([r for r in rows if _row_profile(r) == p], n_boot) for p in profiles}
+
+
+def zoo_table(zoo: dict, cannot: dict) -> str:
+    """The target zoo: one row per profile x method x defense; a method that cannot run says why."""
+    from audit_core.metrics import fpr_key
+
+    k1 = fpr_key(0.01)
+    lines = ["| profile | method | defense | members + non-members | AUC [95% CI] | TPR@1%FPR | inconclusive | queries/doc |",
+             "|---|---|---|---|---|---|---|---|"]
+    profiles = list(dict.fromkeys(list(zoo) + list(cannot)))
+    for p in profiles:
+        defenses = list(dict.fromkeys(list(zoo.get(p, {})) + list(cannot.get(p, {}))))
+        for defense in defenses:
+            ms = zoo.get(p, {}).get(defense, {})
+            why = cannot.get(p, {}).get(defense, {})
+            for method in [m for m in ALL_METHODS + ["combined"] if m in ms or m in why]:
+                if method in why and method not in ms:
+                    lines.append(f"| {p} | {LABELS.get(method, method)} | {defense} | - | {why[method]} | - | - | - |")
+                    continue
+                s = ms[method]
+                lines.append(
+                    f"| {p} | {LABELS.get(method, method)} | {defense} | {s.get('n_members', 0)} + "
+                    f"{s.get('n_nonmembers', 0)} | {_fmt(s, 'auc')} | {_fmt(s, k1)} | {_inconclusive(s)} | "
+                    f"{s.get('queries_per_doc') or 0:.1f} |")
+    return "\n".join(lines)
+
+
+def finish(cfg: BenchConfig, prep_info: dict | None = None, timings: dict | None = None) -> dict:
+    out = Path(cfg.out_dir)
+    rows = load_rows(out)
+    # the membership tables keep their form: the first profile's rows (the completion target)
+    first = cfg.profiles[0] if cfg.profiles else "completion"
+    metrics = compute_metrics([r for r in rows if _row_profile(r) == first])
+    zoo = zoo_metrics(rows) if len(cfg.profiles) > 1 or first != "completion" else None
+    old = {}
+    if (out / "results.json").exists():
+        old = json.loads((out / "results.json").read_text())
+    results = {
+        "schema_version": SCHEMA_VERSION,
+        "date": _dt.date.today().isoformat(),
+        "machine": machine_line(),
+        "config": json.loads(json.dumps(asdict(cfg), default=str)),
+        "shadow": prep_info if prep_info is not None else old.get("shadow"),
+        "timings": timings if timings is not None else old.get("timings"),
+        "metrics": metrics,
+        "zoo": zoo,
+        "cannot_run": cannot_run_reasons(rows),
+        "rows": rows,
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    table = markdown_table(metrics)
+    (out / "table.md").write_text(table + "\n")
+    first_rows = [r for r in rows if _row_profile(r) == first and not r.get("cannot_run")]
+    for defense in metrics:
+        roc_png(first_rows, defense, out / f"roc_{defense}.png")
+    if zoo is not None:
+        (out / "zoo.md").write_text(zoo_table(zoo, results["cannot_run"]) + "\n")
+    return results
+
+
+def _wall_time_line(t: dict) -> str:
+    """The run's timings in one line; a resumed run's covers only its last invocation, and says so."""
+    legs = ", ".join(f"{k} {v / 60:.1f} min" for k, v in (t.get("per_defense_s") or {}).items())
+    line = (f"Wall time: {t.get('wall_s', 0) / 60:.1f} min (shadow preparation "
+            f"{t.get('shadow_preparation_s', 0) / 60:.1f} min{'; ' + legs if legs else ''})")
+    if t.get("rows_from_earlier_runs"):
+        line += (f"; this invocation only: {t['rows_from_earlier_runs']} of {t['rows_total']} rows came from an "
+                 "earlier one, so this is not a cold figure")
+    return line
+
+
+def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCHMARKS.md",
+                         section: str = SECTIONS["full"]) -> None:
+    """Replace the section between markers in BENCHMARKS.md with this run's table."""
+    start, end = f"<!-- {section}:start -->", f"<!-- {section}:end -->"
+    t = results.get("timings") or {}
+    shadow = results.get("shadow") or {}
+    body = [
+        start,
+        f"Command: `{command}`  ",
+        f"Date: {results['date']}; machine: {results['machine']}  ",
+        _wall_time_line(t) + "  ",
+        "Shadow validation AUC: " + ", ".join(
+            f"{LABELS.get(m, m)} {v['shadow_auc']:.3f}" for m, v in shadow.items() if v.get("shadow_auc") is not None),
+        "",
+        markdown_table(results["metrics"]),
+        "",
+        "Intervals are bootstrap 95% intervals (1,000 stratified resamples). Inconclusive documents are "
+        "excluded from the metrics and counted: a single number, or *a / b* where a documents have no "
+        "score (left out of AUC and TPR) and b have no decision (left out of accuracy, precision, recall "
+        "and F1). Queries, tokens and CPU of the combined verdict are those of S-RAG and MBA together.",
+        end,
+    ]
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if section == SECTIONS["zoo"]:
+        body[4] = "Shadow validation AUC (profile:method, the shadow's style): " + "; ".join(
+            f"{k} {v['shadow_auc']:.3f}" + (f" ({v['mirror']['shadow_style']})" if v.get("mirror") else "")
+            for k, v in shadow.items() if v.get("shadow_auc") is not None)
+        body[6] = zoo_table(results.get("zoo") or {}, results.get("cannot_run") or {})
+        body[8] = ("AUC: bootstrap 95% interval (1,000 stratified resamples). Inconclusive: documents without "
+                   "a score (an S-RAG document whose probes the target's answers never reached, a failed "
+                   "call...), left out of AUC and TPR. *cannot run*: the method cannot read its signal on "
+                   "this target, so it reports no number.")
+    block = "\n".join(body)
+    if start in text and end in text:
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip() + f"\n\n## {section[0].upper() + section[1:]}\n\n" + block + "\n"
+    path.write_text(text)
+
+

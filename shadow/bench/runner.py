@@ -1,0 +1,322 @@
+"""Running the benchmark: data split, shadow preparation per profile, probing every
+(profile, defense, method, document) through the served target, one row each."""
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from audit_core.audit import AuditConfig, probe_document, select_methods
+from audit_core.documents import Document
+from audit_core.methods import METHODS, create_method
+from audit_core.methods.base import MethodResult
+from audit_core.target.base import MAX_TOP_LOGPROBS, Capabilities
+from shadow.demo import DEMO_MBA_ELICITATION
+from shadow.prepare import ShadowConfig, prepare_shadow
+from shadow.profiles import PROFILES, TargetProfile, get_profile, source_id
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_TARGET_CORPUS = ROOT.parent / "shared" / "data" / "genmedgpt5k.jsonl"
+ALL_METHODS = list(METHODS)
+ALL_DEFENSES = ["none", "prompt_modification", "paraphrase", "mirabel"]
+ALL_PROFILES = list(PROFILES)
+
+
+@dataclass
+class BenchConfig:
+    target_corpus: str = str(DEFAULT_TARGET_CORPUS)
+    kb_size: int = 2000  # documents in the target's knowledge base
+    #: the completion profile's generator (``--target-model``)
+    target_generator: str = "gemma-3-270m"
+    n_members: int = 50
+    n_nonmembers: int = 50
+    min_words: int = 20  # test documents shorter than this are not drawn
+    seed: int = 0
+    methods: list[str] = field(default_factory=lambda: list(ALL_METHODS))
+    #: run order, cheapest first: paraphrasing makes the target rewrite every
+    #: request with its generator (about 5 s each on 2 cores), so it goes last
+    #: and an interrupted run already holds the other defenses' rows
+    defenses: list[str] = field(default_factory=lambda: ["none", "prompt_modification", "mirabel", "paraphrase"])
+    shadow: ShadowConfig = field(default_factory=ShadowConfig)
+    out_dir: str = str(ROOT / "runs" / "bench")
+    top_logprobs: int = MAX_TOP_LOGPROBS
+    #: per-method configuration, as AuditConfig.method_params. The completion
+    #: profile is the demo target's kind of system, so MBA asks it the same way
+    #: there; a chat profile gets MBA's own default (the paper's single fill-in
+    #: request) unless this sets it (``chat_method_params``).
+    method_params: dict[str, dict] = field(default_factory=lambda: {"mba": {"elicitation": DEMO_MBA_ELICITATION}})
+    chat_method_params: dict[str, dict] = field(default_factory=dict)
+    #: defenses the auditor also simulates on its shadow: that defense's rows are
+    #: scored with a shadow RAG running the same defense (an auditor who expects
+    #: it). Empty: one undefended shadow calibrates every defense's rows.
+    shadow_defenses: list[str] = field(default_factory=list)
+    #: which section of BENCHMARKS.md the run's table goes to: "full", "quick", "zoo",
+    #: or any other name for an experiment of one's own ("<mode> membership benchmark")
+    mode: str = "full"
+    #: target profiles (shadow.profiles) benchmarked, in order
+    profiles: list[str] = field(default_factory=lambda: ["completion"])
+    #: shadow members / non-members per class for chat-style profiles (None: the
+    #: shadow config's). S-RAG's chat probes generate ``chat_max_tokens`` each
+    #: instead of one teacher-forced token, so a chat shadow costs far more.
+    chat_shadow_size: int | None = None
+
+    @classmethod
+    def quick(cls, **kw) -> "BenchConfig":
+        base = dict(mode="quick", kb_size=300, n_members=10, n_nonmembers=10, defenses=["none"],
+                    shadow=ShadowConfig(n_members=40, n_nonmembers=40, n_per_class_generative=15),
+                    out_dir=str(ROOT / "runs" / "bench-quick"))
+        base.update(kw)
+        return cls(**base)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def split_target_corpus(cfg: BenchConfig) -> tuple[list[Document], list[Document], list[Document]]:
+    """Knowledge base, member test documents (from it), non-member test documents (held out)."""
+    from shadow.corpus import load_corpus
+
+    docs = sorted(load_corpus(cfg.target_corpus), key=lambda d: d.id)
+    rnd = random.Random(cfg.seed)
+    rnd.shuffle(docs)
+    kb = docs[: cfg.kb_size]
+    held = docs[cfg.kb_size:]
+    eligible_m = [d for d in kb if d.n_words >= cfg.min_words]
+    eligible_n = [d for d in held if d.n_words >= cfg.min_words]
+    members = rnd.sample(eligible_m, cfg.n_members)
+    nonmembers = rnd.sample(eligible_n, cfg.n_nonmembers)
+    return kb, members, nonmembers
+
+
+# --------------------------------------------------------------------------- per-profile set-up
+
+
+def profile_method_params(cfg: BenchConfig, prof: TargetProfile) -> dict[str, dict]:
+    """Method parameters for a profile: S-RAG reads answers in the profile's style."""
+    base = cfg.method_params if prof.style == "completion" else cfg.chat_method_params
+    params = {m: dict(p) for m, p in base.items()}
+    params.setdefault("srag", {})["style"] = prof.style
+    return params
+
+
+def profile_shadow(cfg: BenchConfig, prof: TargetProfile) -> ShadowConfig:
+    """The shadow mirrors the profile's interaction style and the request parameters of the target."""
+    sh = replace(cfg.shadow, prompt_style=prof.style, top_logprobs=cfg.top_logprobs)
+    if prof.style == "chat" and cfg.chat_shadow_size:
+        n = cfg.chat_shadow_size
+        sh = replace(sh, n_members=n, n_nonmembers=n, n_per_class_generative=min(n, sh.n_per_class_generative))
+    return sh
+
+
+def profile_capabilities(cfg: BenchConfig, prof: TargetProfile) -> Capabilities:
+    """What the profile's endpoint offers (what the capability probe finds on it)."""
+    return Capabilities(True, prof.logprobs, cfg.top_logprobs if prof.logprobs else 0, prof.rag.generator)
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _row_profile(r: dict) -> str:
+    return r.get("profile") or "completion"  # rows of runs before profiles existed
+
+
+def _done_keys(scores_file: Path) -> set[tuple[str, str, str, str]]:
+    """(profile, defense, method, document) already scored; a row whose target calls failed is done
+    again (answered requests come back from the store, only the failed ones are re-sent)."""
+    done = set()
+    if scores_file.exists():
+        for line in scores_file.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if not r.get("failed"):
+                    done.add((_row_profile(r), r["defense"], r["method"], r["doc_id"]))
+    return done
+
+
+def retrieval_hit(obs_responses: list[dict | None], doc_id: str) -> float | None:
+    """Share of a document's probes for which the target retrieved that document (or one of its chunks).
+
+    The reference server reports what it retrieved in a vendor field of each
+    response (see shadow.serve); a real target never does.
+    """
+    hits = total = 0
+    for r in obs_responses:
+        if not r or not r.get("raw"):
+            continue
+        ids = _retrieved_ids(r["raw"])
+        if ids is None:
+            continue
+        total += 1
+        hits += doc_id in {source_id(i) for i in ids}
+    return None if total == 0 else hits / total
+
+
+def _retrieved_ids(raw: dict) -> list[str] | None:
+    info = raw.get("rpa_retrieval") or raw.get("rpa") or {}
+    ids = info.get("doc_ids") or info.get("retrieved_ids") or info.get("ids")
+    return list(ids) if ids is not None else None
+
+
+class TqdmProgress:
+    """progress(stage, done, total) as one tqdm bar per stage: done / total and time left."""
+
+    def __init__(self, log=print):
+        self.bar = None
+        self.stage = None
+        self.log = log
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        from tqdm import tqdm
+
+        if stage != self.stage:
+            self.close()
+            self.stage = stage
+            self.bar = tqdm(total=total, desc=f"  {stage}", unit="doc", file=sys.stderr, mininterval=5)
+        self.bar.n = done
+        self.bar.refresh()
+        if done >= total:
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self.bar, self.stage = None, None
+
+
+def _cannot_run_row(prof: str, defense: str, method: str, d: Document, label: int, reason: str) -> dict:
+    return {"profile": prof, "defense": defense, "method": method, "doc_id": d.id, "label": label,
+            "score": None, "decision": None, "reason": reason, "cannot_run": True, "queries": 0, "failed": 0,
+            "prompt_tokens": 0, "completion_tokens": 0, "auditor_cpu_s": 0.0, "sent_queries": 0,
+            "retrieval_hit": None, "shadow_defense": None, "evidence": {}}
+
+
+def run_bench(cfg: BenchConfig, log=print) -> dict:
+    from tqdm import tqdm
+
+    import shadow.bench.served as served
+    from audit_core.store import Store
+    from audit_core.target.caching import CachingTarget
+    from shadow.bench.report import finish
+    from shadow.corpus import write_jsonl
+
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    kb, members, nonmembers = split_target_corpus(cfg)
+    labels = {d.id: 1 for d in members} | {d.id: 0 for d in nonmembers}
+    test_docs = members + nonmembers
+    random.Random(cfg.seed + 7).shuffle(test_docs)
+    scores_file = out / "scores.jsonl"
+    done = _done_keys(scores_file)
+    keys = [(p, defense, m, d.id) for p in cfg.profiles for defense in cfg.defenses for m in cfg.methods
+            for d in test_docs]
+    timings: dict[str, Any] = {"shadow_preparation_s": 0.0, "per_defense_s": {}, "rows_total": len(keys),
+                               "rows_from_earlier_runs": sum(k in done for k in keys)}
+    info: dict[str, Any] = {}
+    progress = TqdmProgress(log)
+    store = None
+    for prof_name in cfg.profiles:
+        prof = get_profile(prof_name)
+        params = profile_method_params(cfg, prof)
+        caps = profile_capabilities(cfg, prof)
+        methods, not_run = select_methods(AuditConfig(methods=list(cfg.methods), method_params=params), caps)
+        unserved = served.cannot_serve(prof)
+        if unserved:
+            not_run |= {m.name: unserved for m in methods}
+            methods = []
+        with open(scores_file, "a") as fh:  # rows of methods that cannot run here: the reason, never a number
+            for name, why in not_run.items():
+                for defense in cfg.defenses:
+                    for d in test_docs:
+                        if (prof_name, defense, name, d.id) not in done:
+                            fh.write(json.dumps(_cannot_run_row(prof_name, defense, name, d, labels[d.id], why)) + "\n")
+        if not methods:
+            log(f"[{prof_name}] nothing can run: " + "; ".join(f"{m}: {w}" for m, w in not_run.items()))
+            continue
+        shadow_cfg = profile_shadow(cfg, prof)
+        log(f"[{prof_name}] shadow preparation ({shadow_cfg.prompt_style} style) for "
+            f"{', '.join(m.name for m in methods)} ...")
+        t0 = time.time()
+        prep = prepare_shadow(methods, shadow_cfg, progress=progress)
+        preps = {d: prep for d in cfg.defenses}
+        for d in cfg.shadow_defenses:
+            if d in preps and d != "none":
+                log(f"[{prof_name}] shadow preparation with the '{d}' defense simulated ...")
+                preps[d] = prepare_shadow(methods, replace(shadow_cfg, defense=d), progress=progress)
+        progress.close()
+        timings["shadow_preparation_s"] += time.time() - t0
+        for d, p in [(None, prep)] + [(d, p) for d, p in preps.items() if p is not prep]:
+            for m, c in p.calibrations.items():
+                key = (m if d is None else f"{m}@{d}") if prof_name == "completion" else \
+                    f"{prof_name}:{m}" + ("" if d is None else f"@{d}")
+                info[key] = {"shadow_auc": c.shadow_auc, "threshold": c.threshold,
+                             "mirror": (c.params or {}).get("mirror")}
+
+        kb_file = out / f"target_kb-{prof_name}.jsonl"
+        if prof_name == "completion":
+            kb_file = out / "target_kb.jsonl"  # the name runs before profiles used
+        if not kb_file.exists():
+            write_jsonl(kb, kb_file)  # the server chunks it itself when the profile chunks
+        store = store or Store(out / "responses.sqlite")
+        for defense in cfg.defenses:
+            todo = [(m, d) for m in methods for d in test_docs if (prof_name, defense, m.name, d.id) not in done]
+            if not todo:
+                log(f"[{prof_name} / {defense}] all results present")
+                continue
+            t_def = time.time()
+            dflt = None if defense == "none" else defense
+            log_file = out / (f"server-{defense}.log" if prof_name == "completion" else f"server-{prof_name}-{defense}.log")
+            if prof_name == "completion" and cfg.target_generator != prof.rag.generator:
+                http = served.LazyServedTarget(kb_file, cfg.target_generator, dflt, log_file)
+            else:
+                http = served.served_target(prof, kb_file, dflt, log_file)
+            # stored under the system, not its address: the server takes a new
+            # port every run, and a re-run must find the answers of the last one
+            ident = f"reference RAG · {cfg.target_generator} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
+            if prof_name != "completion":
+                ident = f"reference RAG · profile {prof_name} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
+            try:
+                caching = CachingTarget(http, store, identity=ident)
+                with open(scores_file, "a") as fh:
+                    for m, d in tqdm(todo, desc=f"[{prof_name} / {defense}] probing", unit="doc", file=sys.stderr):
+                        target = caching.for_method(m.probe_scope, m.version)
+                        c0 = time.process_time()
+                        q0 = (http.account.queries, http.account.prompt_tokens, http.account.completion_tokens)
+                        obs = probe_document(m, d, target, caps.max_top_logprobs)
+                        res = m.score(obs, preps[defense].calibrations[m.name])
+                        cpu = time.process_time() - c0
+                        p_tok, c_tok = obs.tokens_used()
+                        row = {
+                            "profile": prof_name, "defense": defense, "method": m.name, "doc_id": d.id,
+                            "label": labels[d.id], "score": res.score, "decision": res.decision,
+                            "reason": res.reason, "queries": obs.queries, "failed": obs.failed,
+                            "prompt_tokens": p_tok, "completion_tokens": c_tok, "auditor_cpu_s": cpu,
+                            "sent_queries": http.account.queries - q0[0],
+                            "retrieval_hit": retrieval_hit(obs.responses, d.id),
+                            "shadow_defense": defense if defense in cfg.shadow_defenses else None,
+                            "evidence": _small_evidence(res),
+                        }
+                        fh.write(json.dumps(row) + "\n")
+                        fh.flush()
+            finally:
+                http.stop()
+            timings["per_defense_s"][defense if prof_name == "completion" else f"{prof_name}/{defense}"] = \
+                time.time() - t_def
+    timings["wall_s"] = time.time() - t_start
+    return finish(cfg, prep_info=info, timings=timings)
+
+
+def _small_evidence(res: MethodResult) -> dict:
+    ev = res.evidence or {}
+    keep = {}
+    if "words" in ev:
+        keep["probs"] = [w.get("prob") for w in ev["words"]]
+        keep["aligned"] = [w.get("aligned") for w in ev["words"]]
+    for k in ("accuracy", "similarity", "answer", "p_yes"):
+        if k in ev:
+            keep[k] = ev[k]
+    return keep
