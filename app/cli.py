@@ -129,6 +129,9 @@ def _audit_config(args):
     if args.aux_corpus:
         shadow.aux_corpus = args.aux_corpus
     params: dict[str, dict] = {}
+    if getattr(args, "target_style", None):  # the shadow answers, and S-RAG reads, in the target's style
+        shadow.prompt_style = args.target_style
+        params.setdefault("srag", {})["style"] = args.target_style
     if args.bins:
         params.setdefault("srag", {})["bins"] = args.bins
     if args.segment_factor:
@@ -179,7 +182,17 @@ def cmd_audit(args) -> int:
             target = CachingTarget(target, store)
             run_id = history.start_run(store, docs, target.name, config_dict(cfg))
         on_result = None if run_id is None else history.result_recorder(store, run_id)
-        result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result)
+        caps = target.capabilities()
+        if caps.reachable:
+            from audit_core.audit import select_methods
+
+            can, cannot = select_methods(cfg, caps)
+            print(f"target: {caps.detail or 'reachable'}; can run: {', '.join(m.name for m in can) or 'none'}",
+                  file=sys.stderr)
+            for name, why in cannot.items():
+                print(f"  {name}: {why}", file=sys.stderr)
+        result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result,
+                           capabilities=caps)
     except (TargetError, ModelNotAvailableError, ValueError) as exc:
         if run_id is not None:
             history.mark_failed(store, run_id, str(exc))
@@ -258,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--bins", type=int, help="S-RAG histogram intervals m (default 10)")
         p.add_argument("--segment-factor", type=int, help="S-RAG segment factor k (default 10)")
         p.add_argument("--masks", type=int, help="MBA masks M (default 10)")
+        p.add_argument("--target-style", choices=["completion", "chat"],
+                       help="how the target's model answers: 'completion' (continues the text, a base model) or "
+                            "'chat' (an instruct model, which may restate the text first); the shadow mirrors it")
         p.add_argument("--mba-elicitation", choices=["fill_in", "continue"],
                        help="how MBA asks for hidden words: 'fill_in' (one cloze request, the paper's; default for "
                             "endpoints) or 'continue' (one request per mask; default for the demo target)")

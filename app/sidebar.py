@@ -121,7 +121,7 @@ def _connection_check(settings: Settings) -> None:
     else:
         st.warning(f"Connected, but the target returns no token probabilities ({caps.detail}). "
                    f"Methods that can run: {', '.join(can)}. "
-                   f"Not possible here: {', '.join(LABELS[m] for m in not_run)} (they need logprobs).")
+                   "Not possible here: " + "; ".join(f"{LABELS[m]} ({why})" for m, why in not_run.items()) + ".")
 
 
 def _aux_corpus() -> str:

@@ -85,7 +85,7 @@ def chunk_document(doc: Document, words: int, overlap: int) -> list[Document]:
     starts = [0]
     while starts[-1] + words < len(toks):
         starts.append(starts[-1] + step)
-    if len(starts) > 1 and len(toks) - starts[-1] <= overlap:
+    if len(starts) > 1 and len(toks) - (starts[-2] + words) <= overlap:
         starts.pop()
     out = []
     for i, s in enumerate(starts):

@@ -326,7 +326,8 @@ def create_app(rag: RagSystem, api_key: str | None, model_name: str | None = Non
 
 def serve_in_thread(rag: RagSystem, api_key: str | None = None, model_name: str | None = None,
                     host: str = "127.0.0.1", port: int = 0, limits: ServeLimits | None = None,
-                    timeout_s: float = 30.0, expose_retrieval: bool = True) -> tuple[str, Callable[[], None]]:
+                    timeout_s: float = 30.0, expose_retrieval: bool = True,
+                    logprobs: bool = True) -> tuple[str, Callable[[], None]]:
     """Serve ``rag`` from a background thread; returns (base URL ending in /v1, stop function).
 
     ``port=0`` picks a free port: the socket is bound here, so the URL is known
@@ -338,7 +339,7 @@ def serve_in_thread(rag: RagSystem, api_key: str | None = None, model_name: str 
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     port = sock.getsockname()[1]
-    app = create_app(rag, api_key, model_name, limits, expose_retrieval)
+    app = create_app(rag, api_key, model_name, limits, expose_retrieval, logprobs)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"rpa-serve-{port}", daemon=True)
     thread.start()

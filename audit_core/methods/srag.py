@@ -75,10 +75,14 @@ class SragConfig:
     #: before going on: ``chat_max_tokens`` are asked for and the answer is
     #: aligned with the document. The shadow must answer in the same style.
     style: str = "completion"
-    #: tokens per probe in "chat" style: enough for SmolLM2-135M-Instruct to
-    #: restate the end of a prefix and reach the word in most probes (measured
-    #: in BENCHMARKS.md, target zoo)
-    chat_max_tokens: int = 24
+    #: upper bound on the tokens of one probe in "chat" style. A chat model
+    #: (SmolLM2-135M-Instruct, measured) often restates the paragraph from its
+    #: start before going on, so a probe asks for about as many tokens as its
+    #: prefix has (``chat_tokens_per_word`` per word, plus ``chat_extra_tokens``),
+    #: at most this many; a probe whose answer still stops short is "not aligned"
+    chat_max_tokens: int = 96
+    chat_tokens_per_word: float = 1.5
+    chat_extra_tokens: int = 8
     #: a document whose share of unaligned probes exceeds this is inconclusive
     #: (its histogram would rest on too few readings to compare with the shadow's)
     max_unaligned_share: float = 0.5
@@ -103,8 +107,14 @@ class SragConfig:
 
     @property
     def max_tokens(self) -> int:
-        """Tokens each probe asks for: one in completion style, ``chat_max_tokens`` in chat style."""
+        """Most tokens one probe asks for: one in completion style, ``chat_max_tokens`` in chat style."""
         return 1 if self.style == "completion" else self.chat_max_tokens
+
+    def probe_tokens(self, prefix_words: int) -> int:
+        """Tokens a probe with a prefix of this many words asks for (the same for shadow and target)."""
+        if self.style == "completion":
+            return 1
+        return min(self.chat_max_tokens, int(math.ceil(self.chat_tokens_per_word * prefix_words)) + self.chat_extra_tokens)
 
 
 # --------------------------------------------------------------------------- segmentation
@@ -434,7 +444,8 @@ class SragMethod(MembershipMethod):
         return [
             ChatRequest.chat(
                 [{"role": "user", "content": self.config.prompt.format(prefix=p.prefix)}],
-                max_tokens=self.config.max_tokens, temperature=0.0, logprobs=True, top_logprobs=k,
+                max_tokens=self.config.probe_tokens(len(p.prefix.split())), temperature=0.0, logprobs=True,
+                top_logprobs=k,
             )
             for p in probes
         ]
@@ -463,7 +474,8 @@ class SragMethod(MembershipMethod):
         if q == 0:
             return None
         half, second = n_words // 2, n_words - n_words // 2
-        return QueryCost(q, q * (template_words(self.config.prompt) + half + second / 2), q * self.config.max_tokens)
+        mid = half + second / 2  # words of an average prefix
+        return QueryCost(q, q * (template_words(self.config.prompt) + mid), q * self.config.probe_tokens(int(mid)))
 
     # -- observations -> features ---------------------------------------------
 
