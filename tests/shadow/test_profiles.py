@@ -129,3 +129,18 @@ def test_a_text_only_endpoint_is_found_by_the_capability_probe(tmp_path, smollm)
     assert caps.reachable and not caps.logprobs
     _, not_run = select_methods(AuditConfig(methods=["srag", "mba"]), caps)
     assert set(not_run) == {"srag"} and "no logprobs" in not_run["srag"]
+
+
+@pytest.mark.slow
+def test_srag_separates_members_from_non_members_on_the_chat_profile(tmp_path, shared_data):
+    """S-RAG against the served chat profile (30 + 30), its shadow answering in chat style too."""
+    from shadow.bench import BenchConfig, run_bench
+
+    cfg = BenchConfig(target_corpus=str(shared_data / "genmedgpt5k.jsonl"), kb_size=300, n_members=30,
+                      n_nonmembers=30, methods=["srag"], defenses=["none"], profiles=["chat"], mode="zoo",
+                      shadow=ShadowConfig(n_members=60, n_nonmembers=60), out_dir=str(tmp_path))
+    results = run_bench(cfg, log=lambda s: None)
+    s = results["zoo"]["chat"]["none"]["srag"]
+    assert s["n_members"] + s["n_nonmembers"] >= 40  # most documents got a reading, not "not aligned"
+    assert s["auc"] > 0.8
+    assert results["shadow"]["chat:srag"]["mirror"]["mirrors"] is True
