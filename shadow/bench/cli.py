@@ -18,6 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="10 + 10 documents, no defense, small shadow")
     ap.add_argument("--config", help="JSON file with BenchConfig fields (shadow: ShadowConfig fields)")
     ap.add_argument("--rescore", metavar="OUT_DIR", help="recompute metrics from a finished run; no target query")
+    ap.add_argument("--merge", metavar="DIRS",
+                    help="with --rescore OUT_DIR: first gather these finished run directories (comma-separated, "
+                         "e.g. one per profile run side by side) into OUT_DIR")
     ap.add_argument("--methods", help="comma-separated subset of " + ",".join(ALL_METHODS))
     ap.add_argument("--defenses", help="comma-separated subset of " + ",".join(ALL_DEFENSES))
     ap.add_argument("--profiles", help="target profiles, comma-separated subset of " + ",".join(ALL_PROFILES)
@@ -35,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--update-benchmarks-md", action="store_true", help="write the table into BENCHMARKS.md")
     args = ap.parse_args(argv)
 
+    if args.rescore and args.merge:
+        from shadow.bench.report import merge_runs
+
+        merge_runs([Path(d) for d in args.merge.split(",")], Path(args.rescore))
     if args.rescore:
         results = json.loads((Path(args.rescore) / "results.json").read_text())
         cfg_d = results["config"]

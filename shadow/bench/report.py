@@ -293,3 +293,23 @@ def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCH
     path.write_text(text)
 
 
+
+
+def merge_runs(dirs: list[Path], out: Path) -> None:
+    """One run directory from several (e.g. one process per profile): rows, shadow info and timings
+    together, configuration of the first with the union of profiles, so ``--rescore out`` reports them."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows, shadow, timings, profiles, cfg = [], {}, {"per_defense_s": {}, "wall_s": 0.0, "shadow_preparation_s": 0.0}, [], None
+    for d in dirs:
+        res = json.loads((Path(d) / "results.json").read_text())
+        cfg = cfg or res["config"]
+        profiles += [p for p in res["config"].get("profiles", ["completion"]) if p not in profiles]
+        rows += load_rows(Path(d))
+        shadow |= res.get("shadow") or {}
+        t = res.get("timings") or {}
+        timings["per_defense_s"] |= {f"{Path(d).name}:{k}": v for k, v in (t.get("per_defense_s") or {}).items()}
+        timings["wall_s"] = max(timings["wall_s"], t.get("wall_s", 0.0))  # the runs ran side by side
+        timings["shadow_preparation_s"] = max(timings["shadow_preparation_s"], t.get("shadow_preparation_s", 0.0))
+    cfg["profiles"], cfg["out_dir"], cfg["mode"] = profiles, str(out), "zoo"
+    (out / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "results.json").write_text(json.dumps({"config": cfg, "shadow": shadow, "timings": timings}))
