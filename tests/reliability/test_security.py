@@ -67,3 +67,59 @@ def test_an_unreachable_url_without_a_key_is_reported_unreachable():
     """Issue 20 point 7: with no key the error was "authentication failed"."""
     caps = OpenAITarget("http://127.0.0.1:9/v1", "m", None, timeout_s=2, max_retries=0).capabilities()
     assert not caps.reachable and "cannot connect" in caps.detail
+
+
+# --------------------------------------------------------------------------- 2 (app). the env key only when ticked
+
+APP = str(ROOT / "app" / "main.py")
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("RPA_AUDIT_DB", str(tmp_path / "audits.sqlite"))
+    monkeypatch.setenv("OPENAI_API_KEY", OPERATOR_KEY)  # the operator's key is there, the visitor types none
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+    return at
+
+
+def _captions(at) -> str:
+    return " ".join(str(c.value) for c in at.caption)
+
+
+def test_app_sends_the_env_key_only_when_its_box_is_ticked_and_names_the_host(app):
+    with FakeOpenAIServer(models=["m"]) as capture:
+        app.text_input(key="base_url").input(capture.base_url)
+        app.text_input(key="model").input("m").run()
+        assert not app.checkbox(key="use_env_key").value
+        assert "Use the key in the OPENAI_API_KEY environment variable" == app.checkbox(key="use_env_key").label
+        app.button(key="check_connection").click().run(timeout=60)
+        assert not app.exception, app.exception
+        assert capture.requests and not any(r["has_auth"] for r in capture.requests)
+        assert app.success  # the server needs no key: connected
+
+        capture.reset_stats()
+        app.checkbox(key="use_env_key").check().run()
+        assert f"will be sent to **127.0.0.1:{capture.port}** only" in _captions(app)
+        assert not app.success  # the settings changed: the old message is gone
+        app.button(key="check_connection").click().run(timeout=60)
+        assert capture.requests and all(r["has_auth"] for r in capture.requests)
+
+
+def test_a_typed_key_is_used_and_a_connection_message_goes_when_url_model_or_key_change(app):
+    with FakeOpenAIServer(models=["m"], api_key="typed-key-123") as capture:
+        app.text_input(key="base_url").input(capture.base_url)
+        app.text_input(key="model").input("m")
+        app.text_input(key="api_key").input("typed-key-123").run()
+        assert f"The key you entered will be sent to **127.0.0.1:{capture.port}** only" in _captions(app)
+        app.button(key="check_connection").click().run(timeout=60)
+        assert app.success and not app.error
+        app.text_input(key="api_key").input("another-key").run()
+        assert not app.success and not app.error  # a message about the old key is not shown
+        app.button(key="check_connection").click().run(timeout=60)
+        assert "rejected" in " ".join(e.value for e in app.error)
+        app.text_input(key="model").input("m2").run()
+        assert not app.error
