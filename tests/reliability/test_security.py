@@ -123,3 +123,170 @@ def test_a_typed_key_is_used_and_a_connection_message_goes_when_url_model_or_key
         assert "rejected" in " ".join(e.value for e in app.error)
         app.text_input(key="model").input("m2").run()
         assert not app.error
+
+
+# --------------------------------------------------------------------------- 3. history deletion leaves no text on disk
+
+from audit_core.documents import Document  # noqa: E402
+from audit_core.methods.base import MethodResult  # noqa: E402
+from audit_core.store import SCHEMA_VERSION, Store  # noqa: E402
+from audit_core.target.base import Completion, Target, Usage  # noqa: E402
+from audit_core.target.caching import CachingTarget  # noqa: E402
+
+
+class KeyedEcho(Target):
+    """An endpoint that echoes the prompt; ``credential_id`` as the HTTP connector computes it."""
+
+    name = "http://tenant.example/v1 · shared-model"
+    max_concurrency = 1
+
+    def __init__(self, key: str = "tenant-a-key") -> None:
+        super().__init__()
+        self._inner = OpenAITarget("http://tenant.example/v1", "shared-model", key)
+        self.sent: list[str] = []
+
+    def credential_id(self, salt: bytes) -> str:
+        return self._inner.credential_id(salt)
+
+    def complete(self, request):
+        text = request.message_dicts()[-1]["content"]
+        self.sent.append(text)
+        self.account.record(Usage(1, 1))
+        return Completion(text=text.upper(), tokens=None, usage=Usage(1, 1))
+
+
+def _db_bytes(path: Path) -> bytes:
+    """The database as it is on disk: the main file, its WAL and its shared-memory index."""
+    return b"".join(p.read_bytes() for p in path.parent.iterdir() if p.name.startswith(path.name))
+
+
+SECRET_TEXT = "Zelda-Quixotic-Heliotrope diagnosis of the neighbour"
+OTHER_TEXT = "Bramblewick-Orchard letter to the council"
+
+
+def _audit_into(store: Store, text: str) -> str:
+    docs = [Document("d1", text)]
+    run_id = store.create_run("http://tenant.example/v1 · shared-model", ["echo"], {}, docs)
+    target = CachingTarget(KeyedEcho(), store, "echo", "1", run_id=run_id)
+    target.complete(ask(text))
+    store.save_result(run_id, MethodResult("echo", "d1", 0.5, True, evidence={"text": text}))
+    return run_id
+
+
+def test_deleting_an_audit_removes_its_texts_from_the_file_and_wal(tmp_path):
+    path = tmp_path / "audits.sqlite"
+    with Store(path) as store:
+        gone = _audit_into(store, SECRET_TEXT)
+        kept = _audit_into(store, OTHER_TEXT)
+        assert SECRET_TEXT.encode() in _db_bytes(path) and SECRET_TEXT.upper().encode() in _db_bytes(path)
+        assert store.delete_run(gone) is True
+        blob = _db_bytes(path)
+        assert SECRET_TEXT.encode() not in blob and SECRET_TEXT.upper().encode() not in blob
+        assert OTHER_TEXT.encode() in blob  # the other audit is untouched
+        assert store.load_run(kept).documents[0].text == OTHER_TEXT
+        assert store.count_responses() == 1
+        assert store.delete_all() is True
+        blob = _db_bytes(path)
+        assert OTHER_TEXT.encode() not in blob and OTHER_TEXT.upper().encode() not in blob
+        assert store.list_runs() == [] and store.count_responses() == 0
+    assert SECRET_TEXT.encode() not in path.read_bytes()
+
+
+def test_history_refuses_to_delete_a_running_audit(tmp_path):
+    from audit_core.history import delete_all_history, delete_audit
+
+    with Store(tmp_path / "a.sqlite") as store:
+        run_id = _audit_into(store, SECRET_TEXT)
+        with pytest.raises(ValueError, match="still running"):
+            delete_audit(store, run_id, running=[run_id])
+        with pytest.raises(ValueError, match="still running"):
+            delete_all_history(store, running=[run_id])
+        assert [r.id for r in store.list_runs()] == [run_id]
+
+
+# --------------------------------------------------------------------------- 5. no stale answer passes as fresh
+
+
+def test_a_new_audit_asks_again_by_default_and_a_resumed_one_reuses(tmp_path):
+    with Store(tmp_path / "a.sqlite") as store:
+        first = KeyedEcho()
+        CachingTarget(first, store, "echo", "1", run_id="run-1").complete_many([ask("one"), ask("two")])
+        # a second audit, default policy: everything is sent again, nothing reused
+        second = KeyedEcho()
+        t2 = CachingTarget(second, store, "echo", "1", run_id="run-2")
+        t2.complete_many([ask("one"), ask("two")])
+        assert second.sent == ["one", "two"]
+        assert t2.freshness() == {"policy_days": None, "reused": 0, "sent": 2, "oldest_reused": None,
+                                  "newest_reused": None}
+        # the same run resumed: its own answers are reused
+        again = KeyedEcho()
+        t3 = CachingTarget(again, store, "echo", "1", run_id="run-2")
+        t3.complete_many([ask("one"), ask("two"), ask("three")])
+        assert again.sent == ["three"]
+        f = t3.freshness()
+        assert (f["reused"], f["sent"]) == (2, 1) and f["oldest_reused"] <= f["newest_reused"]
+        # cross-audit reuse only when asked for, and only answers inside the window
+        store._execute("UPDATE responses SET created='2020-01-01T00:00:00+00:00' WHERE run_id='run-1'")
+        store._execute("DELETE FROM responses WHERE run_id IN ('run-2')")
+        late = KeyedEcho()
+        t4 = CachingTarget(late, store, "echo", "1", run_id="run-4", reuse_days=30)
+        t4.complete_many([ask("one")])
+        assert late.sent == ["one"]  # the 2020 answer is older than 30 days
+        t5 = CachingTarget(KeyedEcho(), store, "echo", "1", run_id="run-5", reuse_days=100_000)
+        t5.complete_many([ask("two")])
+        f5 = t5.freshness()
+        assert (f5["reused"], f5["sent"], f5["policy_days"]) == (1, 0, 100_000)
+        assert f5["oldest_reused"].startswith("2020-01-01")
+        # the reused answer was copied into run-5 with its original time: run-5 resumes from it
+        assert store.find_response(t5.target_id, ask("two").key(), "echo", "1", cred_id=t5.cred_id,
+                                   run_id="run-5").created.startswith("2020-01-01")
+
+
+def test_tenants_behind_one_url_never_share_answers(tmp_path):
+    with Store(tmp_path / "a.sqlite") as store:
+        a = CachingTarget(KeyedEcho("tenant-a-key"), store, "echo", "1", run_id="r", reuse_days=365)
+        a.complete(ask("the same question"))
+        b_inner = KeyedEcho("tenant-b-key")
+        b = CachingTarget(b_inner, store, "echo", "1", run_id="r", reuse_days=365)
+        b.complete(ask("the same question"))
+        assert b_inner.sent == ["the same question"] and b.freshness()["reused"] == 0
+        assert a.cred_id and b.cred_id and a.cred_id != b.cred_id
+        blob = _db_bytes(tmp_path / "a.sqlite")
+        assert b"tenant-a-key" not in blob and b"tenant-b-key" not in blob
+
+
+def test_a_version_1_store_is_migrated_and_its_answers_are_not_replayed(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    c = sqlite3.connect(path)
+    c.executescript("""
+        CREATE TABLE responses (target_id TEXT NOT NULL, method TEXT NOT NULL, method_version TEXT NOT NULL,
+            request_key TEXT NOT NULL, request_json TEXT, completion TEXT NOT NULL, created TEXT NOT NULL,
+            PRIMARY KEY (target_id, method, method_version, request_key));
+        CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT, target_id TEXT NOT NULL, method TEXT NOT NULL,
+            method_version TEXT NOT NULL, request_key TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL,
+            created TEXT NOT NULL);
+        CREATE TABLE runs (id TEXT PRIMARY KEY, created TEXT NOT NULL, target_id TEXT NOT NULL, methods TEXT NOT NULL,
+            params TEXT NOT NULL, status TEXT NOT NULL, summary TEXT, finished TEXT, error TEXT);
+        CREATE TABLE run_documents (run_id TEXT NOT NULL, position INTEGER NOT NULL, doc_id TEXT NOT NULL,
+            text_hash TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (run_id, doc_id));
+        CREATE TABLE results (run_id TEXT NOT NULL, doc_id TEXT NOT NULL, method TEXT NOT NULL, result TEXT NOT NULL,
+            observation TEXT, created TEXT NOT NULL, PRIMARY KEY (run_id, doc_id, method));
+        PRAGMA user_version=1;
+    """)
+    old = Completion(text="OLD ANSWER", tokens=None, usage=Usage(1, 1))
+    import json
+
+    c.execute("INSERT INTO responses VALUES (?,?,?,?,?,?,?)", (KeyedEcho.name, "echo", "1", ask("q").key(), None,
+                                                               json.dumps(old.to_json()), "2024-01-01T00:00:00"))
+    c.commit()
+    c.close()
+    with Store(path) as store:
+        assert store._execute("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+        assert store.count_responses() == 1  # kept...
+        inner = KeyedEcho()
+        t = CachingTarget(inner, store, "echo", "1", run_id="new", reuse_days=100_000)
+        assert t.complete(ask("q")).text == "Q" and inner.sent == ["q"]  # ...but never replayed as fresh
+        store.record_failure(KeyedEcho.name, "k", "boom", run_id="new")
+        assert store.delete_all()
