@@ -290,3 +290,93 @@ def test_a_version_1_store_is_migrated_and_its_answers_are_not_replayed(tmp_path
         assert t.complete(ask("q")).text == "Q" and inner.sent == ["q"]  # ...but never replayed as fresh
         store.record_failure(KeyedEcho.name, "k", "boom", run_id="new")
         assert store.delete_all()
+
+
+# --------------------------------------------------------------------------- 4. nothing is unpickled from the cache
+
+
+class _Planted:
+    """What an attacker with write access to the cache puts there: unpickling it creates a file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _srag_observations(n: int, member: bool, seed: int):
+    """Shadow observations as S-RAG records them: members see their next word with high probability."""
+    import random
+
+    from audit_core.methods.base import Observation
+    from audit_core.target.base import TokenLogprob
+
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        obs = Observation("srag", f"{'m' if member else 'n'}{i}")
+        words = [f"word{j}" for j in range(6)]
+        obs.data["probes"] = [{"word": w, "word_index": j, "prefix": "x", "proxy_prob": 0.1}
+                              for j, w in enumerate(words)]
+        for w in words:
+            p = rnd.uniform(0.5, 0.99) if member else rnd.uniform(0.0, 0.4)
+            import math
+
+            lp = math.log(max(p, 1e-6))
+            tok = TokenLogprob(w, lp, [(w, lp), ("other", math.log(max(1e-6, 1 - p)))])
+            obs.requests.append({})
+            obs.responses.append(Completion(w, [tok], Usage(10, 1)).to_json())
+            obs.errors.append(None)
+        out.append(obs)
+    return out
+
+
+def test_a_planted_predictor_pickle_in_the_cache_is_never_loaded(tmp_path):
+    import json
+    import pickle
+
+    from audit_core.methods.srag import SragConfig, SragMethod
+    from shadow.corpus import corpus_hash
+    from shadow.prepare import ShadowConfig, preparation_key, prepare_shadow
+
+    cfg = ShadowConfig(n_members=12, n_nonmembers=12)
+    method = SragMethod(SragConfig(time_limit_s=30))
+    folder = tmp_path / "shadow" / preparation_key(method, cfg, corpus_hash(cfg.corpus_docs()))
+    folder.mkdir(parents=True)
+    mem, non = _srag_observations(12, True, 1), _srag_observations(12, False, 2)
+    (folder / "observations.json").write_text(json.dumps(
+        {"members": [o.to_json() for o in mem], "nonmembers": [o.to_json() for o in non]}))
+    # a previous preparation's calibration and a predictor replaced by an attacker
+    (folder / "calibration.json").write_text(json.dumps({"method": "srag", "threshold": 0.5, "member_scores": [],
+                                                         "nonmember_scores": [], "shadow_auc": 0.99, "params": {}}))
+    marker = tmp_path / "code-ran"
+    (folder / "predictor").mkdir()
+    for name in ("predictor.pkl", "learner.pkl"):
+        (folder / "predictor" / name).write_bytes(pickle.dumps(_Planted(marker)))
+
+    prep = prepare_shadow([method], cfg, root=tmp_path / "shadow")
+
+    assert not marker.exists(), "a pickle from the cache directory was loaded"
+    cal = prep.calibrations["srag"]
+    assert prep.from_cache["srag"] and cal.model is not None  # re-trained from the cached observations
+    assert cal.shadow_auc is not None and cal.shadow_auc > 0.9
+    assert not (folder / "predictor").exists()  # removed unread; nothing written in its place
+    assert sorted(p.name for p in folder.iterdir()) == ["calibration.json", "observations.json"]
+    saved = json.loads((folder / "calibration.json").read_text())
+    assert saved["shadow_auc"] == cal.shadow_auc and "model" not in saved
+
+
+def test_no_unsafe_loader_anywhere_in_the_project():
+    """pickle / joblib / torch.load without weights_only=True: none in the project's code."""
+    import re
+
+    pattern = re.compile(r"\bpickle\.loads?\(|\bjoblib\.load\(|TabularPredictor\.load\(|np\.load\([^)]*allow_pickle=True"
+                         r"|torch\.load\((?![^)]*weights_only=True)")
+    hits = []
+    for folder in ("app", "audit_core", "shadow", "scripts"):
+        for p in (ROOT / folder).rglob("*.py"):
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+                if pattern.search(line):
+                    hits.append(f"{p.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert hits == []
