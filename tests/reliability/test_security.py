@@ -380,3 +380,37 @@ def test_no_unsafe_loader_anywhere_in_the_project():
                 if pattern.search(line):
                     hits.append(f"{p.relative_to(ROOT)}:{n}: {line.strip()}")
     assert hits == []
+
+
+def test_cli_second_audit_asks_again_and_the_json_and_pdf_say_what_was_reused(rel_cache, tmp_path):
+    import io
+    import json
+
+    from pypdf import PdfReader
+
+    from audit_core.report import pdf_report
+    from tests.reliability.support import (
+        MEMBERS_DEFAULT, MODEL, RecordingServer, answer, audit_args, cli_env, make_documents, record_of, run_cli,
+        write_csv,
+    )
+
+    csv = write_csv(tmp_path / "docs.csv", make_documents(3))
+    store = tmp_path / "audits.sqlite"
+    outs = [tmp_path / f"run{i}.json" for i in range(3)]
+    with RecordingServer(models=[MODEL], responder=lambda b: answer(b, MEMBERS_DEFAULT)) as srv:
+        sent = []
+        for out, extra in zip(outs, ([], [], ["--reuse-days", "7"])):
+            srv.reset_stats()
+            run = run_cli(audit_args(srv.base_url, csv, store, "--out", str(out), *extra), cli_env(rel_cache))
+            assert run.returncode == 0, run.stderr[-3000:]
+            sent.append(len([b for b in srv.chat_requests() if record_of(b) is not None]))
+    first, second, third = (json.loads(p.read_text()) for p in outs)
+    assert sent[0] == sent[1] == 6  # the second audit asked every question again
+    assert second["freshness"] == {"policy_days": None, "reused": 0, "sent": 6, "oldest_reused": None,
+                                   "newest_reused": None}
+    assert sent[2] == 0  # within 7 days: reused, and said so
+    f = third["freshness"]
+    assert (f["policy_days"], f["reused"], f["sent"]) == (7, 6, 0) and f["oldest_reused"] <= f["newest_reused"]
+    assert "answers reused: 6, received" in run.stderr
+    text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf_report(second))).pages)
+    assert "Answers reused from earlier requests: 0" in " ".join(text.split())
