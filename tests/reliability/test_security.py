@@ -38,6 +38,54 @@ def test_streamlit_listens_on_loopback_only():
     assert out.stdout.strip().splitlines()[-1] == "127.0.0.1"
 
 
+def _listening_addresses(port: int) -> set[str]:
+    """Local addresses with a socket listening on ``port`` (Linux /proc/net/tcp and tcp6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            addr, hex_port = local.rsplit(":", 1)
+            if int(hex_port, 16) == port and state == "0A":  # 0A: LISTEN
+                found.add(addr)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from /proc (Linux)")
+def test_the_app_started_as_run_app_starts_it_listens_on_loopback_only(tmp_path):
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLIT_")}
+    env.update(RPA_AUDIT_DB=str(tmp_path / "audits.sqlite"), RPA_CACHE_DIR=str(tmp_path / "cache"))
+    # what ./run app runs, with only the port chosen so that the test does not collide with anything
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the app did not start"
+            time.sleep(0.5)
+        listening = _listening_addresses(port)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert listening == {"0100007F"}  # 127.0.0.1 only: no 0.0.0.0, no IPv6 wildcard
+
+
 # --------------------------------------------------------------------------- 2. the key goes to the named host only
 
 
