@@ -462,3 +462,81 @@ def test_cli_second_audit_asks_again_and_the_json_and_pdf_say_what_was_reused(re
     assert "answers reused: 6, received" in run.stderr
     text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf_report(second))).pages)
     assert "Answers reused from earlier requests: 0" in " ".join(text.split())
+
+
+# --------------------------------------------------------------------------- 3 (app). History: confirm, never a running audit
+
+
+def _finished_run(db: Path, text: str) -> str:
+    with Store(db) as store:
+        run_id = store.create_run("http://tenant.example/v1 · shared-model", ["echo"], {}, [Document("d1", text)])
+        store.finish_run(run_id, summary={"verdicts": [{"doc_id": "d1", "verdict": "member"}]})
+    return run_id
+
+
+@pytest.fixture
+def history_app(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    db = tmp_path / "audits.sqlite"
+    monkeypatch.setenv("RPA_AUDIT_DB", str(db))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    return db, AppTest.from_file(APP, default_timeout=120)
+
+
+def _button_keys(at) -> set[str]:
+    return {b.key for b in at.button}
+
+
+def test_history_delete_asks_first_then_removes_the_texts(history_app):
+    db, at = history_app
+    run_id = _finished_run(db, SECRET_TEXT)
+    at.run()
+    at.button(key="history_delete").click().run()
+    assert "cannot be undone" in " ".join(w.value for w in at.warning)
+    with Store(db) as store:
+        assert [r.id for r in store.list_runs()] == [run_id]  # one click deleted nothing
+    at.button(key="history_confirm_no").click().run()
+    assert not at.warning and "history_confirm_yes" not in _button_keys(at)
+    at.button(key="history_delete").click().run()
+    at.button(key="history_confirm_yes").click().run()
+    assert not at.exception, at.exception
+    assert "Deleted the audit" in " ".join(s.value for s in at.success)
+    with Store(db) as store:
+        assert store.list_runs() == []
+    assert SECRET_TEXT.encode() not in _db_bytes(db)
+
+
+def test_history_offers_no_delete_for_a_running_audit(history_app):
+    import threading
+
+    db, at = history_app
+    run_id = _finished_run(db, OTHER_TEXT)
+    with Store(db) as store:
+        store.set_status(run_id, "running")
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait, name=f"audit-{run_id[:8]}", daemon=True)  # as app/jobs.py names it
+    worker.start()
+    try:
+        at.run()
+        keys = _button_keys(at)
+        assert "history_delete" not in keys and "history_delete_all" not in keys
+        assert "cancel it in tab 2 Run" in " ".join(str(c.value) for c in at.caption)
+    finally:
+        release.set()
+        worker.join()
+    at.run()
+    assert {"history_delete", "history_delete_all"} <= _button_keys(at)
+
+
+def test_history_selects_the_new_audit_when_one_finishes(history_app):
+    import time
+
+    db, at = history_app
+    old = _finished_run(db, OTHER_TEXT)
+    at.run()
+    assert at.selectbox(key="history_run").value == old
+    time.sleep(0.01)  # a later creation time
+    new = _finished_run(db, SECRET_TEXT)
+    at.run()
+    assert at.selectbox(key="history_run").value == new
