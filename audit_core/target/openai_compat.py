@@ -230,10 +230,6 @@ class OpenAITarget(Target):
         return (f"OpenAITarget(base_url={self.base_url!r}, model={self.model!r}, timeout_s={self.timeout_s}, "
                 f"max_concurrency={self.max_concurrency}, retry={self.retry!r})")
 
-    @property
-    def has_key(self) -> bool:
-        return bool(self._key.reveal())
-
     def credential_id(self, salt: bytes) -> str:
         """Who the answers were given to, without the key: HMAC-SHA256(salt, key), "" with no key.
 
