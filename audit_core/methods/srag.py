@@ -175,10 +175,11 @@ def probe_count(n_words: int, cfg: SragConfig) -> int:
 _EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$", re.UNICODE)
 _LEAD_PUNCT = re.compile(r"^[\W_]+", re.UNICODE)
 _TRAIL_PUNCT = re.compile(r"[\W_]+$", re.UNICODE)
-#: a token shorter than this (in letters) is credited for a longer word only
-#: when the answer itself spells the word out from it: " a" is a token of its
-#: own far more often than the start of "amoxicillin", " the" than of "therapy"
-MIN_PARTIAL_TOKEN = 4
+#: a token shorter than this (in letters) never starts a longer word on its own
+#: evidence: " a" is a word of its own far more often than the start of
+#: "amoxicillin" (whose real first token in SmolLM2's and Gemma's vocabularies
+#: is " am", so a longer minimum would miss it)
+MIN_PARTIAL_TOKEN = 2
 
 
 def normalise_word(word: str) -> str:
@@ -238,14 +239,15 @@ def _covered(token: str, word: str) -> int | None:
 
 
 def token_matches_word(token: str, word: str) -> bool:
-    """Whether a token can start the word under a real tokenization, on its own evidence.
+    """Whether a token can start the word, on its own evidence.
 
     Leading space and case are ignored; the word's opening punctuation is
     matched as text ("(" starts "(Adacel)"); a sub-word prefix counts when it
-    carries at least ``MIN_PARTIAL_TOKEN`` letters or is the whole word (" amox"
-    starts "amoxicillin", " a" does not; " the" starts "the", not "therapy").
-    A token that is only space, or punctuation the word does not open with,
-    matches nothing.
+    carries at least ``MIN_PARTIAL_TOKEN`` letters or is the whole word (" am"
+    can start "amoxicillin", " a" cannot). Among a position's alternatives
+    ``observe_word`` then credits only the longest such prefix (" therapy"
+    rather than " the"). A token that is only space, or punctuation the word
+    does not open with, matches nothing.
     """
     n = _covered(token, word)
     if n is None:
@@ -358,9 +360,10 @@ def observe_word(word: str, completion: Completion, prefix: str | None = None) -
     one token are different tokens for the same word), counted only when they
     pass ``token_matches_word`` -- or, whatever their length, when the answer
     itself spells the word out from that token (the target's own tokenization
-    shows it starts the word). Case variants and other tokenizations of the
-    word are different tokens for one word, so their probabilities add up. No
-    matching alternative: probability 0, marked below top-k.
+    shows it starts the word). Only the longest matching prefix counts (with
+    its case variants, different tokens for one word, whose probabilities add
+    up), plus the word's opening punctuation. No matching alternative:
+    probability 0, marked below top-k.
     """
     if not completion.tokens:
         return WordObservation(word, None, error="no_logprobs: the target returned no logprobs")
@@ -378,8 +381,12 @@ def observe_word(word: str, completion: Completion, prefix: str | None = None) -
         alts.append((tok.token, tok.logprob))
     spelled = _spelled_from(toks, i, word)
     gen_norm = normalise_token(tok.token)
-    credited = [(t, lp) for t, lp in alts if _covered(t, word) is not None
+    credited = [(t, lp, _covered(t, word)) for t, lp in alts if _covered(t, word) is not None
                 and (token_matches_word(t, word) or (spelled and normalise_token(t) == gen_norm))]
+    # the longest matching prefix is the one a real tokenization starts the word with
+    # (" amox" over " am", " therapy" over " the"); the opening punctuation is its own path
+    longest = max((n for _, _, n in credited if n), default=0)
+    credited = [(t, lp) for t, lp, n in credited if n == 0 or n == longest]
     p = sum(math.exp(lp) for _, lp in credited)
     if p <= 0.0:
         return WordObservation(word, 0.0, below_top_k=True, first_token=tok.token, aligned=how, position=i)

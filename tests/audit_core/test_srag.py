@@ -67,9 +67,9 @@ def test_first_token_of_the_word_matches_with_real_tokenizers(request, fixture, 
      (" amoxicillin", "Amoxicillin,", True), (" ", "amoxicillin", False), (",", "amoxicillin", False),
      (" pen", "amoxicillin", False), ("\n", "pain", False), (" pain", "pain.", True), ("▁pain", "pain", True),
      # only a token that can start the word under a real tokenization
-     (" a", "amoxicillin", False), (" the", "therapy", False), (" the", "the", True), (" ther", "therapy", True),
+     (" a", "amoxicillin", False), (" am", "amoxicillin", True), (" the", "the", True), (" ther", "therapy", True),
      # the word's opening punctuation is normalised like the token (issue 20, point 1)
-     (" (", "(Adacel)", True), ("(", "(Tigan),", True), (" (Adac", "(Adacel)", True), (" (Ad", "(Adacel)", False), (" (", "Adacel", False),
+     (" (", "(Adacel)", True), ("(", "(Tigan),", True), (" (Adac", "(Adacel)", True), (" (A", "(Adacel)", False), (" (", "Adacel", False),
      (" Adacel", "(Adacel)", True), (" [", "(Adacel)", False)],
 )
 def test_matcher_table(token, word, ok):
@@ -167,10 +167,10 @@ def test_an_answer_that_never_reaches_the_word_is_not_aligned_not_probability_ze
 
 
 def test_a_short_token_counts_only_when_the_answer_spells_the_word_from_it():
-    alts = [(" Ad", math.log(0.5)), (" A", math.log(0.2))]
-    spelled = [(" Ad", alts), ("acel", []), (" booster", [])]
+    alts = [(" A", math.log(0.5)), (" An", math.log(0.2))]
+    spelled = [(" A", alts), ("dacel", []), (" booster", [])]
     assert srag.observe_word("Adacel", _answer(spelled)).prob == pytest.approx(0.5)
-    other = [(" Ad", alts), ("vil", []), (" tablets", [])]
+    other = [(" A", alts), ("dvil", []), (" tablets", [])]
     o = srag.observe_word("Adacel", _answer(other))
     assert o.prob == 0.0 and o.below_top_k
 
@@ -208,3 +208,10 @@ def test_chat_style_asks_for_enough_tokens_and_the_cap_bounds_top_logprobs():
     assert len(PREFIX.split()) < req.max_tokens <= chat.config.chat_max_tokens and req.top_logprobs == 5
     (req,) = srag.SragMethod().build_requests(probes, top_logprobs=8)
     assert req.max_tokens == 1 and req.top_logprobs == 8
+
+
+def test_only_the_longest_matching_prefix_is_credited():
+    c = _completion(" the", [(" the", math.log(0.5)), (" therapy", math.log(0.2)), (" Therapy", math.log(0.1))])
+    assert srag.observe_word("therapy", c).prob == pytest.approx(0.3)  # not " the"
+    c = _completion(" am", [(" am", math.log(0.4)), (" a", math.log(0.3))])
+    assert srag.observe_word("amoxicillin", c).prob == pytest.approx(0.4)  # " am" is the real first token

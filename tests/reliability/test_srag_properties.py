@@ -14,8 +14,8 @@ import unicodedata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit_core.methods.srag import (MIN_PARTIAL_TOKEN, histogram_features, normalise_word, observe_word,
-                                     token_matches_word)
+from audit_core.methods.srag import (MIN_PARTIAL_TOKEN, histogram_features, normalise_token, normalise_word,
+                                     observe_word, token_matches_word)
 from audit_core.target.base import Completion, TokenLogprob, Usage
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -64,7 +64,7 @@ def test_the_documented_examples():
     assert not token_matches_word(" ,", "amoxicillin")
     assert not token_matches_word(" amoxicillins", "amoxicillin")
     # a short token starts a long word only when the answer spells it out (observe_word)
-    assert not token_matches_word(" a", "amoxicillin") and not token_matches_word(" the", "therapy")
+    assert not token_matches_word(" a", "amoxicillin") and token_matches_word(" am", "amoxicillin")
     assert token_matches_word(" the", "the") and token_matches_word(" a", "a")
     # the word's opening punctuation is its first token (issue 20, point 1)
     assert token_matches_word(" (", "(Adacel)") and token_matches_word("(", "(Tigan),")
@@ -136,18 +136,21 @@ def test_observed_probability_is_the_matching_mass_capped_at_one(w, alts, first_
     assert obs.prob is not None and 0.0 <= obs.prob <= 1.0
     assert obs.below_top_k == (obs.prob == 0.0)
     merged = list(alts) if any(t == first for t, _ in alts) else list(alts) + [(first, first_lp)]
-    expected = sum(math.exp(lp) for t, lp in merged if token_matches_word(t, w))
+    core = normalise_word(w)
+    matching = [(normalise_token(t), lp) for t, lp in merged if token_matches_word(t, w)]
+    longest = max((len(t) for t, _ in matching if core.startswith(t)), default=0)
+    # the longest matching prefix only (and the opening punctuation, absent from these alternatives)
+    expected = sum(math.exp(lp) for t, lp in matching if len(t) == longest or not core.startswith(t))
     assert math.isclose(obs.prob, min(1.0, expected), rel_tol=1e-9, abs_tol=1e-12)
 
 
 @SETTINGS
 @given(words, alternatives, st.floats(min_value=-20.0, max_value=0.0))
-def test_adding_a_matching_alternative_never_lowers_the_probability(w, alts, lp):
+def test_the_whole_word_among_the_alternatives_is_always_credited(w, alts, lp):
     first = alts[0][0] if alts else "zzz"
-    before = observe_word(w, completion(first, -1.0 if not alts else alts[0][1], alts)).prob
     extra = (" " + normalise_word(w), lp)
     after = observe_word(w, completion(first, -1.0 if not alts else alts[0][1], alts + [extra])).prob
-    assert after >= before
+    assert after >= min(1.0, math.exp(lp)) - 1e-12
 
 
 @SETTINGS
