@@ -55,6 +55,18 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                "1 continuation (shared with S2MIA-T)"),
     MethodSpec("mink", "Min-k% Prob", _M + "mink", "MinKMethod", "MinKConfig", True, "baseline",
                "1 continuation with logprobs"),
+    MethodSpec("srag_sampled", "S-RAG (text only)", _M + "srag_sampled", "SragSampledMethod", "SragSampledConfig",
+               False, "text-only", "5-10 short probes (one per hard word; n per word when sampling)"),
+    MethodSpec("interrogation", "Interrogation (IA)", _M + "interrogation", "InterrogationMethod",
+               "InterrogationConfig", False, "text-only", "up to 10 natural yes/no questions"),
+    MethodSpec("entailment", "Entailment (MEntA)", _M + "entailment", "EntailmentMethod", "EntailmentConfig",
+               False, "text-only", "up to 5 broad questions"),
+    MethodSpec("perturbation", "Perturbation (DCMI)", _M + "perturbation", "PerturbationMethod",
+               "PerturbationConfig", False, "text-only", "2 yes/no checks (original and altered copy)"),
+    MethodSpec("robustness", "Robustness (Tang et al.)", _M + "robustness", "RobustnessMethod", "RobustnessConfig",
+               False, "text-only", "2 continuations (original and lightly edited query)"),
+    MethodSpec("extraction", "Extraction (personal data)", _M + "extraction", "ExtractionMethod",
+               "ExtractionConfig", False, "text-only", "1 continuation per personal-data item (up to 3)"),
 )}
 
 #: what a person reads in the app, the CLI and the report
