@@ -47,7 +47,8 @@ def support_scores(answer_texts: list[str], document: str, embedder: str) -> lis
     emb = model.encode(list(answer_texts) + sents, normalize_embeddings=True, convert_to_numpy=True,
                        show_progress_bar=False)
     a, s = emb[: len(answer_texts)], emb[len(answer_texts):]
-    return [float(x) for x in (a @ s.T).max(axis=1)] if len(answer_texts) else []
+    # cosine of unit vectors, clipped against float rounding (1.0000000447)
+    return [min(1.0, max(-1.0, float(x))) for x in (a @ s.T).max(axis=1)] if len(answer_texts) else []
 
 
 class EntailmentMethod(ThresholdTextMethod):
