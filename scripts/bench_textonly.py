@@ -71,38 +71,40 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         q0 = rag.account.queries
         scores, labels, abstained = [], [], {}
-        for lab, group in ((1, members), (0, nonmembers)):
-            for d in group:
-                obs = m.probe(d, rag)
-                if name == "srag_sampled":
-                    feats, reason, _ = m.features(obs)
-                    s = None if feats is None else feats["mean_prob"]
-                elif name == "s2mia_t":
-                    from audit_core.methods.s2mia import S2miaFeatures, extract_features
+        # members and non-members interleaved, results written after every document:
+        # a run cut short still gives an AUC over the documents it finished
+        order = [(lab, d) for pair in zip(members, nonmembers) for lab, d in zip((1, 0), pair)]
+        for done, (lab, d) in enumerate(order, 1):
+            obs = m.probe(d, rag)
+            if name == "srag_sampled":
+                feats, reason, _ = m.features(obs)
+                s = None if feats is None else feats["mean_prob"]
+            elif name == "s2mia_t":
+                from audit_core.methods.s2mia import S2miaFeatures, extract_features
 
-                    f = extract_features([obs], m.config.embedder)[0]
-                    s, reason = (f.similarity, None) if isinstance(f, S2miaFeatures) else (None, f)
-                elif name == "rag_mia":
-                    s, ev = m.observation_score(obs)
-                    reason = None if s is not None else "unparseable_answer"
-                else:
-                    if obs.skipped:
-                        s, reason = None, obs.skipped
-                    else:
-                        s, _, reason = m.observation_score(obs)
-                if s is None:
-                    abstained[reason or "?"] = abstained.get(reason or "?", 0) + 1
-                    continue
+                f = extract_features([obs], m.config.embedder)[0]
+                s, reason = (f.similarity, None) if isinstance(f, S2miaFeatures) else (None, f)
+            elif name == "rag_mia":
+                s, ev = m.observation_score(obs)
+                reason = None if s is not None else "unparseable_answer"
+            elif obs.skipped:
+                s, reason = None, obs.skipped
+            else:
+                s, _, reason = m.observation_score(obs)
+            if s is None:
+                abstained[reason or "?"] = abstained.get(reason or "?", 0) + 1
+            else:
                 scores.append(float(s))
                 labels.append(lab)
+            auc = roc_auc_score(labels, scores) if len(set(labels)) == 2 else None
+            results["methods"][label] = {
+                "auc": auc, "scored": len(scores), "abstained": abstained, "docs_done": done,
+                "queries_per_doc": (rag.account.queries - q0) / done, "seconds": round(time.time() - t0, 1),
+                "scores": scores, "labels": labels,
+            }
+            Path(a.out).write_text(json.dumps(results, indent=1))
         auc = roc_auc_score(labels, scores) if len(set(labels)) == 2 else None
         secs = time.time() - t0
-        results["methods"][label] = {
-            "auc": auc, "scored": len(scores), "abstained": abstained,
-            "queries_per_doc": (rag.account.queries - q0) / (2 * a.n), "seconds": round(secs, 1),
-            "scores": scores, "labels": labels,
-        }
-        Path(a.out).write_text(json.dumps(results, indent=1))
         print(f"{label}: AUC {auc if auc is None else round(auc, 3)}  scored {len(scores)}  "
               f"abstained {abstained}  q/doc {(rag.account.queries - q0) / (2 * a.n):.1f}  {secs:.0f}s", flush=True)
     print("\n| method | AUC | scored | abstained | queries/doc | seconds |\n|---|---|---|---|---|---|")

@@ -20,11 +20,10 @@ from typing import Any
 import numpy as np
 
 from audit_core.documents import Document
-from audit_core.methods.base import Observation, QueryCost
-from audit_core.methods.questions import EMPTY, IDK, QuestionConfig, answer_counts, questions_for, read_answer
+from audit_core.methods.base import Observation
+from audit_core.methods.questions import EMPTY, IDK, QuestionConfig, answer_counts, read_answer
 from audit_core.methods.text_edits import split_sentences
-from audit_core.methods.textonly_base import ThresholdTextMethod, answers
-from audit_core.target.base import Target
+from audit_core.methods.textonly_base import QuestionMethod, answers
 
 
 @dataclass
@@ -51,38 +50,17 @@ def support_scores(answer_texts: list[str], document: str, embedder: str) -> lis
     return [min(1.0, max(-1.0, float(x))) for x in (a @ s.T).max(axis=1)] if len(answer_texts) else []
 
 
-class EntailmentMethod(ThresholdTextMethod):
+class EntailmentMethod(QuestionMethod):
     name = "entailment"
     version = "1"
-    min_words = 10
+    kind = "broad"
+    words_per_question = 9
 
     def __init__(self, config: EntailmentConfig | None = None) -> None:
-        self.config = config or EntailmentConfig()
-        if isinstance(self.config.questions, dict):
-            self.config.questions = QuestionConfig(**self.config.questions)
+        super().__init__(config or EntailmentConfig())
 
-    def query_cost(self, n_words: int) -> QueryCost | None:
-        """At most ``n_questions`` short questions: an upper bound."""
-        if n_words < self.min_words:
-            return None
-        q = self.config.n_questions
-        return QueryCost(q, q * 9, q * self.config.max_tokens)
-
-    def probe(self, doc: Document, target: Target) -> Observation:
-        c = self.config
-        if doc.n_words < self.min_words:
-            obs = Observation(self.name, doc.id)
-            obs.skipped = f"too short: entailment needs at least {self.min_words} words"
-            return obs
-        qs = questions_for(doc.text, "broad", c.n_questions, c.questions, target_name=getattr(target, "name", None))
-        if len(qs) < c.min_questions:
-            obs = Observation(self.name, doc.id)
-            obs.skipped = (f"no_questions: only {len(qs)} broad question(s) could be made from this document "
-                           f"(at least {c.min_questions} needed)")
-            return obs
-        return self.send(doc, target, [q.question for q in qs],
-                         {"questions": [q.to_json() for q in qs], "generator": c.questions.identity(),
-                          "document": doc.text}, c.max_tokens)
+    def probe_data(self, doc: Document) -> dict:
+        return {"document": doc.text}  # support is measured against it at scoring time
 
     def observation_score(self, obs: Observation) -> tuple[float | None, dict[str, Any], str | None]:
         qs = obs.data.get("questions", [])

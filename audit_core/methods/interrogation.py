@@ -20,12 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from audit_core.documents import Document
-from audit_core.methods.base import Observation, QueryCost, template_words
-from audit_core.methods.questions import (EMPTY, IDK, OTHER, QuestionConfig, answer_counts, questions_for,
-                                          read_answer)
-from audit_core.methods.textonly_base import YES_NO_SUFFIX, ThresholdTextMethod, answers
-from audit_core.target.base import Target
+from audit_core.methods.base import Observation
+from audit_core.methods.questions import EMPTY, IDK, OTHER, QuestionConfig, answer_counts, read_answer
+from audit_core.methods.textonly_base import YES_NO_SUFFIX, QuestionMethod, answers
 
 
 @dataclass
@@ -41,39 +38,15 @@ class InterrogationConfig:
     questions: QuestionConfig = field(default_factory=QuestionConfig)
 
 
-class InterrogationMethod(ThresholdTextMethod):
+class InterrogationMethod(QuestionMethod):
     name = "interrogation"
     version = "1"
-    min_words = 10
+    kind = "yes_no"
+    suffix = YES_NO_SUFFIX
+    words_per_question = 15  # a question restates about one sentence
 
     def __init__(self, config: InterrogationConfig | None = None) -> None:
-        self.config = config or InterrogationConfig()
-        if isinstance(self.config.questions, dict):
-            self.config.questions = QuestionConfig(**self.config.questions)
-
-    def query_cost(self, n_words: int) -> QueryCost | None:
-        """At most ``n_questions`` questions (fewer when the document has few sentences): an upper bound."""
-        if n_words < self.min_words:
-            return None
-        q = self.config.n_questions
-        # a question restates about one sentence: ~15 words
-        return QueryCost(q, q * (15 + template_words(YES_NO_SUFFIX)), q * self.config.max_tokens)
-
-    def probe(self, doc: Document, target: Target) -> Observation:
-        c = self.config
-        if doc.n_words < self.min_words:
-            obs = Observation(self.name, doc.id)
-            obs.skipped = f"too short: interrogation needs at least {self.min_words} words"
-            return obs
-        qs = questions_for(doc.text, "yes_no", c.n_questions, c.questions, target_name=getattr(target, "name", None))
-        if len(qs) < c.min_questions:
-            obs = Observation(self.name, doc.id, data={"questions": [q.to_json() for q in qs]})
-            obs.skipped = (f"no_questions: only {len(qs)} yes/no question(s) could be made from this document "
-                           f"(at least {c.min_questions} needed)")
-            return obs
-        return self.send(doc, target, [q.question + YES_NO_SUFFIX for q in qs],
-                         {"questions": [q.to_json() for q in qs], "generator": c.questions.identity()},
-                         c.max_tokens)
+        super().__init__(config or InterrogationConfig())
 
     def observation_score(self, obs: Observation) -> tuple[float | None, dict[str, Any], str | None]:
         lam = self.config.idk_penalty

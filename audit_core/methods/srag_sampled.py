@@ -18,13 +18,12 @@ queries.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Sequence
 
-from audit_core.documents import Document
-from audit_core.methods.base import Observation, QueryCost, send_all, template_words
-from audit_core.methods.srag import Probe, SragConfig, SragMethod, WordObservation, normalise_word, probe_count, segment
-from audit_core.target.base import ChatRequest, Completion, Target
+from audit_core.methods.base import Observation, QueryCost, template_words
+from audit_core.methods.srag import Probe, SragConfig, SragMethod, WordObservation, normalise_word, probe_count
+from audit_core.target.base import ChatRequest, Completion
 
 
 @dataclass
@@ -84,24 +83,14 @@ class SragSampledMethod(SragMethod):
         return QueryCost(q * n, q * n * (template_words(self.config.prompt) + half + second / 2),
                          q * n * self.config.sample_tokens)
 
-    def sample_requests(self, probes: Sequence[Probe]) -> list[ChatRequest]:
+    def build_requests(self, probes: Sequence[Probe], top_logprobs: int | None = None) -> list[ChatRequest]:
+        """``n_samples`` text-only requests per probe (S-RAG's ``probe`` sends them): no logprobs asked."""
         c = self.config
         greedy = c.n_samples == 1
         return [ChatRequest.chat([{"role": "user", "content": c.prompt.format(prefix=p.prefix)}],
                                  max_tokens=c.sample_tokens, temperature=0.0 if greedy else c.temperature,
                                  seed=0 if greedy else s)
                 for p in probes for s in range(c.n_samples)]
-
-    def probe(self, doc: Document, target: Target, top_logprobs: int | None = None) -> Observation:
-        obs = Observation(method=self.name, doc_id=doc.id)
-        probes = segment(doc.text, self.config)
-        if not probes:
-            obs.skipped = f"too short: S-RAG needs at least {self.config.min_words} words (this document has {doc.n_words})"
-            return obs
-        obs.data["probes"] = [asdict(p) for p in probes]
-        obs.data["n_samples"] = self.config.n_samples
-        send_all(target, self.sample_requests(probes), obs)
-        return obs
 
     def word_observations(self, obs: Observation) -> list[WordObservation]:
         """One estimate per probe: the share of its samples that start with the true word.
@@ -111,9 +100,10 @@ class SragSampledMethod(SragMethod):
         answer empty means the target gives no text signal at all: the
         estimate is None with that reason, never a guessed 0.
         """
-        n = int(obs.data.get("n_samples", self.config.n_samples))
+        probes = obs.data.get("probes", [])
+        n = len(obs.responses) // len(probes) if probes else 1  # samples per probe, as sent
         out = []
-        for i, p in enumerate(obs.data.get("probes", [])):
+        for i, p in enumerate(probes):
             resp = obs.responses[i * n:(i + 1) * n]
             errs = obs.errors[i * n:(i + 1) * n]
             comps = [Completion.from_json(r) for r in resp if r is not None]

@@ -69,3 +69,55 @@ class ThresholdTextMethod(MembershipMethod):
             return MethodResult(self.name, obs.doc_id, None, None, reason or "no_signal", ev)
         ev["shadow_auc"] = calibration.shadow_auc
         return decide(self.name, obs, score, calibration, ev)
+
+
+class QuestionMethod(ThresholdTextMethod):
+    """Base of the methods that ask generated questions (interrogation, entailment).
+
+    Subclasses set ``kind`` ("yes_no" or "broad"), ``suffix`` (appended to
+    each question) and ``words_per_question`` (for ``query_cost``); their
+    config has ``n_questions``, ``min_questions``, ``max_tokens`` and a
+    ``questions`` QuestionConfig.
+    """
+
+    kind = "yes_no"
+    suffix = ""
+    words_per_question = 15
+    min_words = 10
+
+    def __init__(self, config) -> None:
+        from audit_core.methods.questions import QuestionConfig
+
+        self.config = config
+        if isinstance(self.config.questions, dict):
+            self.config.questions = QuestionConfig(**self.config.questions)
+
+    def query_cost(self, n_words: int):
+        """At most ``n_questions`` questions (fewer when the document has few sentences): an upper bound."""
+        from audit_core.methods.base import QueryCost, template_words
+
+        if n_words < self.min_words:
+            return None
+        q = self.config.n_questions
+        return QueryCost(q, q * (self.words_per_question + template_words(self.suffix)), q * self.config.max_tokens)
+
+    def probe_data(self, doc: Document) -> dict:
+        """What the observation keeps beside the questions (entailment: the document)."""
+        return {}
+
+    def probe(self, doc: Document, target: Target) -> Observation:
+        from audit_core.methods.questions import questions_for
+
+        c = self.config
+        if doc.n_words < self.min_words:
+            obs = Observation(self.name, doc.id)
+            obs.skipped = f"too short: {self.name} needs at least {self.min_words} words"
+            return obs
+        qs = questions_for(doc.text, self.kind, c.n_questions, c.questions, target_name=getattr(target, "name", None))
+        data = {"questions": [q.to_json() for q in qs], "generator": c.questions.identity(), **self.probe_data(doc)}
+        if len(qs) < c.min_questions:
+            obs = Observation(self.name, doc.id, data=data)
+            obs.skipped = (f"no_questions: only {len(qs)} question(s) could be made from this document "
+                           f"(at least {c.min_questions} needed)")
+            return obs
+        return self.send(doc, target, [q.question + self.suffix for q in qs], data, c.max_tokens)

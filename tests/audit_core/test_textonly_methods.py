@@ -105,7 +105,7 @@ def _isolated_cache(tmp_path, monkeypatch):
 @pytest.fixture
 def cheap_segment(monkeypatch):
     """S-RAG's segmentation without the proxy model: the last five words are the probes."""
-    from audit_core.methods import srag_sampled
+    from audit_core.methods import srag
     from audit_core.methods.srag import Probe
     from audit_core.scoring import split_words
 
@@ -113,7 +113,7 @@ def cheap_segment(monkeypatch):
         words = split_words(text)
         return [Probe(w, i, text[:s].rstrip(), 0.1) for i, (w, s, _) in enumerate(words)][-5:]
 
-    monkeypatch.setattr(srag_sampled, "segment", seg)
+    monkeypatch.setattr(srag, "segment", seg)
 
 
 def _docs_for(name: str) -> list[Document]:
