@@ -79,7 +79,8 @@ class FakeRag(Target):
         if "Here is the beginning of a text" in q:  # continuations (robustness, extraction)
             prefix = q.split("\n\n")[1]
             if doc is None:
-                return "Sorry, " + " ".join(prefix.split()[::2][:12])  # follows the query's wording
+                ws = prefix.split()  # follows the query's wording: a shorter query, other words
+                return "Sorry, " + " ".join(ws[len(ws) % 3::3][:10])
             rest = doc.text.split(prefix.split()[-1], 1)[-1]
             return rest.strip()[:200]
         if "Complete the paragraph" in q:  # S-RAG probes
@@ -100,6 +101,28 @@ TEXT_ONLY = ["interrogation", "entailment", "perturbation", "robustness", "extra
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path))
+
+
+class BagOfWords:
+    """A stand-in for the sentence embedder (unit-norm hashed word counts): these tests check the
+    methods' logic, not MiniLM; the slow tests use the real embedder."""
+
+    def encode(self, texts, **kw):
+        import numpy as np
+
+        out = np.zeros((len(texts), 512))
+        for i, t in enumerate(texts):
+            for w in re.findall(r"[a-z0-9]+", t.lower()):
+                out[i, hash(w) % 512] += 1
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+
+@pytest.fixture(autouse=True)
+def _bag_of_words_embedder(monkeypatch):
+    from audit_core import models
+
+    monkeypatch.setattr(models, "load_embedder", lambda name="all-minilm-l6-v2": BagOfWords())
 
 
 @pytest.fixture
