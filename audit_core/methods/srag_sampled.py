@@ -10,10 +10,11 @@ or a miss (0). The estimates feed S-RAG's own histogram features, classifier
 and shadow training (this class inherits them; segmentation, features,
 ``prepare`` and ``score`` are S-RAG's).
 
-The default is greedy (n = 1): on the shadow its AUC is within noise of
-sampling while costing one query per probe instead of n (BENCHMARKS.md,
-text-only section), and one query per hard word keeps a document at 5-10
-queries.
+The default is greedy (n = 1), chosen by cost: one query per hard word keeps
+a document at 5-10 queries (the issue's budget), while n samples cost n
+times that. The AUC-against-n comparison could not be completed on the
+shared 2-core machine (BENCHMARKS.md, text-only section, says what was
+measured); ``n_samples`` is the knob to compare with.
 """
 from __future__ import annotations
 
