@@ -139,7 +139,8 @@ def _audit_config(args):
 
     params.setdefault("mba", {})["elicitation"] = (
         args.mba_elicitation or mba_elicitation_for(getattr(args, "target", None) == "demo"))
-    return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params)
+    insist = [m for m in (getattr(args, "run_without_signal", None) or "").split(",") if m]
+    return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params, run_without_signal=insist)
 
 
 def cmd_audit(args) -> int:
@@ -191,6 +192,10 @@ def cmd_audit(args) -> int:
         history.save_audit(store, run_id, result.to_json())
     for name, why in result.not_run.items():
         print(f"note: {name} not run: {why}", file=sys.stderr)
+    for name, why in result.no_signal.items():
+        sent = "its queries were sent (--run-without-signal) but it does not vote" if name in cfg.run_without_signal \
+            else "none of its queries were sent (--run-without-signal to send them anyway)"
+        print(f"note: {name}: {why}; {sent}", file=sys.stderr)
     for v in result.verdicts:
         score = "   -  " if v.score is None else f"{v.score:6.3f}"
         print(f"{v.doc_id:>16}  {v.verdict:<13} {score}  {v.reason}")
@@ -275,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--store", help="SQLite store of answers and runs (default: $RPA_AUDIT_DB or "
                                    "RPA_CACHE_DIR/audits.sqlite, the app's)")
     a.add_argument("--estimate-only", action="store_true", help="print the estimated cost and stop")
+    a.add_argument("--run-without-signal", type=_method_list, metavar="METHODS",
+                   help="send these methods' queries even when their shadow shows no signal (they still do not "
+                        "vote); by default such a method sends nothing")
     common(a)
     a.set_defaults(func=cmd_audit)
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from xml.sax.saxutils import escape as _xml_escape
 
+from audit_core.methods.base import NO_SIGNAL_AUC
+
 from audit_core.plots import (
     document_ids,
     kde_data,
@@ -176,7 +178,7 @@ def auc_reading(auc: float | None) -> str:
     """Plain-language reading of a shadow validation AUC (0.5 = chance, 1 = perfect)."""
     if auc is None or not isinstance(auc, (int, float)) or not math.isfinite(auc):
         return "not measured: treat this method's result with caution"
-    if auc < 0.6:
+    if auc < NO_SIGNAL_AUC:
         return "about chance: this method's results are not evidence on this setup"
     if auc < 0.7:
         return "weak: this method's results are weak evidence"
