@@ -29,17 +29,27 @@ from audit_core.methods import METHODS  # noqa: E402
 
 
 def _progress_bar():
-    """A progress(stage, done, total) callback drawing one tqdm bar per stage."""
+    """A progress(stage, done, total) callback drawing one tqdm bar per stage.
+
+    Done / total and the time left come from ``audit_core.progress`` (the
+    app's bars use the same), measured from each stage's first report.
+    """
     from tqdm import tqdm
 
+    from audit_core.progress import ProgressClock
+
+    clock = ProgressClock()
     bars: dict[str, tqdm] = {}
 
     def progress(stage: str, done: int, total: int) -> None:
+        clock.update(stage, done, total)
         bar = bars.get(stage)
         if bar is None:
-            bar = bars[stage] = tqdm(total=total, desc=stage, unit="doc", file=sys.stderr, leave=True)
+            bar = bars[stage] = tqdm(total=total, desc=stage, file=sys.stderr, leave=True,
+                                     bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {postfix}")
         bar.total = total
         bar.n = done
+        bar.set_postfix_str(clock.describe(stage), refresh=False)
         bar.refresh()
         if done >= total:
             bar.close()
@@ -171,15 +181,15 @@ def cmd_audit(args) -> int:
     store = run_id = None
     try:
         target = _target(args)
-        if args.target != "demo":
-            from audit_core import history
-            from audit_core.store import Store
-            from audit_core.target.caching import CachingTarget
+        from audit_core import history
+        from audit_core.store import Store
+        from audit_core.target.caching import CachingTarget
 
-            store = Store(_store_path(args))
-            target = CachingTarget(target, store)
-            run_id = history.start_run(store, docs, target.name, config_dict(cfg))
-        on_result = None if run_id is None else history.result_recorder(store, run_id)
+        # every answer is stored as it arrives, the demo's too: a re-run sends only what was never answered
+        store = Store(_store_path(args))
+        target = CachingTarget(target, store)
+        run_id = history.start_run(store, docs, target.name, config_dict(cfg))
+        on_result = history.result_recorder(store, run_id)
         result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result)
     except (TargetError, ModelNotAvailableError, ValueError) as exc:
         if run_id is not None:

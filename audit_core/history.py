@@ -14,6 +14,7 @@ and model), and the store strips URL credentials from it.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
@@ -126,3 +127,32 @@ def _row(info: RunInfo) -> dict[str, Any]:
         "inconclusive": counts.get("inconclusive", 0),
         "error": info.error or "",
     }
+
+
+#: statuses of a run that stopped before it finished and can be resumed
+RESUMABLE = ("cancelled", "failed")
+
+
+def resumable_run(store: Store, documents: Sequence[Document], target_name: str, config: dict[str, Any]) -> str | None:
+    """The newest run that stopped early with these documents, target and configuration, if any.
+
+    Starting the same audit again resumes that run (same run id) instead of
+    opening a new one: its answers are already in the store, so the re-run
+    sends only what was never answered, and History keeps one entry.
+    """
+    from audit_core.store import target_identity
+
+    want_target = target_identity(target_name)
+    want_docs = [(d.id, d.text) for d in documents]
+    want_config = json.loads(json.dumps(config, default=str))
+    for info in store.list_runs():
+        if info.status not in RESUMABLE or info.target_id != want_target or info.params != want_config:
+            continue
+        if [(d.id, d.text) for d in store.load_run(info.id).documents] == want_docs:
+            return info.id
+    return None
+
+
+def resume_run(store: Store, run_id: str) -> None:
+    """Mark a stopped run as running again (``resumable_run``)."""
+    store.set_status(run_id, "running")
