@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -47,6 +48,8 @@ class AuditJob:
     error: str | None = None
     clock: ProgressClock = field(default_factory=ProgressClock)
     started: float = field(default_factory=time.time)
+    #: tells this job from an earlier one of the same run (a resumed audit keeps its run id)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
     thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

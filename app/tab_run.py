@@ -188,8 +188,9 @@ def attached_job():
     if job is None:
         running = reg.running()
         job = running[0] if running else None
-    if job is None or (not job.running and st.session_state.get("job_seen") == job.run_id):
+    if job is None or (not job.running and st.session_state.get("job_seen") == job.token):
         return None
+    st.session_state["job_run_id"] = job.run_id  # found by the address or the registry: follow it to the end
     return job
 
 
@@ -243,7 +244,7 @@ def _label(m: str) -> str:
 
 def _finish(job) -> None:
     """Hand a finished job's outcome to this session, once."""
-    st.session_state["job_seen"] = job.run_id
+    st.session_state["job_seen"] = job.token
     st.session_state.pop("job_run_id", None)
     if "run" in st.query_params:
         del st.query_params["run"]
@@ -289,6 +290,20 @@ def _live() -> None:
     if decided > st.session_state.get("live_decided", 0):
         st.session_state["live_decided"] = decided
         st.rerun()
+
+
+def running_notice() -> None:
+    """For other tabs (History): the running audit's progress and a Cancel, after a reload too."""
+    from app.jobs import job_registry
+
+    for job in job_registry().running():
+        if job.run_id.startswith(CHECK_PREFIX):
+            continue
+        line = next((text for stage, _, text in stage_lines(job) if stage == AUDIT_STAGE), None)
+        st.info(f"An audit is running ({line or 'preparing the shadow'}); tab 2 Run shows its progress.")
+        if not job.cancel.is_set() and st.button("Cancel the running audit", key=f"history_cancel_{job.run_id}"):
+            job.cancel.set()
+            st.rerun()
 
 
 def _poll(job) -> None:
