@@ -232,9 +232,31 @@ def cmd_audit(args) -> int:
 
         Path(args.out).write_bytes(results_json(result.to_json()))
         print(f"results written to {args.out}", file=sys.stderr)
+    if args.report_dir:
+        for path in _write_report(result.to_json(), Path(args.report_dir), redact=not args.no_redact):
+            print(f"report written: {path}", file=sys.stderr)
     if store is not None:
         store.close()
     return 3 if result.failures.get("stopped") else 0
+
+
+def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
+    """The PDF, JSON and CSV exports the app offers, named ``audit-<date>-<target>.<ext>``.
+
+    Meant to be shared, so texts are redacted (hash and first words) unless
+    --no-redact; the PDF records the SHA-256 of the JSON written beside it.
+    """
+    from audit_core import report
+
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {"pdf": report.pdf_report(result, redact=redact), "json": report.results_json(result, redact=redact),
+             "csv": report.results_csv(result).encode("utf-8")}
+    paths = []
+    for ext, data in files.items():
+        path = folder / report.export_name(result, ext)
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
 
 
 def cmd_prepare(args) -> int:
@@ -286,7 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--text-column")
     a.add_argument("--id-column")
     a.add_argument("--evidence", action="store_true", help="print the evidence under each verdict")
-    a.add_argument("--out", help="write the full results as JSON")
+    a.add_argument("--out", help="write the full results as JSON (unredacted, for yourself)")
+    a.add_argument("--report-dir", help="write the PDF report, JSON and CSV to share, named audit-<date>-<target>.*")
+    a.add_argument("--no-redact", action="store_true",
+                   help="keep document texts in the --report-dir exports (by default they are redacted to a "
+                        "SHA-256 and the first words)")
     a.add_argument("--store", help="SQLite store of answers and runs (default: $RPA_AUDIT_DB or "
                                    "RPA_CACHE_DIR/audits.sqlite, the app's)")
     a.add_argument("--estimate-only", action="store_true", help="print the estimated cost and stop")

@@ -483,21 +483,29 @@ def mba_accuracy(result: dict, doc_id: str) -> tuple[int, int] | None:
     return sum(1 for x in rows if isinstance(x, dict) and x.get("correct") is True), len(rows)
 
 
+def _no_signal_mark(result: dict, method: str, cell: str) -> str:
+    """A method without signal is never read as a vote: its cell says so."""
+    if method not in (result.get("no_signal") or {}):
+        return cell
+    return "no signal" if cell in ("—", "n/a") else f"{cell} (no signal, not counted)"
+
+
 def _mba_cell(result: dict, v: dict) -> str:
     acc = mba_accuracy(result, v.get("doc_id"))
     info = (v.get("methods") or {}).get("mba")
     if acc is not None:
-        return f"{acc[0]}/{acc[1]} right"
+        return _no_signal_mark(result, "mba", f"{acc[0]}/{acc[1]} right")
     if info is None:
         return "—"
-    return _fmt(info.get("score")) if info.get("score") is not None else "n/a"
+    return _no_signal_mark(result, "mba", _fmt(info.get("score")) if info.get("score") is not None else "n/a")
 
 
-def _srag_cell(v: dict) -> str:
+def _srag_cell(v: dict, result: dict | None = None) -> str:
     info = (v.get("methods") or {}).get("srag")
     if info is None:
         return "—"
-    return _fmt(info.get("score")) if info.get("score") is not None else "n/a"
+    cell = _fmt(info.get("score")) if info.get("score") is not None else "n/a"
+    return _no_signal_mark(result or {}, "srag", cell)
 
 
 def _page_decoration(created: str):
@@ -692,7 +700,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         rows = [["Document", "Verdict", "Reason", "S-RAG<br/>probability", "MBA<br/>accuracy"]]
         colors_ = [None]
         for v in verdicts:
-            rows.append([esc(v.get("doc_id")), esc(v.get("verdict")), esc(v.get("reason")), _srag_cell(v),
+            rows.append([esc(v.get("doc_id")), esc(v.get("verdict")), esc(v.get("reason")), _srag_cell(v, r),
                          esc(_mba_cell(r, v))])
             colors_.append(_VERDICT_COLORS.get(v.get("verdict")))
         story.append(_table(rows, [3.0 * cm, 2.2 * cm, width - 9.8 * cm, 2.4 * cm, 2.2 * cm], st, row_colors=colors_))
