@@ -3,8 +3,10 @@
 The app is thin: it collects inputs, calls the library (audit_core, shadow)
 and shows what comes back. Layout: the sidebar holds the target and the
 settings; the main area has the tabs "1 Documents", "2 Run", "3 Results" and
-"History". The Run tab is drawn last because, while an audit runs, it keeps
-redrawing its progress bars until the audit ends.
+"History". While an audit runs, the Run tab's progress is a fragment that
+redraws itself every second and reruns the page as each document is decided,
+so the Results tab fills in as the audit goes; a reloaded page finds the
+running audit again (app/jobs.py, app/tab_run.py).
 """
 from __future__ import annotations
 
