@@ -160,3 +160,43 @@ def test_a_reloaded_page_reattaches_to_the_running_audit(demo):
     result = _wait_for_result(fresh)
     assert result["cancelled"] and len(result["verdicts"]) == HOLD_AT
     assert "Audit cancelled" in " ".join(s.value for s in fresh.success)
+
+
+def test_a_method_without_signal_is_announced_before_the_run_and_sends_nothing(demo, monkeypatch):
+    import shadow.prepare
+
+    def flat(methods, shadow_cfg, progress=None):
+        prep = _prepare(methods, shadow_cfg, progress)
+        for cal in prep.calibrations.values():
+            cal.shadow_auc = 0.52
+        return prep
+
+    monkeypatch.setattr(shadow.prepare, "prepare_shadow", flat)
+    demo.release.set()  # nothing is held in this test
+    at = _open_app()
+    at.multiselect(key="methods").set_value(["rag_mia"]).run()
+    at.text_area(key="pasted").input("\n\n".join(t for _, t in make_documents(N_DOCS))).run()
+    at.button(key="check_calibration").click().run()
+    deadline = time.time() + 30
+    while not [c for c in at.checkbox if c.key == "insist_rag_mia"] and time.time() < deadline:
+        time.sleep(0.3)
+        at.run()
+    warned = " ".join(w.value for w in at.warning)
+    assert "RAG-MIA: no signal" in warned and "0.52" in warned and "None of its queries will be sent" in warned
+    assert demo.sent == []  # announced before any query
+
+    at.button(key="start_audit").click().run()
+    result = _wait_for_result(at)
+    assert demo.sent == [] and result["account"]["queries"] == 0
+    table = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
+    assert set(table["verdict"]) == {"inconclusive"}
+    assert not any("agree" in r for r in table["reason"])
+    assert "none of its queries were sent" in " ".join(w.value for w in at.warning)
+
+    # the user insists: the queries go out, the method still does not vote
+    at.checkbox(key="insist_rag_mia").check().run()
+    at.button(key="start_audit").click().run()
+    result = _wait_for_result(at, done=lambda r: r["account"]["queries"] > 0)
+    assert len(demo.sent) == N_DOCS
+    assert all(v["verdict"] == "inconclusive" for v in result["verdicts"])
+    assert all(rs["rag_mia"]["score"] is not None for rs in result["results"].values())
