@@ -416,7 +416,8 @@ def kde_png(result: dict, method: str, dpi: int = 110) -> bytes:
     for i, (doc_id, s) in enumerate(d.documents):
         ax.axvline(s, color=DOC_COLOR, linewidth=1.2, label="your documents (numbered; key below)" if i == 0 else None)
         ax.annotate(str(i + 1), xy=(s, _LABEL_HEIGHTS[i % len(_LABEL_HEIGHTS)]), xycoords=("data", "axes fraction"),
-                    xytext=(2, 0), textcoords="offset points", fontsize=7, ha="left", va="top", color=DOC_TEXT_COLOR)
+                    xytext=(2, 0), textcoords="offset points", fontsize=8, fontweight="bold", ha="left", va="top",
+                    color=DOC_TEXT_COLOR)
     if d.mode == "none":
         ax.set_xlim(0, 1)
     ax.set_xlabel("membership score")
