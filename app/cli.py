@@ -265,8 +265,9 @@ def cmd_prepare(args) -> int:
     from audit_core.target.base import Capabilities
 
     cfg = _audit_config(args)
-    methods, _ = select_methods(cfg, Capabilities(True, True, 20))
-    prep = prepare_shadow(methods, cfg.shadow, progress=_progress_bar(), force=args.force)
+    bar = _progress_bar()
+    methods, _ = select_methods(cfg, Capabilities(True, True, 20), bar)
+    prep = prepare_shadow(methods, cfg.shadow, progress=bar, force=args.force)
     for name, cal in prep.calibrations.items():
         src = "cache" if prep.from_cache[name] else "fresh"
         auc = "n/a" if cal.shadow_auc is None else f"{cal.shadow_auc:.3f}"

@@ -23,7 +23,7 @@ from app.sidebar import render_sidebar  # noqa: E402
 from app.tab_documents import render_documents_tab  # noqa: E402
 from app.tab_history import render_history_tab  # noqa: E402
 from app.tab_results import render_results_tab  # noqa: E402
-from app.tab_run import render_run_tab  # noqa: E402
+from app.tab_run import render_run_tab, running_banner  # noqa: E402
 
 st.set_page_config(page_title="RAG Provenance Auditor", page_icon="🔎", layout="wide")
 st.title("RAG Provenance Auditor")
@@ -33,6 +33,7 @@ st.write(
 )
 
 settings = render_sidebar()
+running_banner()
 tab_docs, tab_run, tab_results, tab_history = st.tabs(["1 Documents", "2 Run", "3 Results", "History"])
 with tab_docs:
     render_documents_tab()

@@ -210,8 +210,7 @@ def _draw(job) -> None:
     prep = [x for x in lines if x[0] != AUDIT_STAGE]
     st.markdown("**Shadow preparation** (local, sends nothing to the target)")
     if not prep:
-        st.caption("Loading the models and the cached shadow calibration..." if AUDIT_STAGE not in stages
-                   else "Loaded from the cache.")
+        st.caption("Starting..." if AUDIT_STAGE not in stages else "Loaded from the cache.")
     for _, frac, text in prep:
         st.progress(frac, text=text)
     if job.run_id.startswith(CHECK_PREFIX):
@@ -290,6 +289,19 @@ def _live() -> None:
     if decided > st.session_state.get("live_decided", 0):
         st.session_state["live_decided"] = decided
         st.rerun()
+
+
+def running_banner() -> None:
+    """Above the tabs: a reloaded page opens on tab 1, so say that an audit is running and where."""
+    job = attached_job()
+    if job is None or not job.running:
+        return
+    if job.run_id.startswith(CHECK_PREFIX):
+        st.info("The shadow calibration is being prepared: tab 2 Run shows its progress.")
+        return
+    line = next((text for stage, _, text in stage_lines(job) if stage == AUDIT_STAGE), "preparing the shadow")
+    st.info(f"An audit is running ({line.replace(AUDIT_STAGE, 'documents', 1)}): tab 2 Run has its progress "
+            "and Cancel; tab 3 Results fills in as each document is done.")
 
 
 def running_notice() -> None:

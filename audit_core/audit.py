@@ -91,15 +91,24 @@ def config_dict(cfg: AuditConfig) -> dict:
             "verdict": asdict(cfg.verdict), "run_without_signal": list(cfg.run_without_signal)}
 
 
-def select_methods(cfg: AuditConfig, caps: Capabilities) -> tuple[list[MembershipMethod], dict[str, str]]:
+#: the stage during which the methods load their local models (de-quantizing them the first time)
+LOADING_STAGE = "loading the methods' models"
+
+
+def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | None = None,
+                   ) -> tuple[list[MembershipMethod], dict[str, str]]:
     """The methods that can run on this target, and why the others cannot."""
     runnable, not_run = [], {}
-    for name in cfg.methods:
+    for i, name in enumerate(cfg.methods):
+        if progress:
+            progress(LOADING_STAGE, i, len(cfg.methods))
         m = create_method(name, **cfg.method_params.get(name, {}))
         if m.requires_logprobs and not caps.logprobs:
             not_run[name] = "the target returns no logprobs, which this method needs"
         else:
             runnable.append(m)
+    if progress:
+        progress(LOADING_STAGE, len(cfg.methods), len(cfg.methods))
     return runnable, not_run
 
 
@@ -180,7 +189,7 @@ def calibrate(cfg: AuditConfig, caps: Capabilities, prepare: Preparer, progress:
     announced before any query is spent; ``run_audit`` calls it again, which
     the preparer's cache makes cheap.
     """
-    methods, not_run = select_methods(cfg, caps)
+    methods, not_run = select_methods(cfg, caps, progress)
     prep = prepare(methods, cfg.shadow, progress)
     no_signal = {m.name: why for m in methods if (why := no_signal_reason(prep.calibrations.get(m.name)))}
     return Calibrated(methods, not_run, dict(prep.calibrations), no_signal)
@@ -215,7 +224,11 @@ def run_audit(
     if prepare is None:
         raise ValueError("run_audit needs a shadow preparation function (shadow.prepare.prepare_shadow)")
     cfg = cfg or AuditConfig()
+    if capabilities is None and progress:
+        progress("asking the target what it supports", 0, 1)
     caps = capabilities or target.capabilities()
+    if capabilities is None and progress:
+        progress("asking the target what it supports", 1, 1)
     if not caps.reachable:
         from audit_core.target.base import Unreachable
 

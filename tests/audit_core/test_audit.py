@@ -73,3 +73,14 @@ def test_a_method_with_signal_votes_and_results_arrive_per_document():
     # every document but the last is announced as it is decided; the last one is the final result
     assert partial == [["d0"], ["d0", "d1"]]
     assert result.created <= result.finished
+
+
+def test_every_stage_before_the_documents_reports_progress():
+    seen: list[tuple[str, int, int]] = []
+    run_audit(DOCS, CountingTarget(), AuditConfig(methods=["rag_mia"]), _prepare(0.9),
+              progress=lambda stage, done, total: seen.append((stage, done, total)))
+    stages = list(dict.fromkeys(s for s, _, _ in seen))
+    assert stages[:2] == ["asking the target what it supports", "loading the methods' models"]
+    assert stages[-1] == "auditing documents" and ("auditing documents", 3, 3) in seen
+    for stage in stages:  # each stage ends done
+        assert max(d for s, d, t in seen if s == stage) == max(t for s, d, t in seen if s == stage)
