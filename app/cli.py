@@ -150,6 +150,10 @@ def _audit_config(args):
     params.setdefault("mba", {})["elicitation"] = (
         args.mba_elicitation or mba_elicitation_for(getattr(args, "target", None) == "demo"))
     insist = [m for m in (getattr(args, "run_without_signal", None) or "").split(",") if m]
+    unknown = [m for m in insist if m not in METHODS]
+    if unknown:  # cmd_audit reports it as a plain 'error: ...'
+        raise ValueError(f"unknown method(s) in --run-without-signal: {', '.join(unknown)}; "
+                         f"choose from {', '.join(METHODS)}")
     return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params, run_without_signal=insist)
 
 
@@ -308,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--store", help="SQLite store of answers and runs (default: $RPA_AUDIT_DB or "
                                    "RPA_CACHE_DIR/audits.sqlite, the app's)")
     a.add_argument("--estimate-only", action="store_true", help="print the estimated cost and stop")
-    a.add_argument("--run-without-signal", type=_method_list, metavar="METHODS",
+    a.add_argument("--run-without-signal", metavar="METHODS",
                    help="send these methods' queries even when their shadow shows no signal (they still do not "
                         "vote); by default such a method sends nothing")
     common(a)
