@@ -75,13 +75,13 @@ def _insisted(settings: Settings) -> list[str]:
 # --------------------------------------------------------------------------- starting work
 
 
-def _open_target(settings: Settings, store):
-    """The target an audit probes: every answer stored as it arrives (the demo's too), so an
-    audit cancelled or stopped and started again sends only what was never answered."""
+def _open_target(settings: Settings, store, target, run_id: str):
+    """The target audit ``run_id`` probes: every answer stored as it arrives (the demo's too), so
+    an audit cancelled or stopped and started again (the same run, resumed) sends only what was
+    never answered."""
     from audit_core.target.base import QueryAccount
     from audit_core.target.caching import CachingTarget
 
-    target = build_target(settings)
     if settings.target_kind == DEMO:
         # the shared in-process demo: a fresh account makes the query count this audit's alone
         # (the demo lock keeps audits apart)
@@ -103,16 +103,17 @@ def _start(settings: Settings, docs) -> None:
         st.error("The demo target is busy with another audit; try again when it has finished.")
         return
     try:
-        probed = _open_target(settings, store)
+        target = build_target(settings)
         cfg = settings.audit_config()
         cfg.run_without_signal = _insisted(settings)
         config = settings.config_dict()
         config["run_without_signal"] = list(cfg.run_without_signal)
-        run_id = history.resumable_run(store, docs, probed.name, config)
+        run_id = history.resumable_run(store, docs, target.name, config)
         if run_id is not None:
             history.resume_run(store, run_id)
         else:
-            run_id = history.start_run(store, docs, probed.name, config)
+            run_id = history.start_run(store, docs, target.name, config)
+        probed = _open_target(settings, store, target, run_id)
     except Exception as exc:  # plain words, never a stack trace or a key
         if lock is not None:
             lock.release()
