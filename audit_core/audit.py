@@ -224,6 +224,7 @@ def run_audit(
     if prepare is None:
         raise ValueError("run_audit needs a shadow preparation function (shadow.prepare.prepare_shadow)")
     cfg = cfg or AuditConfig()
+    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")  # the start, preparation included
     if capabilities is None and progress:
         progress("asking the target what it supports", 0, 1)
     caps = capabilities or target.capabilities()
@@ -240,7 +241,6 @@ def run_audit(
                for name, why in no_signal.items() if name not in cfg.run_without_signal}
     top_k = min(caps.max_top_logprobs or 0, 20)
 
-    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     results: dict[str, dict[str, MethodResult]] = {}
     observations: dict[str, dict[str, Observation]] = {}
     verdicts: list[Verdict] = []
