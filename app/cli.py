@@ -45,11 +45,11 @@ def _progress_bar():
         clock.update(stage, done, total)
         bar = bars.get(stage)
         if bar is None:
-            bar = bars[stage] = tqdm(total=total, desc=stage, file=sys.stderr, leave=True,
-                                     bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {postfix}")
+            bar = bars[stage] = tqdm(total=total, desc=stage, file=sys.stderr, leave=True)
         bar.total = total
         bar.n = done
-        bar.set_postfix_str(clock.describe(stage), refresh=False)
+        # done / total and time left from audit_core.progress, not tqdm's own rate
+        bar.bar_format = "{desc}: {percentage:3.0f}%|{bar:20}| " + clock.describe(stage).replace("{", "{{").replace("}", "}}")
         bar.refresh()
         if done >= total:
             bar.close()
