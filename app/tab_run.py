@@ -86,7 +86,7 @@ def _open_target(settings: Settings, store, target, run_id: str):
         # the shared in-process demo: a fresh account makes the query count this audit's alone
         # (the demo lock keeps audits apart)
         target.account = QueryAccount()
-    return CachingTarget(target, store)
+    return CachingTarget(target, store, run_id=run_id, reuse_days=settings.reuse_days)
 
 
 def _start(settings: Settings, docs) -> None:
@@ -108,11 +108,8 @@ def _start(settings: Settings, docs) -> None:
         cfg.run_without_signal = _insisted(settings)
         config = settings.config_dict()
         config["run_without_signal"] = list(cfg.run_without_signal)
-        run_id = history.resumable_run(store, docs, target.name, config)
-        if run_id is not None:
-            history.resume_run(store, run_id)
-        else:
-            run_id = history.start_run(store, docs, target.name, config)
+        # the same audit run again after a cancel or failure resumes its run (and reuses its answers)
+        run_id, _ = history.resume_or_start_run(store, docs, target.name, config)
         probed = _open_target(settings, store, target, run_id)
     except Exception as exc:  # plain words, never a stack trace or a key
         if lock is not None:

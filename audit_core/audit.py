@@ -58,6 +58,9 @@ class AuditResult:
     cancelled: bool = False
     #: run-level account of what went wrong (see ``failure_summary``); empty dict when built by hand
     failures: dict = field(default_factory=dict)
+    #: stored answers used instead of sending: {"policy_days", "reused", "sent", "oldest_reused",
+    #: "newest_reused"} (see ``freshness_of``); empty dict when built by hand
+    freshness: dict = field(default_factory=dict)
     #: method -> why its shadow showed no signal (``no_signal_reason``); such a method
     #: never votes, and sends no query unless it is in ``run_without_signal``
     no_signal: dict = field(default_factory=dict)
@@ -79,9 +82,19 @@ class AuditResult:
             "documents": [asdict(d) for d in self.documents],
             "cancelled": self.cancelled,
             "failures": self.failures,
+            "freshness": self.freshness,
             "no_signal": self.no_signal,
             "finished": self.finished,
         }
+
+
+def freshness_of(target: Target) -> dict:
+    """The freshness account of a target: a caching target's own, else nothing was reused."""
+    own = getattr(target, "freshness", None)
+    if callable(own):
+        return own()
+    return {"policy_days": None, "reused": 0, "sent": target.account.as_dict().get("queries", 0),
+            "oldest_reused": None, "newest_reused": None}
 
 
 def config_dict(cfg: AuditConfig) -> dict:
@@ -293,6 +306,7 @@ def _result(target: Target, created: str, cfg: AuditConfig, caps: Capabilities, 
         documents=[d for d in docs if d.id in results],
         cancelled=cancelled,
         failures=failure_summary(results, observations, target.account.as_dict(), len(docs), stopped),
+        freshness=freshness_of(target),
         no_signal=cal.no_signal,
         finished=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )

@@ -395,7 +395,8 @@ def test_collection_and_freshness_blocks_are_shown_when_computed():
                       "newest_reused": "2025-04-30"}
     first = _pages(report.pdf_report(r))[0]
     assert "p-value 0.0012" in first and "20 control documents" in first and "one-sided test" in first
-    assert "3 answer(s) received during this audit, 12 re-used" in first and "30 day(s)" in first
+    assert "Answers reused from earlier requests: 12" in first and "sent during this audit: 3" in first
+    assert "30 day(s)" in first
 
 
 def test_redaction_keeps_hash_and_first_words_only():
