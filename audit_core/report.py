@@ -744,14 +744,15 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     # -- score distributions ---------------------------------------------------
     kde_methods = [m for m in methods if m in calibrations and m not in not_run]
     if kde_methods:
-        story.append(CondPageBreak(8 * cm))
-        story.append(P("Your documents against the shadow's score distributions", "h1"))
-        story.append(P("Each plot shows the scores a method gave to shadow documents known to be in the shadow's "
-                       "knowledge base (members) and known not to be (non-members), with your documents marked at "
-                       "their scores. A document far inside the member curve looks like a member. The raw scores "
-                       "behind each plot are available as a CSV export."))
-        for m in kde_methods:
-            block = [P(esc(method_label(m)), "h2"), _image(kde_png(r, m, dpi=opt.figure_dpi), width * 0.92)]
+        # the section's heading and introduction stay with its first plot (no orphaned heading)
+        head = [P("Your documents against the shadow's score distributions", "h1"),
+                P("Each plot shows the scores a method gave to shadow documents known to be in the shadow's "
+                  "knowledge base (members) and known not to be (non-members), with your documents marked at "
+                  "their scores (numbered; the key is under each plot). A document far inside the member curve "
+                  "looks like a member. The raw scores behind each plot are available as a CSV export.")]
+        for i, m in enumerate(kde_methods):
+            block = (head if i == 0 else []) + [P(esc(method_label(m)), "h2"),
+                                                _image(kde_png(r, m, dpi=opt.figure_dpi), width * 0.92)]
             key = kde_key(r, m)
             if key:
                 block.append(P("Marks: " + "; ".join(f"<b>{n}</b> {esc(d)} ({_fmt(sc, 3)})" for n, d, sc in key),
