@@ -181,4 +181,3 @@ def _row(info: RunInfo) -> dict[str, Any]:
         "inconclusive": counts.get("inconclusive", 0),
         "error": info.error or "",
     }
-
