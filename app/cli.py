@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p):
-        p.add_argument("--method", default="srag,mba", help="comma-separated: " + ",".join(METHODS))
+        p.add_argument("--method", default="srag,mba", help="comma-separated, from: " + ", ".join(METHODS))
         p.add_argument("--aux-corpus", help="public auxiliary corpus (JSONL/CSV) for the shadow RAG")
         p.add_argument("--shadow-size", type=int, default=200, help="shadow members (= non-members) per method")
         p.add_argument("--shadow-size-generative", type=int, default=60, help="shadow size for MBA / S2MIA")
