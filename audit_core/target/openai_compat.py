@@ -22,7 +22,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 import httpx
 import openai
@@ -126,6 +126,26 @@ def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
         return None
     now = time.time() if now is None else now
     return max(0.0, when.timestamp() - now)
+
+
+def tokens_from_logprob_entries(content: Any, scrub: Callable[[str], str], source: str) -> list[TokenLogprob]:
+    """OpenAI's ``logprobs.content`` list -> tokens with alternatives sorted best first.
+
+    Each entry is ``{"token", "logprob", "top_logprobs": [{"token", "logprob"}, ...]}``;
+    vLLM, llama.cpp and other APIs that report logprobs use the same shape, so
+    any connector reads it here. ``scrub`` removes secrets from token texts.
+    """
+    if not isinstance(content, list):
+        raise BadResponse(f"{source} sent logprobs that are not a list of token entries")
+    tokens = []
+    try:
+        for entry in content:
+            top = [(scrub(str(alt["token"])), float(alt["logprob"])) for alt in (entry.get("top_logprobs") or [])]
+            top.sort(key=lambda a: a[1], reverse=True)
+            tokens.append(TokenLogprob(scrub(str(entry["token"])), float(entry["logprob"]), top))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise BadResponse(f"{source} sent a logprobs entry without token or logprob") from None
+    return tokens
 
 
 class _Secret:
@@ -348,18 +368,7 @@ class OpenAITarget(Target):
         content = logprobs.get("content")
         if content is None:
             return None
-        if not isinstance(content, list):
-            raise BadResponse(f"{self.base_url} sent logprobs.content that is not a list")
-        tokens = []
-        try:
-            for entry in content:
-                top = [(self._scrub(str(alt["token"])), float(alt["logprob"]))
-                       for alt in (entry.get("top_logprobs") or [])]
-                top.sort(key=lambda a: a[1], reverse=True)
-                tokens.append(TokenLogprob(self._scrub(str(entry["token"])), float(entry["logprob"]), top))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise BadResponse(f"{self.base_url} sent a logprobs entry without token or logprob") from None
-        return tokens
+        return tokens_from_logprob_entries(content, self._scrub, self.base_url)
 
     def _to_model_ids(self, data: Any) -> list[str]:
         items = data.get("data") if isinstance(data, dict) else None
@@ -513,3 +522,33 @@ class OpenAITarget(Target):
         if isinstance(obj, list):
             return [self._scrub_obj(v) for v in obj]
         return obj
+
+    # ------------------------------------------------------------------ as a registered target type
+
+    @classmethod
+    def from_config(cls, config: "OpenAITargetConfig", environ: Mapping[str, str] | None = None) -> "OpenAITarget":
+        """The connector a target file of type ``openai`` describes.
+
+        The key is read from ``environ`` (default: the process environment)
+        under the variable the file names, and only for the file's base URL.
+        """
+        env = os.environ if environ is None else environ
+        key = env.get(config.api_key_env)
+        if not key:
+            raise AuthenticationFailed(f"no API key for {config.base_url}: the target file reads it from the "
+                                       f"{config.api_key_env} environment variable, which is not set")
+        return cls(config.base_url, config.model, key, timeout_s=config.timeout_s,
+                   max_retries=config.max_retries, max_concurrency=config.max_concurrency)
+
+
+@dataclass(frozen=True)
+class OpenAITargetConfig:
+    """An OpenAI-compatible endpoint as a target file declares it (``type: openai``)."""
+
+    base_url: str  # the API root, usually ending in /v1
+    model: str  # the model name the endpoint serves
+    #: the environment variable holding the key (the file names the variable, never the key)
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 60.0
+    max_retries: int = 5  # retries after the first attempt (RetryPolicy)
+    max_concurrency: int = 4
