@@ -552,3 +552,7 @@ class OpenAITargetConfig:
     timeout_s: float = 60.0
     max_retries: int = 5  # retries after the first attempt (RetryPolicy)
     max_concurrency: int = 4
+
+    def env_vars(self) -> list[str]:
+        """The environment variables this target reads (their values are secrets)."""
+        return [self.api_key_env]
