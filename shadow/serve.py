@@ -210,6 +210,24 @@ def completion_json(comp: Completion, model: str, cached_tokens: int) -> dict:
 # --------------------------------------------------------------------------- the app
 
 
+def install_error_handlers(app: FastAPI) -> None:
+    """Every error answered in one JSON shape: ours, routing's (404/405), and a bare 500."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return _error(exc.status_code, str(exc.detail), code=code)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return _error(500, "The server had an error while processing your request.", "server_error")
+
+
 async def read_json_body(request: Request, limits: ServeLimits) -> Any:
     """The request's JSON body, refused with 413 past ``limits.max_body_bytes`` (read in chunks)."""
     declared = request.headers.get("content-length")
@@ -252,19 +270,7 @@ def create_app(rag: RagSystem, api_key: str | None, model_name: str | None = Non
         if not hmac.compare_digest(header.encode(), expected):
             raise ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
 
-    @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return exc.response()
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
-        return _error(exc.status_code, str(exc.detail), code=code)
-
-    @app.exception_handler(Exception)
-    async def _internal(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error on %s %s", request.method, request.url.path)
-        return _error(500, "The server had an error while processing your request.", "server_error")
+    install_error_handlers(app)
 
     def run(req: ChatRequest) -> tuple[Completion, dict | None, dict]:
         with gate:

@@ -42,11 +42,10 @@ from typing import Any, Iterator
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, TargetError
 from shadow.rag import RagSystem
-from shadow.serve import ApiError, ServeLimits, _error, _int_field, logprob_entries, read_json_body
+from shadow.serve import ApiError, ServeLimits, _int_field, install_error_handlers, logprob_entries, read_json_body
 
 log = logging.getLogger("shadow.serve_custom")
 
@@ -119,19 +118,7 @@ def create_custom_app(rag: RagSystem, api_key: str | None, limits: ServeLimits |
         if not hmac.compare_digest(given.encode(), expected):
             raise ApiError(401, "Invalid API key.", code="invalid_api_key")
 
-    @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return exc.response()
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail), code={404: "not_found", 405: "method_not_allowed"}
-                      .get(exc.status_code))
-
-    @app.exception_handler(Exception)
-    async def _internal(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error on %s %s", request.method, request.url.path)
-        return _error(500, "The server had an error while processing your request.", "server_error")
+    install_error_handlers(app)
 
     def run(req: ChatRequest) -> tuple[Completion, list[dict]]:
         with gate:

@@ -43,6 +43,7 @@ parsing; failures become the typed ``TargetError``s of ``base``.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -80,6 +81,7 @@ from audit_core.target.openai_compat import (
     RetryPolicy,
     _Secret,
     parse_retry_after,
+    scrub_json,
     tokens_from_logprob_entries,
 )
 
@@ -553,11 +555,12 @@ class HttpTarget(Target):
         return text
 
     def _scrub_obj(self, obj: Any) -> Any:
-        """A copy of a decoded JSON value with every secret removed from its strings."""
-        if isinstance(obj, str):
-            return self._scrub(obj)
-        if isinstance(obj, dict):
-            return {self._scrub(str(k)): self._scrub_obj(v) for k, v in obj.items()}
-        if isinstance(obj, list):
-            return [self._scrub_obj(v) for v in obj]
-        return obj
+        return scrub_json(obj, self._scrub)
+
+    def credential_id(self, salt: bytes) -> str:
+        """Whose answers these are, without the secrets: HMAC-SHA256(salt, secrets), "" without any.
+
+        The store keys answers by it, so two tenants of one API never share answers.
+        """
+        secrets = "\n".join(sorted(self._secrets.reveal()))
+        return hmac.new(salt, secrets.encode("utf-8"), hashlib.sha256).hexdigest()[:32] if secrets else ""

@@ -148,6 +148,17 @@ def tokens_from_logprob_entries(content: Any, scrub: Callable[[str], str], sourc
     return tokens
 
 
+def scrub_json(obj: Any, scrub: Callable[[str], str]) -> Any:
+    """A copy of a decoded JSON value with ``scrub`` applied to every string in it, keys included."""
+    if isinstance(obj, str):
+        return scrub(obj)
+    if isinstance(obj, dict):
+        return {scrub(str(k)): scrub_json(v, scrub) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [scrub_json(v, scrub) for v in obj]
+    return obj
+
+
 class _Secret:
     """Holds the API key so that no repr, vars() dump or f-string shows it."""
 
@@ -515,13 +526,7 @@ class OpenAITarget(Target):
 
     def _scrub_obj(self, obj: Any) -> Any:
         """A copy of a decoded JSON value with the key removed from every string in it."""
-        if isinstance(obj, str):
-            return self._scrub(obj)
-        if isinstance(obj, dict):
-            return {self._scrub(str(k)): self._scrub_obj(v) for k, v in obj.items()}
-        if isinstance(obj, list):
-            return [self._scrub_obj(v) for v in obj]
-        return obj
+        return scrub_json(obj, self._scrub)
 
     # ------------------------------------------------------------------ as a registered target type
 
