@@ -105,6 +105,9 @@ def test_env_secret_is_sent_and_never_shown(custom, caplog):
     shown = [repr(t), str(t), t.name, str(vars(t)), str(comp.raw), str(comp.to_json()), caplog.text]
     assert not any(KEY in s for s in shown)
     assert "$RPA_SERVE_API_KEY" in open(ROOT / "assets" / "targets" / "http_custom.yaml").read()
+    # stored answers are keyed by an HMAC of the secrets: per tenant, never the key itself
+    cred = t.credential_id(b"salt")
+    assert cred and KEY not in cred and cred != _target(url, env={"RPA_SERVE_API_KEY": "other"}).credential_id(b"salt")
     # a wrong key: the typed error, without either key in it
     bad = _target(url, env={"RPA_SERVE_API_KEY": "wrong-key-123456"})
     with pytest.raises(AuthenticationFailed) as exc:
