@@ -51,7 +51,6 @@ import random
 import re
 import string
 import threading
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Mapping
 from urllib.parse import urljoin, urlsplit
@@ -78,7 +77,9 @@ from audit_core.target.base import (
 )
 from audit_core.target.openai_compat import (
     RequestRejected,
+    RetryingConnector,
     RetryPolicy,
+    _Attempt,
     _Secret,
     parse_retry_after,
     scrub_json,
@@ -97,6 +98,14 @@ _METHODS = ("POST", "PUT", "PATCH", "GET")
 MAX_REDIRECTS = 3
 #: how much of a server's error text is quoted in our messages
 _MAX_QUOTED_CHARS = 300
+
+
+class _Failed(Exception):
+    """One failed exchange, already translated for the retry loop."""
+
+    def __init__(self, attempt: _Attempt):
+        super().__init__(str(attempt.error))
+        self.attempt = attempt
 
 
 class RedirectRefused(TargetError):
@@ -244,7 +253,7 @@ def _display_url(url: str) -> str:
 # --------------------------------------------------------------------------- the target
 
 
-class HttpTarget(Target):
+class HttpTarget(RetryingConnector, Target):
     """A RAG system behind any JSON-over-HTTP API, as an audit target."""
 
     def __init__(self, config: HttpTargetConfig, environ: Mapping[str, str] | None = None,
@@ -287,8 +296,9 @@ class HttpTarget(Target):
         self._client = httpx.Client(timeout=self.timeout_s, follow_redirects=False)
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._rng = random.Random()
-        self._lock = threading.Lock()
-        self._cooldown_until = 0.0
+        self._rng_lock = threading.Lock()
+        self._cooldown_lock = threading.Lock()
+        self._cooldown_until = 0.0  # monotonic time before which no request is sent (after a 429)
 
     @classmethod
     def from_config(cls, config: HttpTargetConfig, environ: Mapping[str, str] | None = None) -> "HttpTarget":
@@ -323,7 +333,7 @@ class HttpTarget(Target):
                              "only; methods that need token probabilities cannot run on it")
         payload = fill_template(self.config.body, self._values(request))
         try:
-            comp, retries = self._with_retries(payload)
+            comp, retries = self._with_retries(lambda: self._exchange(payload), parse=lambda comp: comp)
         except TargetError as exc:
             self.account.record(failed=True, retries=getattr(exc, "retries", 0))
             raise
@@ -374,43 +384,6 @@ class HttpTarget(Target):
                 "temperature": request.temperature, "top_logprobs": request.top_logprobs,
                 "logprobs": request.logprobs}
 
-    def _with_retries(self, payload: Any) -> tuple[Completion, int]:
-        """Send until answered or retrying cannot help; the final error carries ``retries``."""
-        waited, retries, bad = 0.0, 0, 0
-        while True:
-            with self._lock:
-                pause = self._cooldown_until - time.monotonic()
-            if pause > 0:  # after a 429 every worker holds back, not only the one told to
-                time.sleep(pause)
-            try:
-                with self._slots:
-                    return self._exchange(payload), retries
-            except TargetError as exc:
-                err = exc
-            if isinstance(err, BadResponse):
-                bad += 1
-                can_retry = bad <= self.retry.bad_response_retries
-            else:
-                can_retry = getattr(err, "retryable_here", False)
-            if can_retry and retries < self.retry.max_retries:
-                with self._lock:
-                    delay = self.retry.delay(retries, getattr(err, "retry_after", None), self._rng)
-                if waited + delay <= self.retry.max_total_wait_s:
-                    if isinstance(err, RateLimited):
-                        with self._lock:
-                            self._cooldown_until = max(self._cooldown_until, time.monotonic() + delay)
-                    log.debug("%s: %s; retry %d in %.2fs", self.url, err.reason, retries + 1, delay)
-                    time.sleep(delay)
-                    waited += delay
-                    retries += 1
-                    continue
-                err = type(err)(f"{err} (gave up: waiting {delay:.1f}s more would exceed the "
-                                f"{self.retry.max_total_wait_s:.0f}s budget for one request)")
-            if retries:
-                err = type(err)(f"{err} (after {retries} {'retry' if retries == 1 else 'retries'})")
-            err.retries = retries  # type: ignore[attr-defined]
-            raise err
-
     def _exchange(self, payload: Any) -> Completion:
         """One attempt: send, follow same-origin redirects only, read the answer."""
         url, c = self.config.url, self.config
@@ -425,21 +398,23 @@ class HttpTarget(Target):
                         continue
                     if resp.status_code >= 400:
                         resp.read()
-                        raise self._status_error(resp)
+                        raise _Failed(self._status_error(resp))
                     if c.stream and resp.headers.get("content-type", "").startswith("text/event-stream"):
                         return self._from_events(list(self._events(resp)))
                     resp.read()
                     return self._from_json(self._decode(resp.content))
             except httpx.TimeoutException:
-                raise self._retryable(Unreachable(f"{self.url} did not answer within {self.timeout_s:g}s")) from None
+                raise _Failed(_Attempt(Unreachable(f"{self.url} did not answer within {self.timeout_s:g}s"),
+                                       retryable=True)) from None
             except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-                raise self._retryable(Unreachable(self._scrub(
-                    f"the answer from {self.url} broke off before it was complete: {type(exc).__name__}"))) from None
+                raise _Failed(_Attempt(Unreachable(self._scrub(
+                    f"the answer from {self.url} broke off before it was complete: {type(exc).__name__}")),
+                    retryable=True)) from None
             except httpx.HTTPError as exc:
-                raise self._retryable(Unreachable(self._scrub(
-                    f"cannot connect to {self.url}: {type(exc).__name__}: {exc}"))) from None
-        raise RedirectRefused(f"{self.url} redirected more than {MAX_REDIRECTS} times; put the final URL "
-                              "in the target file")
+                raise _Failed(_Attempt(Unreachable(self._scrub(
+                    f"cannot connect to {self.url}: {type(exc).__name__}: {exc}")), retryable=True)) from None
+        raise _Failed(_Attempt(RedirectRefused(f"{self.url} redirected more than {MAX_REDIRECTS} times; put "
+                                               "the final URL in the target file"), retryable=False))
 
     def _follow(self, url: str, resp: httpx.Response) -> str:
         """The next URL of a redirect, only if it stays on the configured origin."""
@@ -447,10 +422,10 @@ class HttpTarget(Target):
         nxt = urljoin(url, location)
         if resp.status_code == 303 or _origin(nxt) != _origin(self.config.url):
             where = self._scrub(_display_url(nxt)) if location else "nowhere"
-            raise RedirectRefused(
+            raise _Failed(_Attempt(RedirectRefused(
                 f"{self.url} redirected (HTTP {resp.status_code}) to {where}; it was not followed, so the "
                 "headers (and any key in them) were not sent there. If that address is right, put it in the "
-                "target file's url")
+                "target file's url"), retryable=False))
         return nxt
 
     # ------------------------------------------------------------------ response
@@ -521,13 +496,12 @@ class HttpTarget(Target):
 
     # ------------------------------------------------------------------ errors
 
-    def _retryable(self, err: TargetError, retry_after: float | None = None) -> TargetError:
-        err.retryable_here = True  # type: ignore[attr-defined]
-        err.retry_after = retry_after  # type: ignore[attr-defined]
-        return err
+    def _classify(self, exc: Exception) -> _Attempt | None:
+        """What the retry loop (RetryingConnector) does with a failure of ``_exchange``."""
+        return exc.attempt if isinstance(exc, _Failed) else None
 
-    def _status_error(self, resp: httpx.Response) -> TargetError:
-        """An HTTP error status -> the typed error, marked retryable when retry_on lists it."""
+    def _status_error(self, resp: httpx.Response) -> _Attempt:
+        """An HTTP error status -> the typed error, retryable when retry_on lists it."""
         status = resp.status_code
         said = self._scrub(resp.text.strip()[:_MAX_QUOTED_CHARS])
         quote = f": {said}" if said else ""
@@ -544,8 +518,8 @@ class HttpTarget(Target):
         else:
             err = RequestRejected(f"{self.url} rejected the request (HTTP {status}){quote}; check the body template")
         if status in self.config.retry_on and status not in (401, 403):
-            return self._retryable(err, parse_retry_after(resp.headers))
-        return err
+            return _Attempt(err, retryable=True, retry_after=parse_retry_after(resp.headers))
+        return _Attempt(err, retryable=False)
 
     # ------------------------------------------------------------------ secrecy
 

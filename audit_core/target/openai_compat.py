@@ -185,7 +185,82 @@ class _Attempt:
     retry_after: float | None = None
 
 
-class OpenAITarget(Target):
+class RetryingConnector:
+    """The retry loop of an HTTP connector: one policy, one bound on requests in flight, one 429 pause.
+
+    A connector sets ``retry`` (RetryPolicy), ``_slots`` (a semaphore of its
+    concurrency), ``_rng``, ``_rng_lock``, ``_cooldown_lock`` and
+    ``_cooldown_until``, and says in ``_classify`` which exceptions of its
+    transport are failures to translate (an ``_Attempt``) rather than bugs.
+    """
+
+    name: str
+
+    def _classify(self, exc: Exception) -> _Attempt | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def _scrubbed(self, exc: TargetError) -> TargetError:
+        return exc
+
+    def _with_retries(self, send: Callable[[], Any], parse: Callable[[Any], T]) -> tuple[T, int]:
+        """Run send+parse until it succeeds or retrying cannot help; return (value, retries).
+
+        The error raised at the end carries ``exc.retries`` for the account.
+        """
+        waited = 0.0
+        retries = 0
+        bad_responses = 0
+        while True:
+            self._wait_cooldown()
+            try:
+                with self._slots:  # bounds in-flight requests even across callers' threads
+                    body = send()
+                return parse(body), retries
+            except BadResponse as exc:
+                attempt = _Attempt(self._scrubbed(exc), retryable=True)
+            except Exception as exc:  # noqa: BLE001 - the connector says which failures are its own
+                found = self._classify(exc)
+                if found is None:
+                    raise
+                attempt = found
+            err = attempt.error
+            if isinstance(err, BadResponse):
+                bad_responses += 1
+                can_retry = bad_responses <= self.retry.bad_response_retries
+            else:
+                can_retry = attempt.retryable
+            if can_retry and retries < self.retry.max_retries:
+                with self._rng_lock:
+                    delay = self.retry.delay(retries, attempt.retry_after, self._rng)
+                if waited + delay <= self.retry.max_total_wait_s:
+                    if isinstance(err, RateLimited):
+                        self._start_cooldown(delay)
+                    log.debug("%s: %s; retry %d in %.2fs", self.name, err.reason, retries + 1, delay)
+                    time.sleep(delay)
+                    waited += delay
+                    retries += 1
+                    continue
+                err = type(err)(f"{err} (gave up: waiting {delay:.1f}s more would exceed the "
+                                f"{self.retry.max_total_wait_s:.0f}s budget for one request)")
+            if retries:
+                err = type(err)(f"{err} (after {retries} {'retry' if retries == 1 else 'retries'})")
+            err.retries = retries  # type: ignore[attr-defined]
+            raise err
+
+    def _wait_cooldown(self) -> None:
+        """After a 429 every worker holds back, not only the one that was told to."""
+        with self._cooldown_lock:
+            until = self._cooldown_until
+        remaining = until - time.monotonic()
+        if remaining > 0:
+            time.sleep(remaining)
+
+    def _start_cooldown(self, delay: float) -> None:
+        with self._cooldown_lock:
+            self._cooldown_until = max(self._cooldown_until, time.monotonic() + delay)
+
+
+class OpenAITarget(RetryingConnector, Target):
     """A chat model behind an OpenAI-compatible HTTP API, as an audit target.
 
     ``base_url`` is the API root (it usually ends in ``/v1``). The key comes
@@ -390,61 +465,10 @@ class OpenAITarget(Target):
         except (KeyError, TypeError):
             raise BadResponse(f"{self.base_url}/models sent a model without an id") from None
 
-    # ------------------------------------------------------------------ retries
+    # ------------------------------------------------------------------ retries (RetryingConnector)
 
-    def _with_retries(self, send: Callable[[], Any], parse: Callable[[Any], T]) -> tuple[T, int]:
-        """Run send+parse until it succeeds or retrying cannot help; return (value, retries).
-
-        The error raised at the end carries ``exc.retries`` for the account.
-        """
-        waited = 0.0
-        retries = 0
-        bad_responses = 0
-        while True:
-            self._wait_cooldown()
-            try:
-                with self._slots:  # bounds in-flight requests even across callers' threads
-                    body = send()
-                return parse(body), retries
-            except BadResponse as exc:
-                attempt = _Attempt(self._scrubbed(exc), retryable=True)
-            except openai.OpenAIError as exc:
-                attempt = self._translate(exc)
-            err = attempt.error
-            if isinstance(err, BadResponse):
-                bad_responses += 1
-                can_retry = bad_responses <= self.retry.bad_response_retries
-            else:
-                can_retry = attempt.retryable
-            if can_retry and retries < self.retry.max_retries:
-                with self._rng_lock:
-                    delay = self.retry.delay(retries, attempt.retry_after, self._rng)
-                if waited + delay <= self.retry.max_total_wait_s:
-                    if isinstance(err, RateLimited):
-                        self._start_cooldown(delay)
-                    log.debug("%s: %s; retry %d in %.2fs", self.name, err.reason, retries + 1, delay)
-                    time.sleep(delay)
-                    waited += delay
-                    retries += 1
-                    continue
-                err = type(err)(f"{err} (gave up: waiting {delay:.1f}s more would exceed the "
-                                f"{self.retry.max_total_wait_s:.0f}s budget for one request)")
-            if retries:
-                err = type(err)(f"{err} (after {retries} {'retry' if retries == 1 else 'retries'})")
-            err.retries = retries  # type: ignore[attr-defined]
-            raise err
-
-    def _wait_cooldown(self) -> None:
-        """After a 429 every worker holds back, not only the one that was told to."""
-        with self._cooldown_lock:
-            until = self._cooldown_until
-        remaining = until - time.monotonic()
-        if remaining > 0:
-            time.sleep(remaining)
-
-    def _start_cooldown(self, delay: float) -> None:
-        with self._cooldown_lock:
-            self._cooldown_until = max(self._cooldown_until, time.monotonic() + delay)
+    def _classify(self, exc: Exception) -> _Attempt | None:
+        return self._translate(exc) if isinstance(exc, openai.OpenAIError) else None
 
     def _translate(self, exc: openai.OpenAIError) -> _Attempt:
         """An openai exception → our typed error, with whether and when to retry."""
