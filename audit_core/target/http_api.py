@@ -281,6 +281,9 @@ class HttpTarget(RetryingConnector, Target):
             headers["Content-Type"] = "application/json"
         if config.stream and "accept" not in lowered:
             headers["Accept"] = "text/event-stream"
+        if secrets and urlsplit(config.url).scheme == "http" and (urlsplit(config.url).hostname or "") not in (
+                "127.0.0.1", "localhost", "::1"):
+            log.warning("%s: the target file sends a key over plain http; anyone on the way can read it", self.url)
         self._headers = _Secret(headers)  # type: ignore[arg-type] - holds the expanded headers, never shown
         self._secrets = _Secret(sorted({s for s in secrets if s}, key=len, reverse=True))  # type: ignore[arg-type]
         self._answer = compile_jsonpath(config.answer_path, "answer_path")
