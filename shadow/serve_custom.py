@@ -37,7 +37,7 @@ import json
 import logging
 import re
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -100,22 +100,27 @@ def _pieces(comp: Completion) -> Iterator[dict]:
             yield {"answer": word}
 
 
-def create_custom_app(rag: RagSystem, api_key: str | None, limits: ServeLimits | None = None,
+def create_custom_app(rag: RagSystem, api_key: str | Sequence[str] | None, limits: ServeLimits | None = None,
                       expose_sources: bool = True) -> FastAPI:
-    """The FastAPI application of the http-custom profile over ``rag``."""
+    """The FastAPI application of the http-custom profile over ``rag``.
+
+    ``api_key``: one key or several (one per client); None or empty: no authentication.
+    """
     limits = limits or ServeLimits()
     app = FastAPI(title="RAG Provenance Auditor custom-API target", docs_url=None, redoc_url=None,
                   openapi_url=None)
     gate = threading.Lock()  # one request at a time through the model
-    expected = api_key.encode() if api_key else None
+    keys = [api_key] if isinstance(api_key, str) else list(api_key or [])
+    expected = [k.encode() for k in keys if k]
 
     def check_key(request: Request) -> None:
-        if expected is None:
+        if not expected:
             return
         given = request.headers.get(KEY_HEADER)
         if not given:
             raise ApiError(401, f"Missing API key: send it in the {KEY_HEADER} header.", code="missing_api_key")
-        if not hmac.compare_digest(given.encode(), expected):
+        # every key is compared in constant time, so timing does not tell which one matched
+        if not any([hmac.compare_digest(given.encode(), k) for k in expected]):
             raise ApiError(401, "Invalid API key.", code="invalid_api_key")
 
     install_error_handlers(app)

@@ -227,3 +227,14 @@ def test_cli_audits_through_a_target_file(custom, tmp_path, monkeypatch, capsys)
     monkeypatch.setenv("RPA_SERVE_API_KEY", KEY)
     t = _target(argparse.Namespace(target_file=shipped, target=None))
     assert isinstance(t, HttpTarget) and t.url == "http://127.0.0.1:8100/ask" and KEY not in t.name
+
+
+def test_custom_api_takes_one_key_per_client():
+    url, stop = serve_in_thread(StubRag(), api_key=["first-client-key-1", KEY], api="custom")
+    try:
+        assert _target(url).complete(_chat(max_tokens=1)).text == "The"
+        assert _target(url, env={"RPA_SERVE_API_KEY": "first-client-key-1"}).complete(_chat(max_tokens=1)).text == "The"
+        with pytest.raises(AuthenticationFailed):
+            _target(url, env={"RPA_SERVE_API_KEY": "third-key"}).complete(_chat(max_tokens=1))
+    finally:
+        stop()
