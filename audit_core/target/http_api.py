@@ -37,8 +37,8 @@ is sent only to the target file's own origin: a redirect is followed only to
 the same scheme, host and port, any other is refused with a message naming
 where it pointed.
 
-Retries reuse the OpenAI connector's ``RetryPolicy`` and ``Retry-After``
-parsing; failures become the typed ``TargetError``s of ``base``.
+Retries run through the OpenAI connector's loop (``RetryingConnector``, ``RetryPolicy``,
+``Retry-After`` parsing); failures become the typed ``TargetError``s of ``base``.
 """
 from __future__ import annotations
 
