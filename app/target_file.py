@@ -35,10 +35,6 @@ def _url(config) -> str:
     return getattr(config, "url", None) or getattr(config, "base_url", "")
 
 
-def _secret_vars(config) -> list[str]:
-    return config.env_vars()
-
-
 def target_file_section() -> tuple[str, str]:
     """Upload or paste a target file; returns (url, label) of a valid one, else ("", "")."""
     up = st.file_uploader("Target file (YAML or JSON)", type=["yaml", "yml", "json"], key="target_file_upload",
@@ -59,7 +55,7 @@ def target_file_section() -> tuple[str, str]:
     url = _url(config)
     host = urlsplit(url).hostname or url
     st.caption(f"{spec.label}: {url} · can return {spec.returns}.")
-    for var in _secret_vars(config):
+    for var in config.env_vars():
         st.text_input(f"Value of ${var}", key=f"tf_secret_{var}", type="password",
                       help=f"Sent only to {host}; kept in this browser session's memory, never stored.")
         if not st.session_state.get(f"tf_secret_{var}"):
@@ -78,7 +74,7 @@ def build_file_target(for_check: bool = False):
     kind, config = parsed
     host = urlsplit(_url(config)).hostname
     env: dict[str, str] = {}
-    for var in _secret_vars(config):
+    for var in config.env_vars():
         typed = st.session_state.get(f"tf_secret_{var}")
         if typed:
             env[var] = typed
