@@ -6,8 +6,9 @@
     ./run cli prepare --method srag          # shadow preparation only (cached)
     ./run cli runs                            # past audits in the store
 
-The API key comes from --api-key-env (default OPENAI_API_KEY); it is never
-printed, stored or written into any output.
+The API key comes from the environment variable named by --api-key-env
+(default OPENAI_API_KEY) and is sent only to the --target host (redirects are
+not followed); it is never printed, stored or written into any output.
 
 Every answer of an HTTP target is written to the store (--store, default the
 app's: $RPA_AUDIT_DB or RPA_CACHE_DIR/audits.sqlite) as it arrives, so an
@@ -21,6 +22,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -112,17 +114,39 @@ def _target(args):
     if getattr(args, "target_file", None):
         from audit_core.target import create_target, load_target_file
 
-        return create_target(*load_target_file(args.target_file))
+        spec, config = load_target_file(args.target_file)
+        url = getattr(config, "url", None) or config.base_url
+        host = urlsplit(url).netloc.rsplit("@", 1)[-1]
+        for var in config.env_vars():
+            print(f"secret: ${var} from the environment, sent to {host} only", file=sys.stderr)
+        return create_target(spec, config)
     if args.target == "demo":
         from shadow.demo import demo_target
 
         return demo_target(args.demo_defense)
     from audit_core.target.openai_compat import OpenAITarget
 
-    key = os.environ.get(args.api_key_env)
     if not args.model:
         raise SystemExit("--model is required with an endpoint URL")
+    # read for the host named on this command line only; the connector never reads it by itself
+    key = os.environ.get(args.api_key_env) or None
+    host = urlsplit(args.target).netloc.rsplit("@", 1)[-1]
+    print(f"API key: from ${args.api_key_env}, sent to {host} only" if key else
+          f"API key: none (${args.api_key_env} is not set); requests go to {host} without one", file=sys.stderr)
     return OpenAITarget(base_url=args.target, model=args.model, api_key=key)
+
+
+def _print_freshness(freshness: dict) -> None:
+    """How many stored answers were used instead of sending, and when they were received."""
+    if not freshness:
+        return
+    days = freshness.get("policy_days")
+    policy = "this audit's own answers only" if days is None else f"answers received within {days} day(s)"
+    when = ""
+    if freshness.get("reused"):
+        when = f", received {freshness['oldest_reused'][:19]} to {freshness['newest_reused'][:19]} UTC"
+    print(f"answers reused: {freshness.get('reused', 0)}{when} (policy: {policy}); sent: "
+          f"{freshness.get('sent', 0)}", file=sys.stderr)
 
 
 def _audit_config(args):
@@ -189,8 +213,11 @@ def cmd_audit(args) -> int:
             from audit_core.target.caching import CachingTarget
 
             store = Store(_store_path(args))
-            target = CachingTarget(target, store)
-            run_id = history.start_run(store, docs, target.name, config_dict(cfg))
+            run_id, resumed = history.resume_or_start_run(store, docs, target.name, config_dict(cfg))
+            if resumed:
+                print(f"resuming the unfinished audit {run_id[:8]}: its answers are not sent again",
+                      file=sys.stderr)
+            target = CachingTarget(target, store, run_id=run_id, reuse_days=args.reuse_days)
         on_result = None if run_id is None else history.result_recorder(store, run_id)
         result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result)
     except (TargetError, ModelNotAvailableError, ValueError) as exc:
@@ -224,6 +251,7 @@ def cmd_audit(args) -> int:
     cached = f", answered from the store: {target.cache_hits}" if store is not None else ""
     print(f"target queries: {acc['queries']} (failed {acc['failures']}){cached}, tokens: "
           f"{acc['prompt_tokens']} prompt + {acc['completion_tokens']} completion", file=sys.stderr)
+    _print_freshness(result.freshness)
     _print_failures(result.failures)
     if args.out:
         from audit_core.report import results_json  # the export the app offers: scrubbed of secrets
@@ -248,6 +276,17 @@ def cmd_prepare(args) -> int:
         auc = "n/a" if cal.shadow_auc is None else f"{cal.shadow_auc:.3f}"
         print(f"{name}: shadow validation AUC {auc}, {prep.seconds[name]:.1f} s ({src})")
     return 0
+
+
+def _days(value: str) -> int:
+    """--reuse-days: a whole number of days, 0 or more."""
+    try:
+        days = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of days") from None
+    if days < 0:
+        raise argparse.ArgumentTypeError("the number of days must be 0 or more")
+    return days
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--store", help="SQLite store of answers and runs (default: $RPA_AUDIT_DB or "
                                    "RPA_CACHE_DIR/audits.sqlite, the app's)")
     a.add_argument("--estimate-only", action="store_true", help="print the estimated cost and stop")
+    a.add_argument("--reuse-days", type=_days, default=None, metavar="N",
+                   help="also reuse answers other audits of this target (same key) received within the last N "
+                        "days; default: none, every audit asks again (an interrupted audit run again still "
+                        "reuses its own answers)")
     common(a)
     a.set_defaults(func=cmd_audit)
 

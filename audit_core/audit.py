@@ -54,6 +54,9 @@ class AuditResult:
     cancelled: bool = False
     #: run-level account of what went wrong (see ``failure_summary``); empty dict when built by hand
     failures: dict = field(default_factory=dict)
+    #: stored answers used instead of sending: {"policy_days", "reused", "sent", "oldest_reused",
+    #: "newest_reused"} (see ``freshness_of``); empty dict when built by hand
+    freshness: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -70,7 +73,17 @@ class AuditResult:
             "documents": [asdict(d) for d in self.documents],
             "cancelled": self.cancelled,
             "failures": self.failures,
+            "freshness": self.freshness,
         }
+
+
+def freshness_of(target: Target) -> dict:
+    """The freshness account of a target: a caching target's own, else nothing was reused."""
+    own = getattr(target, "freshness", None)
+    if callable(own):
+        return own()
+    return {"policy_days": None, "reused": 0, "sent": target.account.as_dict().get("queries", 0),
+            "oldest_reused": None, "newest_reused": None}
 
 
 def config_dict(cfg: AuditConfig) -> dict:
@@ -226,4 +239,5 @@ def run_audit(
         documents=[d for d in docs if d.id in results],
         cancelled=cancelled,
         failures=failure_summary(results, observations, target.account.as_dict(), len(docs), stopped),
+        freshness=freshness_of(target),
     )
