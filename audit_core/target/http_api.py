@@ -335,19 +335,8 @@ class HttpTarget(RetryingConnector, Target):
             raise NoLogprobs(f"{self.url}: the target file names no logprobs_path, so this target gives text "
                              "only; methods that need token probabilities cannot run on it")
         payload = fill_template(self.config.body, self._values(request))
-        try:
-            comp, retries = self._with_retries(lambda: self._exchange(payload), parse=lambda comp: comp)
-        except TargetError as exc:
-            self.account.record(failed=True, retries=getattr(exc, "retries", 0))
-            raise
-        if request.logprobs and (comp.tokens is None or (not comp.tokens and comp.text)):
-            self.account.record(comp.usage, failed=True, retries=retries)
-            exc = NoLogprobs(f"{self.url} answered without logprobs at {self.config.logprobs_path}; "
-                             "methods that need token probabilities cannot run on this endpoint")
-            exc.completion = comp  # type: ignore[attr-defined]
-            raise exc
-        self.account.record(comp.usage, retries=retries)
-        return comp
+        return self._complete_accounted(request, lambda: self._exchange(payload), lambda comp: comp,
+                                        f"{self.url} answered without logprobs at {self.config.logprobs_path}")
 
     def capabilities(self) -> Capabilities:
         """One tiny request; logprobs are asked for only when the file says where they are.

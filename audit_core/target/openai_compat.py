@@ -38,6 +38,7 @@ from audit_core.target.base import (
     Completion,
     ContextTooLong,
     NoLogprobs,
+    QueryAccount,
     RateLimited,
     ServerError,
     Target,
@@ -202,6 +203,7 @@ class RetryingConnector:
     """
 
     name: str
+    account: QueryAccount
 
     def _classify(self, exc: Exception) -> _Attempt | None:  # pragma: no cover - interface
         raise NotImplementedError
@@ -253,6 +255,26 @@ class RetryingConnector:
                 err = type(err)(f"{err} (after {retries} {'retry' if retries == 1 else 'retries'})")
             err.retries = retries  # type: ignore[attr-defined]
             raise err
+
+    def _complete_accounted(self, request: ChatRequest, send: Callable[[], Any], parse: Callable[[Any], Completion],
+                            no_logprobs: str) -> Completion:
+        """Send with retries and record the outcome in ``self.account`` (every attempt is paid).
+
+        An answer without the logprobs the request asked for raises ``NoLogprobs``
+        (``no_logprobs`` says who answered) with the answer as ``exc.completion``.
+        """
+        try:
+            comp, retries = self._with_retries(send, parse)
+        except TargetError as exc:
+            self.account.record(failed=True, retries=getattr(exc, "retries", 0))
+            raise
+        if request.logprobs and (comp.tokens is None or (not comp.tokens and comp.text)):
+            self.account.record(comp.usage, failed=True, retries=retries)
+            exc = NoLogprobs(f"{no_logprobs}; methods that need token probabilities cannot run on this endpoint")
+            exc.completion = comp  # type: ignore[attr-defined]
+            raise exc
+        self.account.record(comp.usage, retries=retries)
+        return comp
 
     def _wait_cooldown(self) -> None:
         """After a 429 every worker holds back, not only the one that was told to."""
@@ -355,22 +377,12 @@ class OpenAITarget(RetryingConnector, Target):
         none; the completion it did send is attached as ``exc.completion``.
         """
         params = self._params(request)
-        try:
-            comp, retries = self._with_retries(
-                lambda: self._decode(self._client.chat.completions.with_raw_response.create(
-                    **params, extra_headers=self._no_auth)),
-                parse=self._to_completion)
-        except TargetError as exc:
-            self.account.record(failed=True, retries=getattr(exc, "retries", 0))
-            raise
-        if request.logprobs and (comp.tokens is None or (not comp.tokens and comp.text)):
-            self.account.record(comp.usage, failed=True, retries=retries)
-            exc = NoLogprobs(f"{self.base_url} answered without logprobs for model {self.model!r}; "
-                             "methods that need token probabilities cannot run on this endpoint")
-            exc.completion = comp  # type: ignore[attr-defined]
-            raise exc
-        self.account.record(comp.usage, retries=retries)
-        return comp
+        return self._complete_accounted(
+            request,
+            lambda: self._decode(self._client.chat.completions.with_raw_response.create(
+                **params, extra_headers=self._no_auth)),
+            self._to_completion,
+            f"{self.base_url} answered without logprobs for model {self.model!r}")
 
     def list_models(self) -> list[str]:
         """The model ids the endpoint lists at GET /models (not every server has this route)."""
