@@ -2,6 +2,7 @@
 
     ./run cli audit --target demo --docs assets/sample_documents.csv
     ./run cli audit --target https://host/v1 --model my-model --docs my.csv --method srag,mba
+    ./run cli audit --target-file my_api.yaml --docs my.csv   # any HTTP API (audit_core.target)
     ./run cli prepare --method srag          # shadow preparation only (cached)
     ./run cli runs                            # past audits in the store
 
@@ -120,6 +121,15 @@ def _print_failures(failures: dict) -> None:
 
 
 def _target(args):
+    if getattr(args, "target_file", None):
+        from audit_core.target import create_target, load_target_file
+
+        spec, config = load_target_file(args.target_file)
+        url = getattr(config, "url", None) or config.base_url
+        host = urlsplit(url).netloc.rsplit("@", 1)[-1]
+        for var in config.env_vars():
+            print(f"secret: ${var} from the environment, sent to {host} only", file=sys.stderr)
+        return create_target(spec, config)
     if args.target == "demo":
         from shadow.demo import demo_target
 
@@ -193,6 +203,14 @@ def cmd_audit(args) -> int:
     if not docs:
         print("error: no usable documents", file=sys.stderr)
         return 2
+    if args.target_file:  # a bad target file is bad input: said before the estimate, nothing sent
+        from audit_core.target import TargetFileError, load_target_file
+
+        try:
+            load_target_file(args.target_file)
+        except TargetFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         cfg = _audit_config(args)
         _print_estimate(docs, cfg, args.target == "demo")
@@ -330,7 +348,10 @@ def main(argv: list[str] | None = None) -> int:
                             "endpoints) or 'continue' (one request per mask; default for the demo target)")
 
     a = sub.add_parser("audit", help="audit documents against a target")
-    a.add_argument("--target", required=True, help="'demo' or an OpenAI-compatible base URL")
+    where = a.add_mutually_exclusive_group(required=True)
+    where.add_argument("--target", help="'demo' or an OpenAI-compatible base URL")
+    where.add_argument("--target-file", help="a target file (YAML/JSON) describing any HTTP API: see "
+                                             "assets/targets/http_custom.yaml and README 'Auditing any HTTP API'")
     a.add_argument("--model", help="model name at the endpoint")
     a.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     a.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])

@@ -242,3 +242,31 @@ def test_paste_audit_demo_target_shows_verdicts(tmp_path, monkeypatch):
         assert v["doc_id"] in text
     history = next(d.value for d in at.dataframe if "status" in d.value.columns)
     assert list(history["status"]) == ["finished"]
+
+
+def test_target_file_kind_checks_a_custom_api_and_sends_env_keys_only_when_allowed(app, monkeypatch):
+    """The third target kind: a pasted target file, its secret typed or allowed by name, the probe's answer."""
+    from tests.audit_core.test_http_target import KEY, StubRag
+    from shadow.serve import serve_in_thread
+
+    url, stop = serve_in_thread(StubRag(), api_key=KEY, api="custom")
+    try:
+        text = open(os.path.join(os.path.dirname(APP), "..", "assets", "targets", "http_custom.yaml")).read()
+        text = text.replace("http://127.0.0.1:8100/ask", url + "/ask")
+        monkeypatch.setenv("RPA_SERVE_API_KEY", KEY)
+        app.radio(key="target_kind").set_value("Any HTTP API (target file)").run()
+        app.text_area(key="target_file_text").input(text).run()
+        assert not app.exception
+        # the environment holds the key, but it is not sent until the box naming it is ticked
+        app.button(key="check_connection").click().run(timeout=60)
+        assert "RPA_SERVE_API_KEY" in " ".join(e.value for e in app.error)
+        app.checkbox(key="tf_env_RPA_SERVE_API_KEY").check().run()
+        app.button(key="check_connection").click().run(timeout=60)
+        assert not app.exception and not app.error
+        assert "up to 2 alternatives" in " ".join(s.value for s in app.success)
+        assert KEY not in _texts(app)
+        # a broken file: the registry's message, no stack trace
+        app.text_area(key="target_file_text").input(text.replace("{{prompt}}", "{{question}}")).run()
+        assert "unknown placeholder" in " ".join(e.value for e in app.error) and not app.exception
+    finally:
+        stop()
