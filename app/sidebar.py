@@ -38,6 +38,15 @@ class Settings:
     reuse_days: int | None = None
 
     @property
+    def missing_target(self) -> str | None:
+        """What the user must still enter before this target can be used, or None."""
+        if self.target_kind == ENDPOINT and not (self.base_url.strip() and self.model.strip()):
+            return "Enter the endpoint's base URL and model in the sidebar."
+        if self.target_kind == HTTP_FILE and not self.base_url.strip():
+            return "Upload or paste a valid target file in the sidebar."
+        return None
+
+    @property
     def target_label(self) -> str:
         return "demo" if self.target_kind == DEMO else f"{self.base_url.rstrip('/')} · {self.model}"
 
@@ -165,8 +174,8 @@ def _connection_check(settings: Settings) -> None:
     from audit_core.methods import LABELS, METHODS
 
     if st.button("Check connection", key="check_connection"):
-        if settings.target_kind == ENDPOINT and not (settings.base_url.strip() and settings.model.strip()):
-            st.error("Enter the endpoint's base URL and model name first.")
+        if settings.missing_target:
+            st.error(settings.missing_target)
         else:
             from app.resources import plain_error
 

@@ -71,7 +71,23 @@ def test_pasted_texts_are_counted_before_anything_runs(app):
     assert app.selectbox(key="elicitation_endpoint").value == "fill_in"
     est = next(d.value for d in app.dataframe if "queries" in d.value.columns)
     assert int(est.loc[est["method"] == "total", "queries"].iloc[0]) == 2 * 5 + 2
+    # nothing to send to yet: Start waits for the URL and model, and says so
+    assert app.button(key="start_audit").disabled
+    assert "Enter the endpoint's base URL and model" in _texts(app)
+    app.text_input(key="base_url").input("http://127.0.0.1:9/v1").run()
+    app.text_input(key="model").input("m").run()
     assert not app.button(key="start_audit").disabled
+
+
+def test_the_target_file_kind_waits_for_a_file(app):
+    from app.sidebar import HTTP_FILE
+
+    app.text_area(key="pasted").input(LONG_1).run()
+    app.radio(key="target_kind").set_value(HTTP_FILE).run()
+    assert not app.exception
+    assert "Upload or paste a valid target file" in _texts(app)
+    assert "base URL and model" not in _texts(app)
+    assert app.button(key="start_audit").disabled
 
 
 def test_csv_with_the_wrong_text_column_gets_a_clear_message(app):
