@@ -10,7 +10,11 @@ defense, sizes, seed) and each method's name, version and configuration:
 * ``calibration.json`` -- thresholds, shadow score lists, validation AUC;
 * ``predictor/`` -- S-RAG's trained AutoGluon model.
 
-A second preparation with the same key loads them in seconds.
+A second preparation with the same key loads them in seconds. When the cache
+has no observations for a key, the default preparation shipped with the
+repository (``shadow.shipped``: assets/preparation/<key>.json.gz, probe
+results only) supplies them if it has that key; the calibration is then
+fitted locally from them, as after probing.
 """
 from __future__ import annotations
 

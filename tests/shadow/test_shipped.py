@@ -1,0 +1,159 @@
+"""The shipped default shadow preparation (assets/preparation/, issue 18).
+
+The shipped files are raw probe results named by their preparation key. These
+tests check that (1) every shipped key is the key the current code computes
+for the configuration it was built for, so a changed method (probes, version,
+parameters) without a rebuild fails here; (2) the README's first audit finds
+its observations shipped; (3) prepare_shadow uses them instead of probing, and
+probes as before when the configuration differs; (4) re-probing a few shipped
+shadow documents with today's code gives the shipped observations.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+
+import pytest
+
+import shadow.prepare as prepare
+from audit_core.methods.base import Calibration
+from shadow import shipped
+from shadow.prepare import ShadowConfig, prepare_shadow
+
+
+@pytest.fixture(scope="module")
+def corpus_hash() -> str:
+    from shadow.corpus import corpus_hash as h
+
+    return h(ShadowConfig().corpus_docs())
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict:
+    m = shipped.read_manifest()
+    assert m, "assets/preparation/manifest.json is missing: run scripts/build_default_preparation.py"
+    return m
+
+
+def _entry(manifest: dict, method: str, params: dict, size: str, style: str) -> str:
+    for key, e in manifest.items():
+        if (e["method"], e["params"], e["size"], e["style"]) == (method, params, size, style):
+            return key
+    pytest.fail(f"no shipped preparation for {method} {params} {size} {style}")
+
+
+def test_every_shipped_key_is_the_key_of_its_configuration_today(manifest, corpus_hash):
+    stale = []
+    for key, entry in manifest.items():
+        prep = shipped.from_manifest(entry)
+        if shipped.key_of(prep, corpus_hash) != key:
+            stale.append(f"{prep.label()} ({key})")
+            continue
+        path = shipped.shipped_file(key)
+        assert path.exists(), path
+        with gzip.open(path, "rt") as fh:
+            raw = json.load(fh)
+        assert raw["key"] == key
+        n_m, n_n, n_g = shipped.SHIPPED_SIZES[entry["size"]]
+        want = (n_m, n_n) if entry["method"] in ("srag", "rag_mia", "mink") else (n_g, n_g)
+        assert (len(raw["members"]), len(raw["nonmembers"])) == want
+    assert not stale, ("these shipped preparations no longer match the code (a method's probes, version or "
+                       "defaults changed): run scripts/build_default_preparation.py -- " + "; ".join(stale))
+    # nothing shipped that the manifest does not list
+    listed = {shipped.shipped_file(k).name for k in manifest}
+    assert {p.name for p in shipped.SHIPPED_DIR.glob("*.json.gz")} == listed
+
+
+def test_the_readme_first_audit_is_shipped(manifest, corpus_hash):
+    """The app's quick audit of the demo target (S-RAG + MBA) needs no shadow probing."""
+    from app.sidebar import AUDIT_SIZES
+    from audit_core.methods import create_method
+    from shadow.demo import mba_elicitation_for
+
+    assert {k: tuple(v) for k, v in AUDIT_SIZES.items()} == shipped.SHIPPED_SIZES
+    n_m, n_n, n_g = AUDIT_SIZES["quick"]
+    cfg = ShadowConfig(n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g, top_k_docs=4)
+    # as the app's sidebar builds them (app/sidebar.py _advanced)
+    srag = create_method("srag", bins=10)
+    mba = create_method("mba", n_masks=10, gamma=0.5, elicitation=mba_elicitation_for(True))
+    for m in (srag, mba):
+        key = prepare.preparation_key(m, cfg, corpus_hash)
+        assert key in manifest, f"{m.name}: {key} not shipped"
+        assert shipped.load_shipped(key) is not None
+
+
+def test_prepare_uses_shipped_observations_and_probes_a_different_configuration(
+        manifest, tmp_path, monkeypatch):
+    key = _entry(manifest, "mba", {"elicitation": "continue"}, "quick", "completion")
+    prep_cfg = shipped.from_manifest(manifest[key])
+
+    class Probed(Exception):
+        pass
+
+    def no_probing(cfg, kb):
+        raise Probed
+
+    monkeypatch.setattr(prepare, "build_shadow_rag", no_probing)
+    monkeypatch.setattr(prepare, "_calibrate",
+                        lambda method, mem, non, folder: Calibration(method.name, 0.5))
+    cfg = prep_cfg.shadow_config()
+    got = prepare_shadow([prep_cfg.create_method()], cfg, root=tmp_path)
+    mem, non = shipped.load_shipped(key)
+    assert got.keys["mba"] == key and got.from_cache["mba"]
+    assert got.observations["mba"]["members"] == mem and got.observations["mba"]["nonmembers"] == non
+    # copied into the cache: the next start reads the cache
+    assert (tmp_path / key / "observations.json").exists()
+
+    # another size is another key: nothing shipped, so the shadow is probed as before
+    with pytest.raises(Probed):
+        prepare_shadow([prep_cfg.create_method()], ShadowConfig(n_members=60, n_nonmembers=60,
+                                                                n_per_class_generative=31), root=tmp_path / "b")
+    # and the shipped files can be ignored
+    with pytest.raises(Probed):
+        prepare_shadow([prep_cfg.create_method()], cfg, root=tmp_path / "c", use_shipped=False)
+
+
+def test_a_shipped_file_under_another_name_is_not_used(manifest, tmp_path):
+    key = next(iter(manifest))
+    other = "0" * len(key)
+    (tmp_path / f"{other}.json.gz").write_bytes(shipped.shipped_file(key).read_bytes())
+    assert shipped.load_shipped(other, tmp_path) is None
+
+
+def _same(a, b, path="obs") -> list[str]:
+    """Differences between two JSON values; floats (log-probabilities) within 1e-3."""
+    if isinstance(a, float) or isinstance(b, float):
+        ok = (isinstance(a, (int, float)) and isinstance(b, (int, float))
+              and (math.isclose(a, b, abs_tol=1e-3) or (math.isinf(a) and a == b)))
+        return [] if ok else [f"{path}: {a!r} != {b!r}"]
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return [f"{path}: keys {sorted(a)} != {sorted(b)}"]
+        return [d for k in a for d in _same(a[k], b[k], f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} items != {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _same(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
+@pytest.mark.parametrize("method,params,n_docs", [("srag", {}, 2), ("mba", {"elicitation": "continue"}, 1)])
+def test_shipped_observations_are_what_the_code_probes_today(manifest, method, params, n_docs):
+    """Re-probe a member and a non-member of the shipped shadow with the build's own code path."""
+    from shadow.corpus import split_members
+
+    key = _entry(manifest, method, params, "quick", "completion")
+    prep_cfg = shipped.from_manifest(manifest[key])
+    cfg = prep_cfg.shadow_config()
+    docs = cfg.corpus_docs()
+    half = len(docs) // 2
+    kb, outside = split_members(docs, half, len(docs) - half, cfg.seed)
+    mem, non = shipped.load_shipped(key)
+    by_id = {d.id: d for d in list(kb) + list(outside)}
+    rag = prepare.build_shadow_rag(cfg, kb)
+    m = prep_cfg.create_method()
+    for shipped_obs in mem[:n_docs] + non[:1]:
+        fresh = prepare._probe(m, [by_id[shipped_obs.doc_id]], rag, cfg, lambda n=1: None)[0]
+        diffs = _same(shipped_obs.to_json(), fresh.to_json())
+        assert not diffs, f"{shipped_obs.doc_id}: " + "; ".join(diffs[:5])
