@@ -46,29 +46,43 @@ def probe_queries(n: int, seed: int = 0):
     return out
 
 
-def measure(paraphraser: str | None, queries, generator: str) -> dict:
+def measure(paraphrasers: list[str], queries, generator: str) -> list[dict]:
+    """Time each paraphraser on the same queries, alternating between them query by query.
+
+    On a shared machine the load changes from minute to minute; alternating
+    makes the comparison between paraphrasers fair even when the absolute
+    seconds are not those of an idle machine.
+    """
     from shadow.corpus import load_corpus
     from shadow.demo import DEMO_KB
     from shadow.rag import RagConfig, RagSystem
 
-    defense = None if paraphraser == "none" else "paraphrase"
-    rag = RagSystem(load_corpus(DEMO_KB), RagConfig(generator=generator, defense=defense,
-                                                    paraphraser=None if paraphraser == "none" else paraphraser))
-    if defense:
-        rag._paraphraser_obj().paraphrase("Warm-up: load the model.")  # loading is not paraphrasing time
-    seconds, hits, acted, examples = [], 0, 0, []
-    for doc_id, q in queries:
-        t0 = time.perf_counter()
-        rec = rag.retrieve_records([q])[0]
-        seconds.append(time.perf_counter() - t0)
-        hits += doc_id in rec.doc_ids
-        acted += bool(rec.defense_acted)
-        if len(examples) < 2:
-            examples.append({"query": q[-160:], "retrieval_query": rec.retrieval_query[:240]})
-    return {"paraphraser": paraphraser, "queries": len(queries),
-            "seconds_per_query_mean": statistics.mean(seconds), "seconds_per_query_median": statistics.median(seconds),
-            "own_document_retrieved": hits / len(queries), "paraphrased": acted / len(queries),
-            "examples": examples}
+    kb = load_corpus(DEMO_KB)
+    systems = {}
+    for p in paraphrasers:
+        defense = None if p == "none" else "paraphrase"
+        rag = RagSystem(kb, RagConfig(generator=generator, defense=defense, paraphraser=None if p == "none" else p))
+        if defense:
+            rag._paraphraser_obj().paraphrase("Warm-up: load the model.")  # loading is not paraphrasing time
+        systems[p] = rag
+    stats = {p: {"seconds": [], "hits": 0, "acted": 0, "examples": []} for p in paraphrasers}
+    for i, (doc_id, q) in enumerate(queries):
+        for p, rag in systems.items():
+            t0 = time.perf_counter()
+            rec = rag.retrieve_records([q])[0]
+            st = stats[p]
+            st["seconds"].append(time.perf_counter() - t0)
+            st["hits"] += doc_id in rec.doc_ids
+            st["acted"] += bool(rec.defense_acted)
+            if len(st["examples"]) < 2:
+                st["examples"].append({"query": q[-160:], "retrieval_query": rec.retrieval_query[:240]})
+        print(f"  query {i + 1} / {len(queries)}: " + ", ".join(f"{p} {stats[p]['seconds'][-1]:.1f} s"
+                                                             for p in paraphrasers), flush=True)
+    return [{"paraphraser": p, "queries": len(queries),
+             "seconds_per_query_mean": statistics.mean(st["seconds"]),
+             "seconds_per_query_median": statistics.median(st["seconds"]),
+             "own_document_retrieved": st["hits"] / len(queries), "paraphrased": st["acted"] / len(queries),
+             "examples": st["examples"]} for p, st in stats.items()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,10 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
     queries = probe_queries(args.n)
-    rows = []
-    for p in args.paraphrasers.split(","):
-        row = measure(p, queries, args.generator)
-        rows.append(row)
+    rows = measure(args.paraphrasers.split(","), queries, args.generator)
+    for row in rows:
+        p = row["paraphraser"]
         print(f"{p:>24}: {row['seconds_per_query_mean']:.2f} s per query (median "
               f"{row['seconds_per_query_median']:.2f}), own document retrieved "
               f"{row['own_document_retrieved']:.0%}, paraphrased {row['paraphrased']:.0%}", flush=True)
