@@ -17,7 +17,7 @@ import math
 import pytest
 
 import shadow.prepare as prepare
-from audit_core.methods.base import Calibration
+from audit_core.methods.base import Calibration, Observation
 from shadow import shipped
 from shadow.prepare import ShadowConfig, prepare_shadow
 
@@ -84,9 +84,15 @@ def test_the_readme_first_audit_is_shipped(manifest, corpus_hash):
 
 
 def test_prepare_uses_shipped_observations_and_probes_a_different_configuration(
-        manifest, tmp_path, monkeypatch):
-    key = _entry(manifest, "mba", {"elicitation": "continue"}, "quick", "completion")
-    prep_cfg = shipped.from_manifest(manifest[key])
+        corpus_hash, tmp_path, monkeypatch):
+    prep_cfg = shipped.DefaultPreparation("mba", (("elicitation", "continue"),), "quick", "completion")
+    key = shipped.key_of(prep_cfg, corpus_hash)
+    mem = [Observation("mba", f"m{i}", data={"masks": i}) for i in range(3)]
+    non = [Observation("mba", f"n{i}", data={"masks": -i}) for i in range(3)]
+    folder = tmp_path / "assets"
+    shipped.write_shipped(key, prep_cfg, mem, non, folder)
+    monkeypatch.setattr(shipped, "SHIPPED_DIR", folder)
+    assert shipped.read_manifest(folder)[key]["method"] == "mba"
 
     class Probed(Exception):
         pass
@@ -95,30 +101,31 @@ def test_prepare_uses_shipped_observations_and_probes_a_different_configuration(
         raise Probed
 
     monkeypatch.setattr(prepare, "build_shadow_rag", no_probing)
+    calibrated = []
     monkeypatch.setattr(prepare, "_calibrate",
-                        lambda method, mem, non, folder: Calibration(method.name, 0.5))
+                        lambda method, m, n, f: calibrated.append((m, n)) or Calibration(method.name, 0.5))
     cfg = prep_cfg.shadow_config()
-    got = prepare_shadow([prep_cfg.create_method()], cfg, root=tmp_path)
-    mem, non = shipped.load_shipped(key)
+    got = prepare_shadow([prep_cfg.create_method()], cfg, root=tmp_path / "cache")
     assert got.keys["mba"] == key and got.from_cache["mba"]
-    assert got.observations["mba"]["members"] == mem and got.observations["mba"]["nonmembers"] == non
+    assert got.observations["mba"] == {"members": mem, "nonmembers": non} and calibrated == [(mem, non)]
     # copied into the cache: the next start reads the cache
-    assert (tmp_path / key / "observations.json").exists()
+    assert (tmp_path / "cache" / key / "observations.json").exists()
 
     # another size is another key: nothing shipped, so the shadow is probed as before
     with pytest.raises(Probed):
         prepare_shadow([prep_cfg.create_method()], ShadowConfig(n_members=60, n_nonmembers=60,
                                                                 n_per_class_generative=31), root=tmp_path / "b")
+    # another MBA parameter too
+    with pytest.raises(Probed):
+        prepare_shadow([shipped.DefaultPreparation("mba", (("n_masks", 12), ("elicitation", "continue")), "quick",
+                                                   "completion").create_method()], cfg, root=tmp_path / "c")
     # and the shipped files can be ignored
     with pytest.raises(Probed):
-        prepare_shadow([prep_cfg.create_method()], cfg, root=tmp_path / "c", use_shipped=False)
-
-
-def test_a_shipped_file_under_another_name_is_not_used(manifest, tmp_path):
-    key = next(iter(manifest))
+        prepare_shadow([prep_cfg.create_method()], cfg, root=tmp_path / "d", use_shipped=False)
+    # a file renamed to another key is not taken for it
     other = "0" * len(key)
-    (tmp_path / f"{other}.json.gz").write_bytes(shipped.shipped_file(key).read_bytes())
-    assert shipped.load_shipped(other, tmp_path) is None
+    (folder / f"{other}.json.gz").write_bytes(shipped.shipped_file(key, folder).read_bytes())
+    assert shipped.load_shipped(other, folder) is None and shipped.load_shipped(key, folder) == (mem, non)
 
 
 def _same(a, b, path="obs") -> list[str]:
