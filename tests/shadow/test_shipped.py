@@ -147,22 +147,66 @@ def _same(a, b, path="obs") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} != {b!r}"]
 
 
-@pytest.mark.parametrize("method,params,n_docs", [("srag", {}, 2), ("mba", {"elicitation": "continue"}, 1)])
-def test_shipped_observations_are_what_the_code_probes_today(manifest, method, params, n_docs):
-    """Re-probe a member and a non-member of the shipped shadow with the build's own code path."""
+def _reprobe(prep_cfg: shipped.DefaultPreparation, observations) -> None:
+    """Probe the documents of ``observations`` again, on the shadow prepare_shadow builds, and compare."""
     from shadow.corpus import split_members
 
-    key = _entry(manifest, method, params, "quick", "completion")
-    prep_cfg = shipped.from_manifest(manifest[key])
     cfg = prep_cfg.shadow_config()
     docs = cfg.corpus_docs()
     half = len(docs) // 2
     kb, outside = split_members(docs, half, len(docs) - half, cfg.seed)
-    mem, non = shipped.load_shipped(key)
     by_id = {d.id: d for d in list(kb) + list(outside)}
     rag = prepare.build_shadow_rag(cfg, kb)
     m = prep_cfg.create_method()
-    for shipped_obs in mem[:n_docs] + non[:1]:
+    for shipped_obs in observations:
         fresh = prepare._probe(m, [by_id[shipped_obs.doc_id]], rag, cfg, lambda n=1: None)[0]
         diffs = _same(shipped_obs.to_json(), fresh.to_json())
         assert not diffs, f"{shipped_obs.doc_id}: " + "; ".join(diffs[:5])
+
+
+@pytest.mark.parametrize("method,params,n_docs", [("srag", {}, 2), ("mba", {"elicitation": "continue"}, 1)])
+def test_shipped_observations_are_what_the_code_probes_today(manifest, method, params, n_docs):
+    """Re-probe shipped shadow members and a non-member with the build's own code path."""
+    key = _entry(manifest, method, params, "quick", "completion")
+    mem, non = shipped.load_shipped(key)
+    _reprobe(shipped.from_manifest(manifest[key]), mem[:n_docs] + non[:1])
+
+
+@pytest.mark.slow
+def test_the_build_script_ships_what_prepare_shadow_probes(tmp_path, monkeypatch):
+    """The script end to end on a tiny shadow: its file is the shadow's observations, re-probing agrees."""
+    import importlib.util
+
+    monkeypatch.setitem(shipped.SHIPPED_SIZES, "tiny", (3, 3, 2))
+    spec = importlib.util.spec_from_file_location("build_default_preparation",
+                                                  shipped.ROOT / "scripts" / "build_default_preparation.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out, work = tmp_path / "out", tmp_path / "work"
+    assert script.main(["--sizes", "tiny", "--styles", "completion", "--methods", "srag",
+                        "--out", str(out), "--work", str(work)]) == 0
+    manifest = shipped.read_manifest(out)
+    (key, entry), = manifest.items()
+    assert entry["method"] == "srag" and entry["size"] == "tiny" and (entry["members"], entry["nonmembers"]) == (3, 3)
+    mem, non = shipped.load_shipped(key, out)
+    cached = json.loads((work / key / "observations.json").read_text())
+    assert [o.to_json() for o in mem] == cached["members"] and [o.to_json() for o in non] == cached["nonmembers"]
+    first = shipped.shipped_file(key, out).read_bytes()
+    _reprobe(shipped.from_manifest(entry), mem[:1] + non[:1])
+
+    # a second run finds the key shipped and probes nothing; the bytes stay the same
+    assert script.main(["--sizes", "tiny", "--styles", "completion", "--methods", "srag",
+                        "--out", str(out), "--work", str(work)]) == 0
+    assert shipped.shipped_file(key, out).read_bytes() == first
+
+    # a stale entry (its configuration now has another key) is removed
+    manifest[key]["params"] = {"bins": 12}
+    (out / shipped.MANIFEST).write_text(json.dumps(manifest))
+    assert script.remove_stale(out, _hash()) == [key]
+    assert not shipped.shipped_file(key, out).exists() and shipped.read_manifest(out) == {}
+
+
+def _hash() -> str:
+    from shadow.corpus import corpus_hash
+
+    return corpus_hash(ShadowConfig().corpus_docs())
