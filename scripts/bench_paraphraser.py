@@ -65,7 +65,7 @@ def measure(paraphrasers: list[str], queries, generator: str) -> list[dict]:
         if defense:
             rag._paraphraser_obj().paraphrase("Warm-up: load the model.")  # loading is not paraphrasing time
         systems[p] = rag
-    stats = {p: {"seconds": [], "hits": 0, "acted": 0, "examples": []} for p in paraphrasers}
+    stats = {p: {"seconds": [], "tokens": [], "hits": 0, "acted": 0, "examples": []} for p in paraphrasers}
     for i, (doc_id, q) in enumerate(queries):
         for p, rag in systems.items():
             t0 = time.perf_counter()
@@ -74,13 +74,18 @@ def measure(paraphrasers: list[str], queries, generator: str) -> list[dict]:
             st["seconds"].append(time.perf_counter() - t0)
             st["hits"] += doc_id in rec.doc_ids
             st["acted"] += bool(rec.defense_acted)
+            if rec.defense_acted:  # rewrites differ in length: seconds per generated token compare the models
+                tok = rag._paraphraser_obj().lm.tokenizer
+                st["tokens"].append(len(tok(rec.retrieval_query, add_special_tokens=False)["input_ids"]))
             if len(st["examples"]) < 2:
                 st["examples"].append({"query": q[-160:], "retrieval_query": rec.retrieval_query[:240]})
-        print(f"  query {i + 1} / {len(queries)}: " + ", ".join(f"{p} {stats[p]['seconds'][-1]:.1f} s"
-                                                             for p in paraphrasers), flush=True)
+        print(f"  query {i + 1} / {len(queries)}: " + ", ".join(
+            f"{p} {stats[p]['seconds'][-1]:.1f} s" + (f" ({stats[p]['tokens'][-1]} tokens)" if p != "none" else "")
+            for p in paraphrasers), flush=True)
     return [{"paraphraser": p, "queries": len(queries),
              "seconds_per_query_mean": statistics.mean(st["seconds"]),
              "seconds_per_query_median": statistics.median(st["seconds"]),
+             "seconds_per_token": (sum(st["seconds"]) / sum(st["tokens"])) if st["tokens"] else None,
              "own_document_retrieved": st["hits"] / len(queries), "paraphrased": st["acted"] / len(queries),
              "examples": st["examples"]} for p, st in stats.items()]
 
