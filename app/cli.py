@@ -5,8 +5,9 @@
     ./run cli prepare --method srag          # shadow preparation only (cached)
     ./run cli runs                            # past audits in the store
 
-The API key comes from --api-key-env (default OPENAI_API_KEY); it is never
-printed, stored or written into any output.
+The API key comes from the environment variable named by --api-key-env
+(default OPENAI_API_KEY) and is sent only to the --target host (redirects are
+not followed); it is never printed, stored or written into any output.
 
 Every answer of an HTTP target is written to the store (--store, default the
 app's: $RPA_AUDIT_DB or RPA_CACHE_DIR/audits.sqlite) as it arrives, so an
@@ -20,6 +21,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -29,17 +31,27 @@ from audit_core.methods import METHODS  # noqa: E402
 
 
 def _progress_bar():
-    """A progress(stage, done, total) callback drawing one tqdm bar per stage."""
+    """A progress(stage, done, total) callback drawing one tqdm bar per stage.
+
+    Done / total and the time left come from ``audit_core.progress`` (the
+    app's bars use the same), measured from each stage's first report.
+    """
     from tqdm import tqdm
 
+    from audit_core.progress import ProgressClock
+
+    clock = ProgressClock()
     bars: dict[str, tqdm] = {}
 
     def progress(stage: str, done: int, total: int) -> None:
+        clock.update(stage, done, total)
         bar = bars.get(stage)
         if bar is None:
-            bar = bars[stage] = tqdm(total=total, desc=stage, unit="doc", file=sys.stderr, leave=True)
+            bar = bars[stage] = tqdm(total=total, desc=stage, file=sys.stderr, leave=True)
         bar.total = total
         bar.n = done
+        # done / total and time left from audit_core.progress, not tqdm's own rate
+        bar.bar_format = "{desc}: {percentage:3.0f}%|{bar:20}| " + clock.describe(stage).replace("{", "{{").replace("}", "}}")
         bar.refresh()
         if done >= total:
             bar.close()
@@ -114,10 +126,27 @@ def _target(args):
         return demo_target(args.demo_defense)
     from audit_core.target.openai_compat import OpenAITarget
 
-    key = os.environ.get(args.api_key_env)
     if not args.model:
         raise SystemExit("--model is required with an endpoint URL")
+    # read for the host named on this command line only; the connector never reads it by itself
+    key = os.environ.get(args.api_key_env) or None
+    host = urlsplit(args.target).netloc.rsplit("@", 1)[-1]
+    print(f"API key: from ${args.api_key_env}, sent to {host} only" if key else
+          f"API key: none (${args.api_key_env} is not set); requests go to {host} without one", file=sys.stderr)
     return OpenAITarget(base_url=args.target, model=args.model, api_key=key)
+
+
+def _print_freshness(freshness: dict) -> None:
+    """How many stored answers were used instead of sending, and when they were received."""
+    if not freshness:
+        return
+    days = freshness.get("policy_days")
+    policy = "this audit's own answers only" if days is None else f"answers received within {days} day(s)"
+    when = ""
+    if freshness.get("reused"):
+        when = f", received {freshness['oldest_reused'][:19]} to {freshness['newest_reused'][:19]} UTC"
+    print(f"answers reused: {freshness.get('reused', 0)}{when} (policy: {policy}); sent: "
+          f"{freshness.get('sent', 0)}", file=sys.stderr)
 
 
 def _audit_config(args):
@@ -139,7 +168,12 @@ def _audit_config(args):
 
     params.setdefault("mba", {})["elicitation"] = (
         args.mba_elicitation or mba_elicitation_for(getattr(args, "target", None) == "demo"))
-    return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params)
+    insist = [m for m in (getattr(args, "run_without_signal", None) or "").split(",") if m]
+    unknown = [m for m in insist if m not in METHODS]
+    if unknown:  # cmd_audit reports it as a plain 'error: ...'
+        raise ValueError(f"unknown method(s) in --run-without-signal: {', '.join(unknown)}; "
+                         f"choose from {', '.join(METHODS)}")
+    return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params, run_without_signal=insist)
 
 
 def cmd_audit(args) -> int:
@@ -170,15 +204,18 @@ def cmd_audit(args) -> int:
     store = run_id = None
     try:
         target = _target(args)
-        if args.target != "demo":
-            from audit_core import history
-            from audit_core.store import Store
-            from audit_core.target.caching import CachingTarget
+        from audit_core import history
+        from audit_core.store import Store
+        from audit_core.target.caching import CachingTarget
 
-            store = Store(_store_path(args))
-            target = CachingTarget(target, store)
-            run_id = history.start_run(store, docs, target.name, config_dict(cfg))
-        on_result = None if run_id is None else history.result_recorder(store, run_id)
+        # every answer is stored as it arrives, the demo's too; the same audit run again after a
+        # cancel, failure or kill resumes its run and sends only what was never answered
+        store = Store(_store_path(args))
+        run_id, resumed = history.resume_or_start_run(store, docs, target.name, config_dict(cfg))
+        if resumed:
+            print(f"resuming the unfinished audit {run_id[:8]}: its answers are not sent again", file=sys.stderr)
+        target = CachingTarget(target, store, run_id=run_id, reuse_days=args.reuse_days)
+        on_result = history.result_recorder(store, run_id)
         result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result)
     except (TargetError, ModelNotAvailableError, ValueError) as exc:
         if run_id is not None:
@@ -191,6 +228,10 @@ def cmd_audit(args) -> int:
         history.save_audit(store, run_id, result.to_json())
     for name, why in result.not_run.items():
         print(f"note: {name} not run: {why}", file=sys.stderr)
+    for name, why in result.no_signal.items():
+        sent = "its queries were sent (--run-without-signal) but it does not vote" if name in cfg.run_without_signal \
+            else "none of its queries were sent (--run-without-signal to send them anyway)"
+        print(f"note: {name}: {why}; {sent}", file=sys.stderr)
     for v in result.verdicts:
         score = "   -  " if v.score is None else f"{v.score:6.3f}"
         print(f"{v.doc_id:>16}  {v.verdict:<13} {score}  {v.reason}")
@@ -211,15 +252,38 @@ def cmd_audit(args) -> int:
     cached = f", answered from the store: {target.cache_hits}" if store is not None else ""
     print(f"target queries: {acc['queries']} (failed {acc['failures']}){cached}, tokens: "
           f"{acc['prompt_tokens']} prompt + {acc['completion_tokens']} completion", file=sys.stderr)
+    _print_freshness(result.freshness)
     _print_failures(result.failures)
     if args.out:
         from audit_core.report import results_json  # the export the app offers: scrubbed of secrets
 
         Path(args.out).write_bytes(results_json(result.to_json()))
         print(f"results written to {args.out}", file=sys.stderr)
+    if args.report_dir:
+        for path in _write_report(result.to_json(), Path(args.report_dir), redact=not args.no_redact):
+            print(f"report written: {path}", file=sys.stderr)
     if store is not None:
         store.close()
     return 3 if result.failures.get("stopped") else 0
+
+
+def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
+    """The PDF, JSON and CSV exports the app offers, named ``audit-<date>-<target>.<ext>``.
+
+    Meant to be shared, so texts are redacted (hash and first words) unless
+    --no-redact; the PDF records the SHA-256 of the JSON written beside it.
+    """
+    from audit_core import report
+
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {"pdf": report.pdf_report(result, redact=redact), "json": report.results_json(result, redact=redact),
+             "csv": report.results_csv(result).encode("utf-8")}
+    paths = []
+    for ext, data in files.items():
+        path = folder / report.export_name(result, ext)
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
 
 
 def cmd_prepare(args) -> int:
@@ -228,8 +292,9 @@ def cmd_prepare(args) -> int:
     from audit_core.target.base import Capabilities
 
     cfg = _audit_config(args)
-    methods, _ = select_methods(cfg, Capabilities(True, True, 20))
-    prep = prepare_shadow(methods, cfg.shadow, progress=_progress_bar(), force=args.force)
+    bar = _progress_bar()
+    methods, _ = select_methods(cfg, Capabilities(True, True, 20), bar)
+    prep = prepare_shadow(methods, cfg.shadow, progress=bar, force=args.force)
     for name, cal in prep.calibrations.items():
         src = "cache" if prep.from_cache[name] else "fresh"
         auc = "n/a" if cal.shadow_auc is None else f"{cal.shadow_auc:.3f}"
@@ -237,12 +302,23 @@ def cmd_prepare(args) -> int:
     return 0
 
 
+def _days(value: str) -> int:
+    """--reuse-days: a whole number of days, 0 or more."""
+    try:
+        days = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of days") from None
+    if days < 0:
+        raise argparse.ArgumentTypeError("the number of days must be 0 or more")
+    return days
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rpa", description="RAG Provenance Auditor command line")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p):
-        p.add_argument("--method", default="srag,mba", help="comma-separated: " + ",".join(METHODS))
+        p.add_argument("--method", default="srag,mba", help="comma-separated, from: " + ", ".join(METHODS))
         p.add_argument("--aux-corpus", help="public auxiliary corpus (JSONL/CSV) for the shadow RAG")
         p.add_argument("--shadow-size", type=int, default=200, help="shadow members (= non-members) per method")
         p.add_argument("--shadow-size-generative", type=int, default=60, help="shadow size for MBA / S2MIA")
@@ -262,10 +338,21 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--text-column")
     a.add_argument("--id-column")
     a.add_argument("--evidence", action="store_true", help="print the evidence under each verdict")
-    a.add_argument("--out", help="write the full results as JSON")
+    a.add_argument("--out", help="write the full results as JSON (unredacted, for yourself)")
+    a.add_argument("--report-dir", help="write the PDF report, JSON and CSV to share, named audit-<date>-<target>.*")
+    a.add_argument("--no-redact", action="store_true",
+                   help="keep document texts in the --report-dir exports (by default they are redacted to a "
+                        "SHA-256 and the first words)")
     a.add_argument("--store", help="SQLite store of answers and runs (default: $RPA_AUDIT_DB or "
                                    "RPA_CACHE_DIR/audits.sqlite, the app's)")
     a.add_argument("--estimate-only", action="store_true", help="print the estimated cost and stop")
+    a.add_argument("--run-without-signal", metavar="METHODS",
+                   help="send these methods' queries even when their shadow shows no signal (they still do not "
+                        "vote); by default such a method sends nothing")
+    a.add_argument("--reuse-days", type=_days, default=None, metavar="N",
+                   help="also reuse answers other audits of this target (same key) received within the last N "
+                        "days; default: none, every audit asks again (an interrupted audit run again still "
+                        "reuses its own answers)")
     common(a)
     a.set_defaults(func=cmd_audit)
 

@@ -97,6 +97,15 @@ def test_a_file_that_is_not_a_csv_is_refused_in_plain_words(app):
     assert "a PDF file, not a CSV" in " ".join(e.value for e in app.error)
 
 
+def test_a_header_only_csv_is_refused_with_a_clear_message(app):
+    app.radio(key="docs_source").set_value("Upload a CSV").run()
+    app.file_uploader(key="csv_file").set_value(("empty.csv", b"id,text\n", "text/csv")).run()
+    assert not app.exception
+    assert "header row ('id', 'text') but no data rows" in " ".join(e.value for e in app.error)
+    assert not [s for s in app.selectbox if s.key == "text_column"]  # no column guessed from nothing
+    assert app.button(key="start_audit").disabled
+
+
 def test_unreachable_endpoint_is_reported_and_the_key_never_shown(app):
     app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
     app.text_input(key="base_url").input("http://127.0.0.1:9/v1")
@@ -110,13 +119,15 @@ def test_unreachable_endpoint_is_reported_and_the_key_never_shown(app):
     assert SECRET not in shown
 
 
-def test_missing_key_is_a_plain_error(app):
+def test_unreachable_url_without_a_key_is_reported_unreachable(app):
+    """Issue 20 point 7: it used to say the key was missing (authentication failed)."""
     app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
     app.text_input(key="base_url").input("http://127.0.0.1:9/v1")
     app.text_input(key="model").input("some-model").run()
     app.button(key="check_connection").click().run()
     assert not app.exception
-    assert "no API key" in " ".join(e.value for e in app.error)
+    errors = " ".join(e.value for e in app.error)
+    assert "cannot connect to http://127.0.0.1:9/v1" in errors and "key" not in errors.lower()
 
 
 def _saved_audit(db_path) -> str:
