@@ -73,7 +73,19 @@ class QueryParaphraser:
 
     Paraphrases are memoized by query text: an audit sends each probe once per
     method, and greedy decoding makes the rewrite a pure function of the query.
+
+    ``lm`` is the rewriting model: the RAG's generator by default, or the one
+    named by ``RagConfig.paraphraser`` (``for_model``); decoding cost grows
+    with the model's output layer, so a small paraphraser makes the defense
+    cheap to simulate.
     """
+
+    @classmethod
+    def for_model(cls, name: str, max_new_tokens: int = 64) -> "QueryParaphraser":
+        """A paraphraser decoding with the named local model (registry name or Hugging Face id)."""
+        from audit_core.models import load_causal_lm
+
+        return cls(load_causal_lm(name), max_new_tokens)
 
     def __init__(self, lm: "LocalLM", max_new_tokens: int = 64, cache_entries: int = 4096):
         from audit_core.scoring import PrefixCache

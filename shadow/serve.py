@@ -414,6 +414,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", default=RagConfig.generator, help="generator (registry name or HF id)")
     p.add_argument("--served-model-name", default=None, help="model id clients must send (default: --model)")
     p.add_argument("--defense", choices=["prompt_modification", "paraphrase", "mirabel"], default=None)
+    p.add_argument("--paraphraser", default=None,
+                   help="model that rewrites queries under --defense paraphrase (default: the generator)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--top-k", type=int, default=RagConfig.top_k)
@@ -434,6 +436,7 @@ def main(argv: list[str] | None = None) -> None:
     if key is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving on %s without an API key: anyone who can reach it can query it", a.host)
     config = RagConfig(generator=a.model, top_k=a.top_k, defense=a.defense, persist_dir=a.persist_dir,
+                       paraphraser=a.paraphraser,
                        prefix_cache_entries=0 if a.no_prefix_cache else RagConfig.prefix_cache_entries)
     rag = RagSystem.from_corpus(a.corpus, config)
     _ = rag.lm  # load the generator before accepting requests
