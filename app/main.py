@@ -3,8 +3,10 @@
 The app is thin: it collects inputs, calls the library (audit_core, shadow)
 and shows what comes back. Layout: the sidebar holds the target and the
 settings; the main area has the tabs "1 Documents", "2 Run", "3 Results" and
-"History". The Run tab is drawn last because, while an audit runs, it keeps
-redrawing its progress bars until the audit ends.
+"History". While an audit runs, the Run tab's progress is a fragment that
+redraws itself every second and reruns the page as each document is decided,
+so the Results tab fills in as the audit goes; a reloaded page finds the
+running audit again (app/jobs.py, app/tab_run.py).
 """
 from __future__ import annotations
 
@@ -17,11 +19,12 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from app.resources import show_warmup  # noqa: E402
 from app.sidebar import render_sidebar  # noqa: E402
 from app.tab_documents import render_documents_tab  # noqa: E402
 from app.tab_history import render_history_tab  # noqa: E402
 from app.tab_results import render_results_tab  # noqa: E402
-from app.tab_run import render_run_tab  # noqa: E402
+from app.tab_run import render_run_tab, running_banner  # noqa: E402
 
 st.set_page_config(page_title="RAG Provenance Auditor", page_icon="🔎", layout="wide")
 st.title("RAG Provenance Auditor")
@@ -29,8 +32,10 @@ st.write(
     "Find out whether your own texts were put into the knowledge base of someone else's "
     "retrieval-augmented generation (RAG) system, using only that system's public API."
 )
+show_warmup()  # the default audit's models load in the background while documents are picked
 
 settings = render_sidebar()
+running_banner()
 tab_docs, tab_run, tab_results, tab_history = st.tabs(["1 Documents", "2 Run", "3 Results", "History"])
 with tab_docs:
     render_documents_tab()

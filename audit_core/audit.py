@@ -17,7 +17,8 @@ from typing import Any, Callable, Sequence
 
 from audit_core.documents import Document
 from audit_core.methods import create_method
-from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, takes_top_logprobs
+from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, no_signal_reason,
+                                     takes_top_logprobs)
 from audit_core.target.base import Capabilities, Target
 from audit_core.verdict import Verdict, VerdictConfig, decide
 
@@ -36,6 +37,9 @@ class AuditConfig:
     #: per-method configuration overrides, e.g. {"srag": {"bins": 12}, "mba": {"n_masks": 10}}
     method_params: dict[str, dict] = field(default_factory=dict)
     verdict: VerdictConfig = field(default_factory=VerdictConfig)
+    #: methods probed even when their shadow calibration shows no signal (the user
+    #: insisted); any other method without signal sends no query (``no_signal_reason``)
+    run_without_signal: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -57,6 +61,11 @@ class AuditResult:
     #: stored answers used instead of sending: {"policy_days", "reused", "sent", "oldest_reused",
     #: "newest_reused"} (see ``freshness_of``); empty dict when built by hand
     freshness: dict = field(default_factory=dict)
+    #: method -> why its shadow showed no signal (``no_signal_reason``); such a method
+    #: never votes, and sends no query unless it is in ``run_without_signal``
+    no_signal: dict = field(default_factory=dict)
+    #: when the result was put together (``created`` is when the audit started)
+    finished: str = ""
 
     def to_json(self) -> dict:
         return {
@@ -74,6 +83,8 @@ class AuditResult:
             "cancelled": self.cancelled,
             "failures": self.failures,
             "freshness": self.freshness,
+            "no_signal": self.no_signal,
+            "finished": self.finished,
         }
 
 
@@ -90,13 +101,20 @@ def config_dict(cfg: AuditConfig) -> dict:
     """The audit configuration as plain data (what the store and the report keep; no credentials)."""
     shadow = asdict(cfg.shadow) if cfg.shadow is not None and is_dataclass(cfg.shadow) else cfg.shadow
     return {"methods": list(cfg.methods), "shadow": shadow, "method_params": cfg.method_params,
-            "verdict": asdict(cfg.verdict)}
+            "verdict": asdict(cfg.verdict), "run_without_signal": list(cfg.run_without_signal)}
 
 
-def select_methods(cfg: AuditConfig, caps: Capabilities) -> tuple[list[MembershipMethod], dict[str, str]]:
+#: the stage during which the methods load their local models (de-quantizing them the first time)
+LOADING_STAGE = "loading the methods' models"
+
+
+def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | None = None,
+                   ) -> tuple[list[MembershipMethod], dict[str, str]]:
     """The methods that can run on this target, and why the others cannot."""
     runnable, not_run = [], {}
-    for name in cfg.methods:
+    for i, name in enumerate(cfg.methods):
+        if progress:
+            progress(LOADING_STAGE, i, len(cfg.methods))
         m = create_method(name, **cfg.method_params.get(name, {}))
         if m.requires_logprobs and not caps.logprobs:
             not_run[name] = "cannot run: no logprobs (the target returns text only; this method reads token probabilities)"
@@ -106,6 +124,8 @@ def select_methods(cfg: AuditConfig, caps: Capabilities) -> tuple[list[Membershi
             # the shadow is probed with the target's cap: the preparation key includes it
             mc.top_logprobs = min(mc.top_logprobs, caps.max_top_logprobs)
         runnable.append(m)
+    if progress:
+        progress(LOADING_STAGE, len(cfg.methods), len(cfg.methods))
     return runnable, not_run
 
 
@@ -169,6 +189,29 @@ def failure_summary(
     }
 
 
+@dataclass
+class Calibrated:
+    """The methods of an audit after shadow preparation, before any target query."""
+
+    methods: list[MembershipMethod]
+    not_run: dict[str, str]  # method -> why it cannot run on this target
+    calibrations: dict[str, Calibration]
+    no_signal: dict[str, str]  # method -> why its shadow shows no signal
+
+
+def calibrate(cfg: AuditConfig, caps: Capabilities, prepare: Preparer, progress: Progress | None = None) -> Calibrated:
+    """Prepare the shadow for the methods that can run on ``caps`` (cached), sending nothing to the target.
+
+    The app calls this before the audit so that a method without signal is
+    announced before any query is spent; ``run_audit`` calls it again, which
+    the preparer's cache makes cheap.
+    """
+    methods, not_run = select_methods(cfg, caps, progress)
+    prep = prepare(methods, cfg.shadow, progress)
+    no_signal = {m.name: why for m in methods if (why := no_signal_reason(prep.calibrations.get(m.name)))}
+    return Calibrated(methods, not_run, dict(prep.calibrations), no_signal)
+
+
 def run_audit(
     docs: Sequence[Document],
     target: Target,
@@ -178,6 +221,7 @@ def run_audit(
     cancel: threading.Event | None = None,
     on_result: Callable[[str, str, Observation, MethodResult], None] | None = None,
     capabilities: Capabilities | None = None,
+    on_document: Callable[["AuditResult"], None] | None = None,
 ) -> AuditResult:
     """Audit ``docs`` against ``target``.
 
@@ -189,17 +233,29 @@ def run_audit(
     document, since every further request would fail the same way.
     ``result.failures`` sums up what went wrong (``failure_summary``).
     ``prepare`` calibrates the methods on a shadow RAG (shadow.prepare.prepare_shadow).
+    A method whose shadow shows no signal (``no_signal_reason``) sends no
+    query unless ``cfg.run_without_signal`` names it, and never votes.
+    ``on_document`` receives the result so far after each document, so a
+    caller can show verdicts as they come.
     """
     if prepare is None:
         raise ValueError("run_audit needs a shadow preparation function (shadow.prepare.prepare_shadow)")
     cfg = cfg or AuditConfig()
+    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")  # the start, preparation included
+    if capabilities is None and progress:
+        progress("asking the target what it supports", 0, 1)
     caps = capabilities or target.capabilities()
+    if capabilities is None and progress:
+        progress("asking the target what it supports", 1, 1)
     if not caps.reachable:
         from audit_core.target.base import Unreachable
 
         raise Unreachable(f"the target could not be used: {caps.detail}")
-    methods, not_run = select_methods(cfg, caps)
-    prep = prepare(methods, cfg.shadow, progress)
+    cal = calibrate(cfg, caps, prepare, progress)
+    not_run, no_signal = cal.not_run, cal.no_signal
+    methods = [m for m in cal.methods if m.name not in no_signal or m.name in cfg.run_without_signal]
+    skipped = {name: f"{why}; none of its queries were sent"
+               for name, why in no_signal.items() if name not in cfg.run_without_signal}
     top_k = min(caps.max_top_logprobs or 0, 20)
 
     results: dict[str, dict[str, MethodResult]] = {}
@@ -216,32 +272,45 @@ def run_audit(
         results[doc.id], observations[doc.id] = {}, {}
         for m in methods:
             obs = probe_document(m, doc, target, top_k)
-            res = m.score(obs, prep.calibrations[m.name])
+            res = m.score(obs, cal.calibrations[m.name])
             observations[doc.id][m.name], results[doc.id][m.name] = obs, res
             if on_result:
                 on_result(doc.id, m.name, obs, res)
-        for name, why in not_run.items():
+        for name, why in {**not_run, **skipped}.items():
             results[doc.id][name] = MethodResult(name, doc.id, None, None, reason=why)
         verdicts.append(decide(doc.id, list(results[doc.id].values()), cfg.verdict))
         fatal = _fatal_error(observations[doc.id])
         if fatal is not None and i + 1 < len(docs):
             stopped = f"{fatal} -- {len(docs) - i - 1} document(s) not audited"
+        if on_document is not None and stopped is None and i + 1 < len(docs):
+            on_document(_result(target, created, cfg, caps, verdicts, results, observations, cal, docs,
+                                cancelled, stopped))
+        if stopped is not None:
             break
     if progress and not cancelled and stopped is None:
         progress("auditing documents", len(docs), len(docs))
+    return _result(target, created, cfg, caps, verdicts, results, observations, cal, docs, cancelled, stopped)
+
+
+def _result(target: Target, created: str, cfg: AuditConfig, caps: Capabilities, verdicts: list[Verdict],
+            results: dict, observations: dict, cal: Calibrated, docs: Sequence[Document], cancelled: bool,
+            stopped: str | None) -> AuditResult:
+    """The audit result as it stands (copies of the growing containers, so a caller may keep it)."""
     return AuditResult(
         target=target.name,
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        created=created,
         config=config_dict(cfg),
         capabilities=asdict(caps),
-        verdicts=verdicts,
-        results=results,
-        observations=observations,
-        calibrations=prep.calibrations,
-        not_run=not_run,
+        verdicts=list(verdicts),
+        results=dict(results),
+        observations=dict(observations),
+        calibrations=cal.calibrations,
+        not_run=cal.not_run,
         account=target.account.as_dict(),
         documents=[d for d in docs if d.id in results],
         cancelled=cancelled,
         failures=failure_summary(results, observations, target.account.as_dict(), len(docs), stopped),
         freshness=freshness_of(target),
+        no_signal=cal.no_signal,
+        finished=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )

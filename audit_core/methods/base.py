@@ -183,16 +183,24 @@ def takes_top_logprobs(fn) -> bool:
     return "top_logprobs" in inspect.signature(fn).parameters
 
 
-def no_signal_reason(cal: Calibration) -> str | None:
+#: a shadow validation AUC below this is "about chance" (audit_core.report.auc_reading)
+NO_SIGNAL_AUC = 0.6
+
+
+def no_signal_reason(cal: Calibration | dict | None) -> str | None:
     """Why a method must abstain although it has a score: its shadow showed no signal.
 
     A threshold fitted on shadow scores that do not separate members from
-    non-members (validation AUC at or below chance, e.g. every score 0) would
-    call every document a member or none; such a method says "inconclusive".
+    non-members (validation AUC about chance, e.g. every score 0, or MBA's
+    0.52 against a target that does not fill in blanks) would call documents
+    members or not at random; such a method says "inconclusive", and the
+    audit sends none of its queries unless the user insists
+    (``audit_core.audit.run_audit``).
     """
-    if cal.shadow_auc is not None and cal.shadow_auc <= 0.5:
+    auc = cal.get("shadow_auc") if isinstance(cal, dict) else getattr(cal, "shadow_auc", None)
+    if isinstance(auc, (int, float)) and auc == auc and auc < NO_SIGNAL_AUC:
         return (f"no signal: on the shadow RAG this method separated members from non-members no better "
-                f"than chance (validation AUC {cal.shadow_auc:.2f})")
+                f"than chance (validation AUC {auc:.2f})")
     return None
 
 

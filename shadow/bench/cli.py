@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shadow-size", type=int)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--shadow-defenses", help="defenses to simulate on the shadow too, comma-separated")
+    ap.add_argument("--paraphraser", help="model that rewrites the target's queries under the paraphrasing "
+                                          "defense (default: the target's generator)")
     ap.add_argument("--out")
     ap.add_argument("--update-benchmarks-md", action="store_true", help="write the table into BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg.n_members = cfg.n_nonmembers = args.n
         for flag, attr in (("kb_size", "kb_size"), ("target_corpus", "target_corpus"),
                            ("target_model", "target_generator"), ("seed", "seed"), ("out", "out_dir"),
-                           ("chat_shadow_size", "chat_shadow_size")):
+                           ("chat_shadow_size", "chat_shadow_size"), ("paraphraser", "paraphraser")):
             if getattr(args, flag) is not None:
                 setattr(cfg, attr, getattr(args, flag))
         if args.aux_corpus:

@@ -54,6 +54,9 @@ class BenchConfig:
     #: scored with a shadow RAG running the same defense (an auditor who expects
     #: it). Empty: one undefended shadow calibrates every defense's rows.
     shadow_defenses: list[str] = field(default_factory=list)
+    #: the model that rewrites queries under the target's paraphrasing defense
+    #: (shadow.rag.RagConfig.paraphraser); None: the target's generator
+    paraphraser: str | None = None
     #: which section of BENCHMARKS.md the run's table goes to: "full", "quick", "zoo",
     #: or any other name for an experiment of one's own ("<mode> membership benchmark")
     mode: str = "full"
@@ -271,14 +274,17 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             dflt = None if defense == "none" else defense
             log_file = out / (f"server-{defense}.log" if prof_name == "completion" else f"server-{prof_name}-{defense}.log")
             if prof_name == "completion" and cfg.target_generator != prof.rag.generator:
-                http = served.LazyServedTarget(kb_file, cfg.target_generator, dflt, log_file)
+                http = served.LazyServedTarget(kb_file, cfg.target_generator, dflt, log_file,
+                                               paraphraser=cfg.paraphraser)
             else:
-                http = served.served_target(prof, kb_file, dflt, log_file)
+                http = served.served_target(prof, kb_file, dflt, log_file, cfg.paraphraser)
+            paraphrased_by = f" ({cfg.paraphraser})" if defense == "paraphrase" and cfg.paraphraser else ""
             # stored under the system, not its address: the server takes a new
             # port every run, and a re-run must find the answers of the last one
             ident = f"reference RAG · {cfg.target_generator} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
             if prof_name != "completion":
                 ident = f"reference RAG · profile {prof_name} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
+            ident += paraphrased_by
             try:
                 caching = CachingTarget(http, store, identity=ident)
                 with open(scores_file, "a") as fh:

@@ -33,13 +33,15 @@ class ServedTarget:
     """
 
     def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path,
-                 profile: str | None = None):
+                 profile: str | None = None, paraphraser: str | None = None):
         self.port = _free_port()
         cmd = [sys.executable, "-m", "shadow.serve", "--corpus", str(kb_file), "--port", str(self.port),
                "--host", "127.0.0.1"]
         cmd += ["--profile", profile] if profile else ["--model", generator]
         if defense:
             cmd += ["--defense", defense]
+        if defense == "paraphrase" and paraphraser:
+            cmd += ["--paraphraser", paraphraser]
         env = dict(os.environ, RPA_SERVE_API_KEY=BENCH_KEY, PYTHONPATH=str(ROOT))
         self.log = open(log_file, "ab")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -84,10 +86,10 @@ class LazyServedTarget(Target):
     max_concurrency = 1
 
     def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path,
-                 profile: str | None = None):
+                 profile: str | None = None, paraphraser: str | None = None):
         super().__init__()
         self.name = f"reference RAG ({profile or generator}, {defense or 'no defense'})"
-        self._args = (kb_file, generator, defense, log_file, profile)
+        self._args = (kb_file, generator, defense, log_file, profile, paraphraser)
         self._lock = threading.Lock()
         self.server: ServedTarget | None = None
         self._http: Target | None = None
@@ -116,17 +118,19 @@ class LazyServedTarget(Target):
 
 
 #: how a profile's API is served and reached, by TargetProfile.api: a function
-#: (profile, knowledge-base file, defense, log file) -> a Target with ``stop()``.
+#: (profile, knowledge-base file, defense, log file, paraphraser) -> a Target with ``stop()``.
 #: The non-OpenAI API ("custom") registers its server and client here.
-API_SERVERS: dict[str, Callable[[TargetProfile, Path, str | None, Path], Target]] = {
-    "openai": lambda prof, kb, defense, log: LazyServedTarget(kb, prof.rag.generator, defense, log, prof.name),
+API_SERVERS: dict[str, Callable[[TargetProfile, Path, str | None, Path, str | None], Target]] = {
+    "openai": lambda prof, kb, defense, log, para: LazyServedTarget(kb, prof.rag.generator, defense, log,
+                                                                    prof.name, para),
 }
 
 
-def served_target(profile: TargetProfile, kb_file: Path, defense: str | None, log_file: Path) -> Target:
+def served_target(profile: TargetProfile, kb_file: Path, defense: str | None, log_file: Path,
+                  paraphraser: str | None = None) -> Target:
     if profile.api not in API_SERVERS:
         raise KeyError(profile.api)
-    return API_SERVERS[profile.api](profile, kb_file, defense, log_file)
+    return API_SERVERS[profile.api](profile, kb_file, defense, log_file, paraphraser)
 
 
 def cannot_serve(profile: TargetProfile) -> str | None:
