@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, Callable, Sequence
 
 from audit_core.documents import Document
+from audit_core.evidence.calibration import DEFAULT_FPR, with_fpr
 from audit_core.methods import create_method
 from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, takes_top_logprobs
 from audit_core.target.base import Capabilities, Target
@@ -36,6 +37,10 @@ class AuditConfig:
     #: per-method configuration overrides, e.g. {"srag": {"bins": 12}, "mba": {"n_masks": 10}}
     method_params: dict[str, dict] = field(default_factory=dict)
     verdict: VerdictConfig = field(default_factory=VerdictConfig)
+    #: per-document false-positive rate (1%, 5% or 10%: audit_core.evidence.calibration.FPR_CHOICES)
+    fpr: float = DEFAULT_FPR
+    #: what the controls passed to run_audit are (audit_core.evidence.collection.CONTROL_KINDS)
+    controls_kind: str = "declared"
 
 
 @dataclass
@@ -54,6 +59,10 @@ class AuditResult:
     cancelled: bool = False
     #: run-level account of what went wrong (see ``failure_summary``); empty dict when built by hand
     failures: dict = field(default_factory=dict)
+    #: the collection-level test (``collection_summary``); empty dict when built by hand
+    collection: dict = field(default_factory=dict)
+    #: the per-document false-positive rate the decisions were made at
+    fpr: float | None = None
 
     def to_json(self) -> dict:
         return {
@@ -70,6 +79,9 @@ class AuditResult:
             "documents": [asdict(d) for d in self.documents],
             "cancelled": self.cancelled,
             "failures": self.failures,
+            "fpr": self.fpr,
+            "method_power": method_power(self.calibrations),
+            "collection": self.collection,
         }
 
 
@@ -77,7 +89,61 @@ def config_dict(cfg: AuditConfig) -> dict:
     """The audit configuration as plain data (what the store and the report keep; no credentials)."""
     shadow = asdict(cfg.shadow) if cfg.shadow is not None and is_dataclass(cfg.shadow) else cfg.shadow
     return {"methods": list(cfg.methods), "shadow": shadow, "method_params": cfg.method_params,
-            "verdict": asdict(cfg.verdict)}
+            "verdict": asdict(cfg.verdict), "fpr": cfg.fpr, "controls_kind": cfg.controls_kind}
+
+
+def method_power(calibrations: dict[str, Calibration]) -> dict[str, dict]:
+    """What each method's decisions are worth: its FPR, shadow power at it, shadow AUC and whether it decides.
+
+    ``power`` is the share of shadow members (out of fold) called members at
+    ``fpr``; ``decides`` is False when the method abstains (``reason``).
+    """
+    from audit_core.evidence.calibration import abstain_reason, power_at
+
+    out = {}
+    for name, cal in calibrations.items():
+        ev = (cal.params or {}).get("evidence") or {}
+        why = abstain_reason(cal)
+        out[name] = {"fpr": cal.fpr, "power": power_at(cal), "shadow_auc": cal.shadow_auc,
+                     "shadow_auc_ci": ev.get("auc_ci"), "decides": why is None, "reason": why}
+    return out
+
+
+def collection_summary(
+    docs: Sequence[Document],
+    results: dict[str, dict[str, MethodResult]],
+    controls: Sequence[Document],
+    control_results: dict[str, MethodResult],
+    method: str | None,
+    calibrations: dict[str, Calibration],
+    cfg: AuditConfig,
+) -> dict:
+    """The collection-level test as JSON (``evidence.collection``), or why there is none."""
+    from audit_core.evidence.canaries import sibling_calls
+    from audit_core.evidence.collection import collection_test, raw_score
+
+    probed = [c for c in controls if c.id in control_results]
+    if not probed or method is None:
+        why = ("no controls were given: add documents you never published (or canary siblings) to test the "
+               "collection as a whole" if not controls else
+               "no method ran, so there is nothing to compare" if method is None else
+               "the audit stopped before the controls were probed")
+        return {"p_value": None, "statistic": None, "effect_size": None, "n_documents": len(results),
+                "n_controls": len(controls), "power": None, "controls_kind": cfg.controls_kind if controls else None,
+                "method": method, "note": why}
+    ev = (calibrations[method].params or {}).get("evidence") or {}
+    doc_scores = [raw_score(results.get(d.id, {}).get(method)) for d in docs if d.id in results]
+    controls = probed
+    ctl_scores = [raw_score(control_results.get(c.id)) for c in controls]
+    res = collection_test(doc_scores, ctl_scores, method=method, controls_kind=cfg.controls_kind,
+                          member_raw=ev.get("member_raw", ()), nonmember_raw=ev.get("nonmember_raw", ()))
+    out = res.to_json()
+    # per document against the controls themselves: exact when the controls are exchangeable with them
+    calls = sibling_calls([s for s in doc_scores if s is not None], ctl_scores, cfg.fpr)
+    out["fpr"] = cfg.fpr
+    out["called_members"] = sum(1 for _, c in calls if c) if all(c is not None for _, c in calls) else None
+    out["control_scores"] = {c.id: raw_score(control_results.get(c.id)) for c in controls}
+    return out
 
 
 def select_methods(cfg: AuditConfig, caps: Capabilities) -> tuple[list[MembershipMethod], dict[str, str]]:
@@ -161,6 +227,7 @@ def run_audit(
     cancel: threading.Event | None = None,
     on_result: Callable[[str, str, Observation, MethodResult], None] | None = None,
     capabilities: Capabilities | None = None,
+    controls: Sequence[Document] = (),
 ) -> AuditResult:
     """Audit ``docs`` against ``target``.
 
@@ -171,7 +238,11 @@ def run_audit(
     unknown model (``FATAL_TARGET_ERRORS``) also stops the audit after that
     document, since every further request would fail the same way.
     ``result.failures`` sums up what went wrong (``failure_summary``).
-    ``prepare`` calibrates the methods on a shadow RAG (shadow.prepare.prepare_shadow).
+    ``prepare`` calibrates the methods on a shadow RAG (shadow.prepare.prepare_shadow);
+    every method then decides at ``cfg.fpr``. ``controls`` (of kind
+    ``cfg.controls_kind``) are probed after the documents with the one
+    pre-registered method (``evidence.collection.choose_method``), and
+    ``result.collection`` holds the collection-level test.
     """
     if prepare is None:
         raise ValueError("run_audit needs a shadow preparation function (shadow.prepare.prepare_shadow)")
@@ -183,6 +254,7 @@ def run_audit(
         raise Unreachable(f"the target could not be used: {caps.detail}")
     methods, not_run = select_methods(cfg, caps)
     prep = prepare(methods, cfg.shadow, progress)
+    calibrations = {name: with_fpr(cal, cfg.fpr) for name, cal in prep.calibrations.items()}
     top_k = min(caps.max_top_logprobs or 0, 20)
 
     results: dict[str, dict[str, MethodResult]] = {}
@@ -199,7 +271,7 @@ def run_audit(
         results[doc.id], observations[doc.id] = {}, {}
         for m in methods:
             obs = probe_document(m, doc, target, top_k)
-            res = m.score(obs, prep.calibrations[m.name])
+            res = m.score(obs, calibrations[m.name])
             observations[doc.id][m.name], results[doc.id][m.name] = obs, res
             if on_result:
                 on_result(doc.id, m.name, obs, res)
@@ -212,6 +284,25 @@ def run_audit(
             break
     if progress and not cancelled and stopped is None:
         progress("auditing documents", len(docs), len(docs))
+    from audit_core.evidence.collection import choose_method
+    from audit_core.verdict import PRIMARY_ORDER
+
+    order = [cfg.verdict.primary, cfg.verdict.second] + [m for m in PRIMARY_ORDER if m not in
+                                                          (cfg.verdict.primary, cfg.verdict.second)]
+    coll_method = choose_method([m.name for m in methods], calibrations, order)
+    control_results: dict[str, MethodResult] = {}
+    if controls and coll_method is not None and not cancelled and stopped is None:
+        m = next(x for x in methods if x.name == coll_method)
+        for j, c in enumerate(controls):
+            if cancel is not None and cancel.is_set():
+                cancelled = True
+                break
+            if progress:
+                progress("auditing controls", j, len(controls))
+            control_results[c.id] = m.score(probe_document(m, c, target, top_k), calibrations[m.name])
+        if progress and not cancelled:
+            progress("auditing controls", len(controls), len(controls))
+    audited = [d for d in docs if d.id in results]
     return AuditResult(
         target=target.name,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -220,10 +311,12 @@ def run_audit(
         verdicts=verdicts,
         results=results,
         observations=observations,
-        calibrations=prep.calibrations,
+        calibrations=calibrations,
         not_run=not_run,
         account=target.account.as_dict(),
         documents=[d for d in docs if d.id in results],
         cancelled=cancelled,
         failures=failure_summary(results, observations, target.account.as_dict(), len(docs), stopped),
+        collection=collection_summary(audited, results, list(controls), control_results, coll_method, calibrations, cfg),
+        fpr=cfg.fpr,
     )

@@ -72,8 +72,10 @@ class Calibration:
     threshold: float | None = None
     member_scores: list[float] = field(default_factory=list)  # shadow members (for KDE plots)
     nonmember_scores: list[float] = field(default_factory=list)
-    shadow_auc: float | None = None  # validation AUC on held-out shadow documents
-    params: dict[str, Any] = field(default_factory=dict)
+    shadow_auc: float | None = None  # out-of-fold AUC on the shadow documents
+    params: dict[str, Any] = field(default_factory=dict)  # "evidence": audit_core.evidence.calibration.fit_evidence
+    #: the false-positive rate the threshold was set for (None: a hand-built threshold, no FPR statement)
+    fpr: float | None = None
     model: Any = None  # e.g. a trained classifier; not serialised by to_json
 
     def to_json(self) -> dict:
@@ -184,16 +186,14 @@ def takes_top_logprobs(fn) -> bool:
 
 
 def no_signal_reason(cal: Calibration) -> str | None:
-    """Why a method must abstain although it has a score: its shadow showed no signal.
+    """Why a method must abstain although it has a score (audit_core.evidence.calibration.abstain_reason).
 
-    A threshold fitted on shadow scores that do not separate members from
-    non-members (validation AUC at or below chance, e.g. every score 0) would
-    call every document a member or none; such a method says "inconclusive".
+    Its shadow validation showed no signal with confidence, or the shadow has
+    too few non-members to promise the chosen false-positive rate.
     """
-    if cal.shadow_auc is not None and cal.shadow_auc <= 0.5:
-        return (f"no signal: on the shadow RAG this method separated members from non-members no better "
-                f"than chance (validation AUC {cal.shadow_auc:.2f})")
-    return None
+    from audit_core.evidence.calibration import abstain_reason
+
+    return abstain_reason(cal)
 
 
 def best_threshold(member_scores: Sequence[float], nonmember_scores: Sequence[float], default: float) -> float:
