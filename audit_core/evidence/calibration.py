@@ -145,7 +145,7 @@ def signal_check(member_raw: Sequence[float], nonmember_raw: Sequence[float],
     y = [1] * len(member_raw) + [0] * len(nonmember_raw)
     s = list(member_raw) + list(nonmember_raw)
     auc = metrics.roc_auc(y, s)
-    lo, hi = metrics.bootstrap_ci(metrics.roc_auc, y, s, n=rule.n_boot, seed=rule.seed, level=rule.level)
+    lo, hi = metrics.bootstrap_auc_ci(y, s, n=rule.n_boot, seed=rule.seed, level=rule.level)
     ok = bool(math.isfinite(lo) and lo > rule.min_auc_lower)
     reason = None if ok else (
         f"no signal: on the shadow RAG this method's out-of-fold AUC is {auc:.2f} "
