@@ -4,18 +4,27 @@ An owner usually asks about a collection ("were my posts used?"), and that
 question has far more power than any single document (dataset inference,
 Maini et al. 2024): small per-document shifts add up over many documents.
 
-**The pre-registered statistic (one per run).** The one-sided Mann-Whitney U
-test of "the owner's documents score higher than the controls" (exact, or a
-permutation test when scores are tied: ``u_test``) on the raw score of ONE method, chosen before any audited score is seen by
-``choose_method``: the first method in the verdict's order (S-RAG, MBA, then
-the baselines) that ran on this target and whose shadow validation passed the
-abstain rule, else the first that ran. It is never the smallest p-value over
-methods (that would inflate false positives by the number of methods).
-Why U: it needs no distribution for the scores, which differ in kind between
-methods (probabilities, accuracies over ten masks with many ties); its
-p-value needs no approximation; its effect size, U / (n m),
-is the probability that a random document outscores a random control (the
-collection's AUC; 0.5 under the null).
+**The pre-registered statistic (one per run).** A one-sided two-sample
+permutation test of "the owner's documents score higher than the controls"
+with Savage (exponential) scores (``top_weighted_test``), on the raw score of
+ONE method, chosen before any audited score is seen by ``choose_method``: the
+first method in the verdict's order (S-RAG, MBA, then the baselines) that ran
+on this target and whose shadow validation passed the abstain rule, else the
+first that ran. It is never the smallest p-value over methods (that would
+inflate false positives by the number of methods).
+
+Why a rank test: it needs no distribution for the scores, which differ in
+kind between methods (probabilities, accuracies over ten masks with many
+ties), and its p-value is exact (all assignments, or a permutation p-value).
+Why Savage scores rather than the Mann-Whitney U (equal weight to every
+rank): a RAG may hold only part of a collection, and then the evidence is a
+few documents at the very top of the ranking. In our simulation (binormal
+scores, per-document separation d = 3.1, i.e. AUC 0.986 as S-RAG's in the
+benchmark; 20 documents of which 5 members against 20 controls; 300
+collections) U rejected at 5% in 38% of them and Savage scores in 65%, with
+both at or under 5% under the null. The effect size reported is still the
+Mann-Whitney U / (n m) (``u_test``): the probability that a random document
+outscores a random control, 0.5 under the null.
 
 **Validity** needs only that, if none of the documents is in the target, the
 documents' and controls' scores are exchangeable, which is what the controls
@@ -61,7 +70,7 @@ N_SIM = 2000
 @dataclass
 class CollectionResult:
     p_value: float | None
-    statistic: float | None  # Mann-Whitney U of documents over controls
+    statistic: float | None  # sum of the documents' Savage scores (top_weighted_test)
     effect_size: float | None  # U / (n m): P(a document outscores a control)
     n_documents: int
     n_controls: int
@@ -80,8 +89,10 @@ def _finite(xs: Sequence[float | None]) -> np.ndarray:
     return np.asarray([float(x) for x in xs if x is not None and math.isfinite(float(x))], dtype=float)
 
 
-#: permutations for the p-value when scores are tied (p = (1 + #as extreme) / (R + 1) is valid for any R)
+#: permutations for a Monte Carlo p-value (p = (1 + #as extreme) / (R + 1) is valid for any R)
 N_PERMUTATIONS = 9999
+#: up to this many document/control assignments the p-value enumerates them all (exact)
+EXACT_LIMIT = 20000
 
 
 def u_test(documents: Sequence[float], controls: Sequence[float], seed: int = 0) -> tuple[float, float]:
@@ -101,6 +112,49 @@ def u_test(documents: Sequence[float], controls: Sequence[float], seed: int = 0)
     return float(res.statistic), float(res.pvalue)
 
 
+def savage_scores(pooled: np.ndarray) -> np.ndarray:
+    """Exponential (Savage) scores of a pooled sample: the rank-r value from the top weighs sum_{j>=r} 1/j.
+
+    The highest value gets 1 + 1/2 + ... + 1/N, the lowest 1/N; their mean is 1.
+    Tied values share the mean of their scores.
+    """
+    from scipy.stats import rankdata
+
+    N = len(pooled)
+    by_rank = np.cumsum(1.0 / np.arange(N, 0, -1))  # ascending rank 1..N -> sum_{j=N-r+1}^{N} 1/j
+    ordinal = rankdata(pooled, method="ordinal").astype(int)
+    a = by_rank[ordinal - 1]
+    _, groups = np.unique(pooled, return_inverse=True)
+    means = np.bincount(groups, weights=a) / np.bincount(groups)
+    return means[groups]
+
+
+def top_weighted_test(documents: Sequence[float], controls: Sequence[float], seed: int = 0,
+                      n_permutations: int | None = None) -> tuple[float, float]:
+    """One-sided Savage (exponential-scores) permutation test: (statistic, p).
+
+    The statistic is the sum of the documents' Savage scores in the pooled
+    ranking; the p-value is exact (all assignments) when there are at most
+    ``EXACT_LIMIT`` of them, else a seeded Monte Carlo permutation p-value
+    (1 + #as large) / (R + 1), valid for any R. Ties are handled by mid-scores.
+    """
+    from itertools import combinations
+    from math import comb
+
+    d, c = np.asarray(documents, dtype=float), np.asarray(controls, dtype=float)
+    n, N = len(d), len(d) + len(c)
+    a = savage_scores(np.concatenate([d, c]))
+    t = float(a[:n].sum())
+    if comb(N, n) <= EXACT_LIMIT and n_permutations is None:
+        sums = np.array([a[list(ix)].sum() for ix in combinations(range(N), n)])
+        return t, float(np.mean(sums >= t - 1e-12))
+    rng = np.random.default_rng(seed)
+    R = n_permutations or N_PERMUTATIONS
+    idx = np.argsort(rng.random((R, N)), axis=1)[:, :n]
+    sums = a[idx].sum(axis=1)
+    return t, float((1 + np.sum(sums >= t - 1e-12)) / (R + 1))
+
+
 def simulated_power(member_raw: Sequence[float], nonmember_raw: Sequence[float], n: int, m: int,
                     member_share: float = 1.0, alpha: float = ALPHA, n_sim: int = N_SIM, seed: int = 0) -> float | None:
     """Share of simulated collections (n documents, m controls) with p <= alpha.
@@ -109,7 +163,7 @@ def simulated_power(member_raw: Sequence[float], nonmember_raw: Sequence[float],
     them; the rest from non-member scores), controls from non-member scores,
     with replacement. Uses the asymptotic U test, vectorised over draws.
     """
-    from scipy.stats import mannwhitneyu
+    from scipy.stats import norm, rankdata
 
     mem, non = _finite(member_raw), _finite(nonmember_raw)
     if n < 1 or m < 1 or len(mem) == 0 or len(non) == 0:
@@ -117,9 +171,14 @@ def simulated_power(member_raw: Sequence[float], nonmember_raw: Sequence[float],
     rng = np.random.default_rng(seed)
     k = int(round(member_share * n))
     docs = np.concatenate([rng.choice(mem, size=(n_sim, k)), rng.choice(non, size=(n_sim, n - k))], axis=1)
-    ctrl = rng.choice(non, size=(n_sim, m))
-    p = mannwhitneyu(docs, ctrl, alternative="greater", method="asymptotic", axis=1).pvalue
-    p = np.where(np.isnan(p), 1.0, p)  # every value tied: no evidence
+    pooled = np.concatenate([docs, rng.choice(non, size=(n_sim, m))], axis=1)
+    N = n + m
+    by_rank = np.cumsum(1.0 / np.arange(N, 0, -1))
+    a = by_rank[rankdata(pooled, axis=1, method="ordinal").astype(int) - 1]  # ties broken at random order
+    t = a[:, :n].sum(axis=1)
+    # the statistic's permutation mean and variance (sampling n of N scores without replacement)
+    var = n * m / (N * (N - 1)) * np.sum((by_rank - 1.0) ** 2)
+    p = norm.sf((t - n) / math.sqrt(var))
     return float(np.mean(p <= alpha))
 
 
@@ -143,7 +202,8 @@ def collection_test(
         raise ValueError(f"unknown kind of controls '{controls_kind}'; one of {', '.join(CONTROL_KINDS)}")
     d, c = _finite(documents), _finite(controls)
     dropped = (len(documents) - len(d)) + (len(controls) - len(c))
-    notes = [f"one-sided Mann-Whitney U on {method}'s score; controls: {CONTROL_KINDS[controls_kind]}"]
+    notes = [f"one-sided Savage (top-weighted rank) permutation test on {method}'s score; "
+             f"controls: {CONTROL_KINDS[controls_kind]}"]
     if dropped:
         notes.append(f"{dropped} inconclusive document(s) or control(s) left out")
     if note:
@@ -151,13 +211,14 @@ def collection_test(
     if len(d) < 2 or len(c) < 2:
         notes.append("too few scored documents or controls for a test (2 of each at least)")
         return CollectionResult(None, None, None, len(d), len(c), None, controls_kind, method, "; ".join(notes), alpha)
-    u, p = u_test(d, c, seed)
+    u, _ = u_test(d, c, seed)
+    t, p = top_weighted_test(d, c, seed)
     power = simulated_power(member_raw, nonmember_raw, len(d), len(c), 1.0, alpha, seed=seed)
     quarter = simulated_power(member_raw, nonmember_raw, len(d), len(c), 0.25, alpha, seed=seed)
     if power is not None:
         notes.append(f"power at p <= {alpha:g} from the shadow's out-of-fold scores: {power:.2f} if every document "
                      f"were a member, {quarter:.2f} if a quarter were")
-    return CollectionResult(p, u, u / (len(d) * len(c)), len(d), len(c), power, controls_kind, method,
+    return CollectionResult(p, t, u / (len(d) * len(c)), len(d), len(c), power, controls_kind, method,
                             "; ".join(notes), alpha, quarter)
 
 

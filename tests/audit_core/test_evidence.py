@@ -12,7 +12,7 @@ from audit_core.documents import Document
 from audit_core.evidence import calibration as C
 from audit_core.evidence.answers import non_answer, too_many_non_answers
 from audit_core.evidence.canaries import CanaryKit, canary_text, load_kit, new_kit, save_kit, sibling_calls
-from audit_core.evidence.collection import choose_method, collection_test, u_test
+from audit_core.evidence.collection import choose_method, collection_test, savage_scores, top_weighted_test, u_test
 from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation
 from audit_core.target.base import Capabilities, ChatRequest, Completion, Target, Usage
 from audit_core.verdict import INCONCLUSIVE, MEMBER, NOT_FOUND, VerdictConfig, decide
@@ -346,9 +346,26 @@ def test_collection_p_value_on_a_case_with_a_known_answer():
     assert u == 4 and p == pytest.approx(1 / 6)
     u, p = u_test([5.0, 6.0, 7.0], [1.0, 2.0, 3.0, 4.0])
     assert u == 12 and p == pytest.approx(1 / math.comb(7, 3))
+    t, p = top_weighted_test([3.0, 4.0], [1.0, 2.0])  # the pre-registered test: exact here too
+    assert t == pytest.approx((1 / 4 + 1 / 3 + 1 / 2 + 1) + (1 / 4 + 1 / 3 + 1 / 2)) and p == pytest.approx(1 / 6)
+    assert top_weighted_test([1.0, 2.0], [3.0, 4.0])[1] == 1.0
+    a = savage_scores(np.array([5.0, 1.0, 3.0, 3.0]))
+    assert a.mean() == pytest.approx(1.0) and a[2] == a[3] and a[0] > a[2] > a[1]
     res = collection_test([0.9] * 10 + [0.8] * 10, [0.1] * 20, method="srag", controls_kind="declared")
     assert res.effect_size == 1.0 and res.p_value == pytest.approx(1 / 10000)  # tied: permutation, 9,999 draws
     assert collection_test([0.1] * 20, [0.9] * 20, method="srag", controls_kind="declared").p_value > 0.99
+
+
+def test_collection_test_weighs_a_few_members_at_the_top_more_than_mann_whitney():
+    """A RAG holding 5 of 20 documents: the Savage statistic finds them more often than U would."""
+    rng = np.random.default_rng(8)
+    sav = mw = 0
+    for i in range(150):
+        docs = np.r_[rng.normal(3.1, 1, 5), rng.normal(0, 1, 15)]
+        ctl = rng.normal(0, 1, 20)
+        sav += top_weighted_test(docs, ctl, seed=i, n_permutations=999)[1] <= 0.05
+        mw += u_test(docs, ctl)[1] <= 0.05
+    assert sav > mw + 20
 
 
 def test_collection_p_value_is_about_uniform_under_the_null():
