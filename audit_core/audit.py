@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 from audit_core.documents import Document
 from audit_core.evidence.calibration import DEFAULT_FPR, with_fpr
+from audit_core.evidence.statement import what_this_shows
 from audit_core.methods import create_method
 from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, takes_top_logprobs
 from audit_core.target.base import Capabilities, Target
@@ -82,6 +83,7 @@ class AuditResult:
             "fpr": self.fpr,
             "method_power": method_power(self.calibrations),
             "collection": self.collection,
+            "what_this_shows": what_this_shows(self.fpr, self.collection),
         }
 
 
