@@ -428,3 +428,37 @@ def test_sibling_calls_have_a_false_positive_rate_of_at_most_the_rate():
         rates.append(np.mean([c for _, c in calls]))
     assert np.mean(rates) <= 0.05 + 0.01
     assert sibling_calls([1.0], [0.0] * 5, 0.05) == [(pytest.approx(1 / 6), None)]  # too few siblings: no call
+
+
+# --------------------------------------------------------------------------- report and CLI pieces
+
+
+def test_report_json_states_fpr_power_and_what_the_audit_shows():
+    from audit_core.evidence.statement import what_this_shows
+    from audit_core.report import method_power_rows
+
+    m, n = _separated(100)
+    cal = C.apply_evidence(Calibration("srag"), C.fit_evidence(m, n, source="t"))
+    from audit_core.audit import method_power
+
+    result = {"method_power": method_power({"srag": cal})}
+    rows = method_power_rows(result)
+    assert rows[0][0] == "Method" and rows[1][:3] == ["srag", "5%", f"{C.power_at(cal):.2f}"] and rows[1][4] == "yes"
+    assert method_power_rows({}) == []
+    text = what_this_shows(0.05, {"p_value": 0.003, "n_documents": 20, "n_controls": 20, "controls_kind": "declared"})
+    assert "at most 5%" in text and "cannot by itself prove" in text and "p = 0.003" in text
+
+
+def test_cli_prints_the_collection_line_first_and_makes_a_private_kit(tmp_path, capsys):
+    from app import cli
+
+    cli._print_collection({"p_value": 0.0042, "statistic": 30.1, "effect_size": 0.71, "n_documents": 20,
+                           "n_controls": 18, "power": 0.93, "controls_kind": "declared", "method": "srag"})
+    out = capsys.readouterr().out
+    assert out.startswith("your collection: member evidence p = 0.0042, from 20 documents against 18 controls")
+    kit_file, pub = tmp_path / "kit.json", tmp_path / "pub.txt"
+    assert cli.main(["canaries", "make", "--kit", str(kit_file), "--n", "4", "--out", str(pub)]) == 0
+    kit = load_kit(kit_file)
+    assert pub.read_text().strip().split("\n\n") == [d.text for d in kit.published()]
+    assert kit.seed not in capsys.readouterr().err
+    assert cli.main(["canaries", "make", "--kit", str(kit_file)]) == 2  # never overwrite a seed silently
