@@ -303,8 +303,10 @@ class SragMethod(MembershipMethod):
         kept as data in the calibration JSON. The model that scores audited
         documents is then trained on all shadow rows, as scikit-learn's
         ``CalibratedClassifierCV(ensemble=False)`` does: cross-validated
-        predictions calibrate, the final fit uses every row. The AutoGluon
-        budget ``time_limit_s`` is shared by the fold models and the final one.
+        predictions calibrate, the final fit uses every row. Each of the
+        k + 1 fits gets the AutoGluon budget ``time_limit_s`` (a cap: on a few
+        hundred rows a fit takes seconds, BENCHMARKS.md); a budget split k + 1
+        ways left a fit on a busy machine with no usable model.
         """
         import dataclasses
         import shutil
@@ -327,19 +329,18 @@ class SragMethod(MembershipMethod):
         df["member"] = labels
         y = np.asarray(labels)
         folds = int(min(SRAG_CV_FOLDS, (y == 1).sum(), (y == 0).sum()))
-        budget = max(10, self.config.time_limit_s // (folds + 1))
 
         def fit_predict(train_idx, test_idx):
             fold_dir = tempfile.mkdtemp(prefix="rpa-srag-fold-")
             try:
-                fold_cfg = dataclasses.replace(self.config, model_dir=fold_dir, time_limit_s=budget)
+                fold_cfg = dataclasses.replace(self.config, model_dir=fold_dir)
                 fold_model = train_predictor(df.iloc[train_idx], fold_cfg)
                 return member_probability(fold_model, df.iloc[test_idx].drop(columns=["member"]))
             finally:
                 shutil.rmtree(fold_dir, ignore_errors=True)
 
         oof = oof_predictions(len(df), labels, fit_predict, folds=folds, seed=self.config.seed)
-        predictor = train_predictor(df, dataclasses.replace(self.config, time_limit_s=budget))
+        predictor = train_predictor(df, self.config)
         evidence = fit_evidence(oof[y == 1].tolist(), oof[y == 0].tolist(),
                                 source=f"{folds}-fold out-of-fold AutoGluon probabilities")
         cal = Calibration(
