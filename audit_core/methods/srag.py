@@ -381,6 +381,11 @@ class SragMethod(MembershipMethod):
         evidence["below_topk_share"] = feats["below_topk_share"]
         if calibration.model is None:
             return MethodResult(self.name, obs.doc_id, None, None, reason="no trained S-RAG classifier", evidence=evidence)
+        if "validation_scores" in calibration.params and "evidence" not in calibration.params:
+            # a cached calibration from before FPR control: its 0.5 threshold promises no false-positive rate
+            return MethodResult(self.name, obs.doc_id, None, None, evidence=evidence, reason=(
+                "uncalibrated: the cached S-RAG calibration predates false-positive-rate control; "
+                "prepare the shadow again (./run cli prepare --force)"))
         cols = calibration.params.get("feature_columns") or list(feats)
         raw = float(member_probability(calibration.model, pd.DataFrame([feats])[cols])[0])
         d = decide_raw(raw, calibration)
