@@ -462,3 +462,25 @@ def test_cli_prints_the_collection_line_first_and_makes_a_private_kit(tmp_path, 
     assert pub.read_text().strip().split("\n\n") == [d.text for d in kit.published()]
     assert kit.seed not in capsys.readouterr().err
     assert cli.main(["canaries", "make", "--kit", str(kit_file)]) == 2  # never overwrite a seed silently
+
+
+def test_a_cached_srag_calibration_from_before_fpr_control_abstains(monkeypatch):
+    pd = pytest.importorskip("pandas")
+    from audit_core.methods import srag
+
+    class Fixed:
+        def predict_proba(self, X):
+            return pd.DataFrame({0: [0.1] * len(X), 1: [0.9] * len(X)})
+
+    method = srag.SragMethod()
+    monkeypatch.setattr(method, "features", lambda o: ({"a": 1.0, **{f"count_{j}": 0.0 for j in range(10)},
+                                                        "below_topk_share": 0.0}, None, []))
+    old = Calibration("srag", 0.5, shadow_auc=0.95, model=Fixed(),
+                      params={"feature_columns": ["a"], "validation_scores": [0.1, 0.9]})
+    res = method.score(Observation("srag", "d"), old)
+    assert res.decision is None and res.reason.startswith("uncalibrated: the cached S-RAG calibration predates")
+    m, n = _separated(60)
+    new = C.apply_evidence(Calibration("srag", model=Fixed(), params={"feature_columns": ["a"]}),
+                           C.fit_evidence([x / 10 for x in m], [x / 10 for x in n], source="t"))
+    res = method.score(Observation("srag", "d"), new)
+    assert res.decision is not None and res.evidence["raw_score"] == pytest.approx(0.9) and res.evidence["fpr"] == 0.05
