@@ -194,26 +194,3 @@ def no_signal_reason(cal: Calibration) -> str | None:
     from audit_core.evidence.calibration import abstain_reason
 
     return abstain_reason(cal)
-
-
-def best_threshold(member_scores: Sequence[float], nonmember_scores: Sequence[float], default: float) -> float:
-    """Threshold maximising balanced accuracy on shadow scores (score >= t means member).
-
-    Falls back to ``default`` (the paper's value) only when either class is
-    empty; the caller records which was used.
-    """
-    import numpy as np
-
-    m = np.asarray([s for s in member_scores if s is not None], dtype=float)
-    n = np.asarray([s for s in nonmember_scores if s is not None], dtype=float)
-    if len(m) == 0 or len(n) == 0:
-        return default
-    cands = np.unique(np.concatenate([m, n]))
-    # midpoints between distinct scores generalise better than the scores themselves
-    mids = np.concatenate([[cands[0] - 1e-9], (cands[:-1] + cands[1:]) / 2, [cands[-1] + 1e-9]])
-    best_t, best_acc = default, -1.0
-    for t in mids:
-        acc = 0.5 * ((m >= t).mean() + (n < t).mean())
-        if acc > best_acc + 1e-12:
-            best_t, best_acc = float(t), acc
-    return best_t
