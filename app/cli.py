@@ -12,8 +12,9 @@ Every "member" call is made at a stated false-positive rate (--fpr, default
 5%); controls (--controls: documents you never published, or a ``control``
 column in --docs) add one collection-level test of all your documents.
 
-The API key comes from --api-key-env (default OPENAI_API_KEY); it is never
-printed, stored or written into any output.
+The API key comes from the environment variable named by --api-key-env
+(default OPENAI_API_KEY) and is sent only to the --target host (redirects are
+not followed); it is never printed, stored or written into any output.
 
 Every answer of an HTTP target is written to the store (--store, default the
 app's: $RPA_AUDIT_DB or RPA_CACHE_DIR/audits.sqlite) as it arrives, so an
@@ -27,6 +28,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -135,10 +137,27 @@ def _target(args):
         return demo_target(args.demo_defense)
     from audit_core.target.openai_compat import OpenAITarget
 
-    key = os.environ.get(args.api_key_env)
     if not args.model:
         raise SystemExit("--model is required with an endpoint URL")
+    # read for the host named on this command line only; the connector never reads it by itself
+    key = os.environ.get(args.api_key_env) or None
+    host = urlsplit(args.target).netloc.rsplit("@", 1)[-1]
+    print(f"API key: from ${args.api_key_env}, sent to {host} only" if key else
+          f"API key: none (${args.api_key_env} is not set); requests go to {host} without one", file=sys.stderr)
     return OpenAITarget(base_url=args.target, model=args.model, api_key=key)
+
+
+def _print_freshness(freshness: dict) -> None:
+    """How many stored answers were used instead of sending, and when they were received."""
+    if not freshness:
+        return
+    days = freshness.get("policy_days")
+    policy = "this audit's own answers only" if days is None else f"answers received within {days} day(s)"
+    when = ""
+    if freshness.get("reused"):
+        when = f", received {freshness['oldest_reused'][:19]} to {freshness['newest_reused'][:19]} UTC"
+    print(f"answers reused: {freshness.get('reused', 0)}{when} (policy: {policy}); sent: "
+          f"{freshness.get('sent', 0)}", file=sys.stderr)
 
 
 def _audit_config(args):
@@ -241,8 +260,11 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
             from audit_core.target.caching import CachingTarget
 
             store = Store(_store_path(args))
-            target = CachingTarget(target, store)
-            run_id = history.start_run(store, docs, target.name, config_dict(cfg))
+            run_id, resumed = history.resume_or_start_run(store, docs, target.name, config_dict(cfg))
+            if resumed:
+                print(f"resuming the unfinished audit {run_id[:8]}: its answers are not sent again",
+                      file=sys.stderr)
+            target = CachingTarget(target, store, run_id=run_id, reuse_days=getattr(args, "reuse_days", None))
         on_result = None if run_id is None else history.result_recorder(store, run_id)
         result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result,
                            controls=controls)
@@ -279,6 +301,7 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
     cached = f", answered from the store: {target.cache_hits}" if store is not None else ""
     print(f"target queries: {acc['queries']} (failed {acc['failures']}){cached}, tokens: "
           f"{acc['prompt_tokens']} prompt + {acc['completion_tokens']} completion", file=sys.stderr)
+    _print_freshness(result.freshness)
     _print_failures(result.failures)
     if args.out:
         from audit_core.report import results_json  # the export the app offers: scrubbed of secrets
@@ -335,6 +358,17 @@ def cmd_canaries_audit(args) -> int:
     return _audit(args, kit.published(), kit.siblings(), "canaries")
 
 
+def _days(value: str) -> int:
+    """--reuse-days: a whole number of days, 0 or more."""
+    try:
+        days = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of days") from None
+    if days < 0:
+        raise argparse.ArgumentTypeError("the number of days must be 0 or more")
+    return days
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rpa", description="RAG Provenance Auditor command line")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -371,6 +405,10 @@ def main(argv: list[str] | None = None) -> int:
                         "(or mark such rows with a 'control' column in --docs)")
     a.add_argument("--generate-controls", action="store_true",
                    help="without controls: rewrite your documents with a local model as (weaker) controls")
+    a.add_argument("--reuse-days", type=_days, default=None, metavar="N",
+                   help="also reuse answers other audits of this target (same key) received within the last N "
+                        "days; default: none, every audit asks again (an interrupted audit run again still "
+                        "reuses its own answers)")
     common(a)
     a.set_defaults(func=cmd_audit)
 

@@ -33,6 +33,8 @@ class Settings:
     shadow: object  # shadow.prepare.ShadowConfig
     method_params: dict[str, dict] = field(default_factory=dict)
     fpr: float = 0.05  # per-document false-positive rate (audit_core.evidence.calibration.FPR_CHOICES)
+    #: reuse answers other audits received within this many days; None: this audit's own only
+    reuse_days: int | None = None
 
     @property
     def target_label(self) -> str:
@@ -63,11 +65,66 @@ def build_target(settings: Settings, for_check: bool = False):
         return get_demo_target()
     from audit_core.target.openai_compat import OpenAITarget
 
-    key = st.session_state.get("api_key") or None  # None: OpenAITarget reads OPENAI_API_KEY
+    key = chosen_api_key()
     if for_check:
         return OpenAITarget(settings.base_url.strip(), settings.model.strip(), key, timeout_s=10.0,
                             max_retries=1, max_total_wait_s=5.0)
     return OpenAITarget(settings.base_url.strip(), settings.model.strip(), key)
+
+
+#: the environment variable whose key the user may choose, by name, for the endpoint
+ENV_KEY = "OPENAI_API_KEY"
+#: session-state slot of the typed key: a plain value, not the widget's own state, which
+#: Streamlit drops whenever the widget is not drawn (the demo target is chosen, for instance)
+_TYPED_KEY = "_api_key_typed"
+
+
+def _remember_key() -> None:
+    """on_change of the key field: runs with the new value as soon as the field loses focus (Tab)."""
+    st.session_state[_TYPED_KEY] = st.session_state.get("api_key", "")
+
+
+def chosen_api_key() -> str | None:
+    """The key for the endpoint: the typed one, else the environment's when its box is ticked, else none.
+
+    The environment key is never a silent fallback: the base URL may be one a
+    visitor typed, and the operator's key must go only where it was chosen for.
+    """
+    typed = st.session_state.get(_TYPED_KEY) or ""
+    if typed:
+        return typed
+    if st.session_state.get("use_env_key"):
+        return os.environ.get(ENV_KEY) or None
+    return None
+
+
+def _host(base_url: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(base_url.strip()).netloc.rsplit("@", 1)[-1] or "(no host yet)"
+    except ValueError:
+        return "(not a valid URL)"
+
+
+def _key_section(base_url: str) -> None:
+    typed = st.text_input("API key", key="api_key", type="password", on_change=_remember_key,
+                          help="Kept in this browser session's memory only; never stored or written to any file.")
+    st.session_state[_TYPED_KEY] = typed  # the value drawn now, even if no on_change ran
+    host = _host(base_url)
+    if typed:
+        st.caption(f"The key you entered will be sent to **{host}** only.")
+        return
+    env_set = bool(os.environ.get(ENV_KEY))
+    use_env = st.checkbox(f"Use the key in the {ENV_KEY} environment variable", key="use_env_key",
+                          disabled=not env_set,
+                          help="The key of the computer running this app. Tick it only for a host you trust "
+                               "with that key." if env_set else f"{ENV_KEY} is not set on the computer running "
+                                                               "this app.")
+    if use_env and env_set:
+        st.caption(f"The key in {ENV_KEY} will be sent to **{host}** only (redirects are not followed).")
+    else:
+        st.caption("No key: requests are sent without one (enough for a local server that needs none).")
 
 
 def _target_section() -> tuple[str, str, str]:
@@ -79,12 +136,19 @@ def _target_section() -> tuple[str, str, str]:
     if kind == ENDPOINT:
         base_url = st.text_input("Base URL", key="base_url", placeholder="https://api.example.com/v1")
         model = st.text_input("Model", key="model", placeholder="the model name the endpoint serves")
-        st.text_input("API key", key="api_key", type="password",
-                      help="Kept in this browser session's memory only; never stored or written to any file.")
-        if not st.session_state.get("api_key"):
-            st.caption("No key entered: the OPENAI_API_KEY environment variable is used"
-                       + (" (it is set)." if os.environ.get("OPENAI_API_KEY") else " (it is not set)."))
+        _key_section(base_url)
     return kind, base_url, model
+
+
+def connection_id(settings: Settings) -> str:
+    """What a connection check's message is about: target, model and key (hashed, in memory only).
+
+    A message shown for other settings is stale: it disappears as soon as the
+    URL, the model or the key changes.
+    """
+    key = chosen_api_key() if settings.target_kind == ENDPOINT else None
+    digest = hashlib.sha256((key or "").encode()).hexdigest()[:16]
+    return f"{settings.target_label}|{digest}"
 
 
 def _connection_check(settings: Settings) -> None:
@@ -100,11 +164,13 @@ def _connection_check(settings: Settings) -> None:
             try:
                 with st.spinner("Asking the target what it supports..."):
                     caps = build_target(settings, for_check=True).capabilities()
-                st.session_state["caps"] = {"target": settings.target_label, "caps": asdict(caps)}
+                st.session_state["caps"] = {"target": settings.target_label, "conn": connection_id(settings),
+                                            "caps": asdict(caps)}
             except Exception as exc:  # shown in plain words; the key is never in a message
-                st.session_state["caps"] = {"target": settings.target_label, "error": plain_error(exc)}
+                st.session_state["caps"] = {"target": settings.target_label, "conn": connection_id(settings),
+                                            "error": plain_error(exc)}
     found = st.session_state.get("caps")
-    if not found or found["target"] != settings.target_label:
+    if not found or found.get("conn") != connection_id(settings):
         return
     if "error" in found:
         st.error(found["error"])
@@ -193,6 +259,18 @@ def _advanced(kind: str) -> tuple[dict[str, dict], int]:
     return params, int(top_k)
 
 
+def _reuse_days() -> int | None:
+    """The freshness policy: by default an audit asks the target again (only its own answers are reused)."""
+    reuse = st.checkbox("Reuse answers received within N days", key="reuse_answers",
+                        help="Off (the default): every audit asks the target again, so a takedown since the last "
+                             "audit shows. On: answers another audit of this endpoint (with the same key) received "
+                             "within N days are reused instead of paid for again; the report says how many and "
+                             "from when. A cancelled audit run again always reuses its own answers.")
+    if not reuse:
+        return None
+    return int(st.number_input("N (days)", 0, 3650, 7, step=1, key="reuse_days"))
+
+
 def render_sidebar() -> Settings:
     """Draw the sidebar and return the chosen settings."""
     from audit_core.methods import LABELS, METHODS
@@ -217,7 +295,8 @@ def render_sidebar() -> Settings:
         shadow = ShadowConfig(aux_corpus=aux, n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g,
                               top_k_docs=top_k)
         settings = Settings(kind, base_url, model, list(methods), shadow,
-                            {m: p for m, p in params.items() if m in methods}, fpr=float(fpr))
+                            {m: p for m, p in params.items() if m in methods},
+                            reuse_days=_reuse_days() if kind == ENDPOINT else None, fpr=float(fpr))
         st.header("Connection")
         _connection_check(settings)
     return settings

@@ -83,6 +83,10 @@ def _account(result: dict) -> None:
         st.caption(f"Target queries sent: {acc.get('queries', 0)} ({acc.get('failures', 0)} failed, "
                    f"{acc.get('retries', 0)} retries); tokens: {acc.get('prompt_tokens', 0)} prompt + "
                    f"{acc.get('completion_tokens', 0)} completion.")
+    from audit_core.report import freshness_sentence
+
+    if freshness_sentence(result):
+        st.caption(freshness_sentence(result))
 
 
 def _srag_detail(result: dict, doc_id: str, key: str) -> None:

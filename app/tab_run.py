@@ -68,7 +68,8 @@ def _start(settings: Settings, docs) -> None:
         st.error("The demo target is busy with another audit; try again when it has finished.")
         return
     caps = _known_capabilities(settings)
-    run_id = history.start_run(store, docs, target.name, settings.config_dict())
+    # the same audit run again after a cancel or failure resumes its run (and reuses its answers)
+    run_id, _ = history.resume_or_start_run(store, docs, target.name, settings.config_dict())
 
     def work(job) -> dict:
         try:
@@ -80,7 +81,7 @@ def _start(settings: Settings, docs) -> None:
             else:
                 # paid answers are stored as they arrive: a cancelled or failed audit
                 # run again sends only what was never answered
-                probed = CachingTarget(target, store)
+                probed = CachingTarget(target, store, run_id=run_id, reuse_days=settings.reuse_days)
             record = history.result_recorder(store, run_id)
 
             def on_result(doc_id, method, obs, res) -> None:

@@ -64,6 +64,9 @@ class AuditResult:
     collection: dict = field(default_factory=dict)
     #: the per-document false-positive rate the decisions were made at
     fpr: float | None = None
+    #: stored answers used instead of sending: {"policy_days", "reused", "sent", "oldest_reused",
+    #: "newest_reused"} (see ``freshness_of``); empty dict when built by hand
+    freshness: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -84,7 +87,17 @@ class AuditResult:
             "method_power": method_power(self.calibrations),
             "collection": self.collection,
             "what_this_shows": what_this_shows(self.fpr, self.collection),
+            "freshness": self.freshness,
         }
+
+
+def freshness_of(target: Target) -> dict:
+    """The freshness account of a target: a caching target's own, else nothing was reused."""
+    own = getattr(target, "freshness", None)
+    if callable(own):
+        return own()
+    return {"policy_days": None, "reused": 0, "sent": target.account.as_dict().get("queries", 0),
+            "oldest_reused": None, "newest_reused": None}
 
 
 def config_dict(cfg: AuditConfig) -> dict:
@@ -321,4 +334,5 @@ def run_audit(
         failures=failure_summary(results, observations, target.account.as_dict(), len(docs), stopped),
         collection=collection_summary(audited, results, list(controls), control_results, coll_method, calibrations, cfg),
         fpr=cfg.fpr,
+        freshness=freshness_of(target),
     )

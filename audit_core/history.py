@@ -35,6 +35,61 @@ def start_run(store: Store, documents: Sequence[Document], target_name: str, con
     return store.create_run(target_name, list(config.get("methods", [])), params=config, documents=documents)
 
 
+#: statuses of a run that did not finish: running the same audit again resumes it
+RESUMABLE = ("running", "cancelled", "failed")
+
+
+def resume_or_start_run(
+    store: Store, documents: Sequence[Document], target_name: str, config: dict[str, Any]
+) -> tuple[str, bool]:
+    """The run to record this audit in, and whether it resumes an unfinished one.
+
+    The same audit (same target, configuration and documents, in order) run
+    again after it was cancelled, failed or killed continues that run: its
+    answers are reused (the run id is the resume scope of
+    ``audit_core.target.caching``) and only what was never answered is sent.
+    A finished audit is never resumed: auditing again means asking again.
+    """
+    from audit_core.store import target_identity
+
+    want_docs = [(d.id, d.content_hash()) for d in documents]
+    tid = target_identity(target_name)
+    for info in store.list_runs():  # newest first
+        if info.status not in RESUMABLE or info.target_id != tid or info.params != _plain(config):
+            continue
+        record = store.load_run(info.id)
+        if [(d.id, d.content_hash()) for d in record.documents] == want_docs:
+            store.set_status(info.id, "running")
+            return info.id, True
+    return start_run(store, documents, target_name, config), False
+
+
+def _plain(config: dict[str, Any]) -> Any:
+    """The configuration as the store gives it back (JSON round trip: tuples become lists)."""
+    import json
+
+    return json.loads(json.dumps(config, default=str))
+
+
+def delete_audit(store: Store, run_id: str, running: Sequence[str] = ()) -> bool:
+    """Delete one past audit: its row, documents, results and the target answers it received.
+
+    ``running`` are the ids of audits in progress; those are refused (their
+    thread would write into a run that no longer exists). Returns whether
+    the file was rewritten at once (``Store.compact``).
+    """
+    if run_id in running:
+        raise ValueError("this audit is still running: cancel it first")
+    return store.delete_run(run_id)
+
+
+def delete_all_history(store: Store, running: Sequence[str] = ()) -> bool:
+    """Delete every past audit and every stored target answer (refused while an audit runs)."""
+    if running:
+        raise ValueError("an audit is still running: cancel it or let it finish first")
+    return store.delete_all()
+
+
 def result_recorder(store: Store, run_id: str) -> OnResult:
     """A callback that commits each result and its observation the moment it arrives."""
 

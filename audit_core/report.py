@@ -187,6 +187,27 @@ def auc_reading(auc: float | None) -> str:
     return "strong: the method separated the shadow's members from non-members almost perfectly"
 
 
+def freshness_sentence(result: dict) -> str:
+    """How many of the audit's answers were stored ones rather than asked now, and from when.
+
+    One sentence for the PDF, the app and the CLI (``AuditResult.freshness``);
+    "" when the audit dict has no freshness account (older audits).
+    """
+    f = result.get("freshness") or {}
+    if not f:
+        return ""
+    days = f.get("policy_days")
+    policy = ("only this audit's own answers could be reused (an interrupted audit resumed)" if days is None
+              else f"answers received within {days} day(s) before the audit could be reused")
+    reused, sent = int(f.get("reused") or 0), int(f.get("sent") or 0)
+    when = ""
+    if reused and f.get("oldest_reused"):
+        oldest, newest = str(f["oldest_reused"])[:16].replace("T", " "), str(f["newest_reused"])[:16].replace("T", " ")
+        when = f", received {oldest} UTC" + ("" if oldest == newest else f" to {newest} UTC")
+    return (f"Answers reused from earlier requests: {reused}{when}; requests sent during this audit: {sent}. "
+            f"Policy: {policy}.")
+
+
 def _fmt(x: Any, nd: int = 2) -> str:
     ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
     return f"{float(x):.{nd}f}" if ok else "n/a"
@@ -460,6 +481,8 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         f"{int(acc.get('retries', 0) or 0)} retries), using {int(acc.get('prompt_tokens', 0) or 0)} prompt "
         f"tokens and {int(acc.get('completion_tokens', 0) or 0)} completion tokens. Queries contain parts of "
         "the documents, as the methods require; nothing else about you was sent."))
+    if freshness_sentence(r):
+        story.append(P(esc(freshness_sentence(r))))
     caps = r.get("capabilities") or {}
     if caps:
         story.append(P(f"Target capabilities: logprobs {'returned' if caps.get('logprobs') else 'not returned'}; "

@@ -9,15 +9,25 @@ thread of every batch.
 
 What is keyed by what:
 
-* **responses**: (target identity, method, method version, ``ChatRequest.key()``)
-  -> the ``Completion`` JSON. The target identity is the target's ``name``
+* **responses**: (target identity, credential id, method, method version,
+  ``ChatRequest.key()``, run id) -> the ``Completion`` JSON and the time it
+  was received (``created``). The target identity is the target's ``name``
   (base URL + model) with any credentials in a URL removed
-  (:func:`target_identity`); an API key is never part of a key or a row.
-  Only *successful* completions are stored here: a cached failure would make
-  every re-run repeat a transient error (rate limit, timeout) forever,
-  whereas a re-run should retry it.
+  (:func:`target_identity`); the credential id is an HMAC of the key under
+  this file's own random salt (``credential_salt``), so two tenants behind
+  one URL never share answers while the key itself is never part of a key or
+  a row. The run id is the audit that received the answer: an audit reuses
+  its own answers (resume) and another audit's only under an explicit
+  freshness policy (``audit_core.target.caching``). Only *successful*
+  completions are stored here: a cached failure would make every re-run
+  repeat a transient error (rate limit, timeout) forever.
 * **failures**: every failed call, with its reason code and message, as an
   append-only log for reporting; it is never used to answer a request.
+* **meta**: the credential salt.
+
+Deleting an audit (``delete_run``, ``delete_all``) removes its rows and its
+answers, then rewrites the file (``secure_delete``, VACUUM, WAL truncated) so
+that the deleted texts are not left in free pages or in the WAL.
 * **runs**, **run_documents**, **results**: an audit run, its documents (text
   and hash) and each (document, method) ``MethodResult`` + ``Observation``:
   everything needed to re-open an audit and re-export its report.
@@ -29,6 +39,7 @@ durable against a killed process; only a power cut may lose the last commits.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -42,21 +53,24 @@ from audit_core.documents import Document
 from audit_core.methods.base import MethodResult, Observation
 from audit_core.target.base import ChatRequest, Completion, TargetError
 
-#: bump when the schema changes incompatibly; files with a newer version are refused
-SCHEMA_VERSION = 1
+#: bump when the schema changes; older files are migrated (``_MIGRATIONS``), newer ones refused
+SCHEMA_VERSION = 2
 RUN_STATUSES = ("running", "finished", "cancelled", "failed")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     target_id      TEXT NOT NULL,
+    cred_id        TEXT NOT NULL DEFAULT '',
     method         TEXT NOT NULL,
     method_version TEXT NOT NULL,
     request_key    TEXT NOT NULL,
+    run_id         TEXT NOT NULL DEFAULT '',
     request_json   TEXT,
     completion     TEXT NOT NULL,
     created        TEXT NOT NULL,
-    PRIMARY KEY (target_id, method, method_version, request_key)
+    PRIMARY KEY (target_id, cred_id, method, method_version, request_key, run_id)
 );
+CREATE INDEX IF NOT EXISTS responses_by_run ON responses (run_id);
 CREATE TABLE IF NOT EXISTS failures (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
     target_id      TEXT NOT NULL,
@@ -65,9 +79,14 @@ CREATE TABLE IF NOT EXISTS failures (
     request_key    TEXT NOT NULL,
     reason         TEXT NOT NULL,
     message        TEXT NOT NULL,
-    created        TEXT NOT NULL
+    created        TEXT NOT NULL,
+    run_id         TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS failures_by_target ON failures (target_id, method, method_version);
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS runs (
     id        TEXT PRIMARY KEY,
     created   TEXT NOT NULL,
@@ -97,6 +116,36 @@ CREATE TABLE IF NOT EXISTS results (
     PRIMARY KEY (run_id, doc_id, method)
 );
 """
+
+#: schema version -> the statements that bring a file of that version to the next one
+_MIGRATIONS: dict[int, str] = {
+    # 1 -> 2: answers get the credential id and the run that received them. Old
+    # answers keep cred_id '' and run_id '': no keyed target and no new audit
+    # matches them, so they are never replayed as fresh (only deleted).
+    1: """
+    ALTER TABLE responses RENAME TO responses_v1;
+    CREATE TABLE responses (
+        target_id      TEXT NOT NULL,
+        cred_id        TEXT NOT NULL DEFAULT '',
+        method         TEXT NOT NULL,
+        method_version TEXT NOT NULL,
+        request_key    TEXT NOT NULL,
+        run_id         TEXT NOT NULL DEFAULT '',
+        request_json   TEXT,
+        completion     TEXT NOT NULL,
+        created        TEXT NOT NULL,
+        PRIMARY KEY (target_id, cred_id, method, method_version, request_key, run_id)
+    );
+    INSERT INTO responses (target_id, cred_id, method, method_version, request_key, run_id, request_json,
+                           completion, created)
+        SELECT target_id, '', method, method_version, request_key, '', request_json, completion, created
+        FROM responses_v1;
+    DROP TABLE responses_v1;
+    CREATE INDEX IF NOT EXISTS responses_by_run ON responses (run_id);
+    ALTER TABLE failures ADD COLUMN run_id TEXT NOT NULL DEFAULT '';
+    CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+}
 
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
 _URL_QUERY = re.compile(r"\?[^\s]*")
@@ -133,6 +182,15 @@ def _dumps(obj: Any) -> str:
 
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+@dataclass
+class StoredAnswer:
+    """A stored target answer, when it was received, and by which run."""
+
+    completion: Completion
+    created: str
+    run_id: str
 
 
 @dataclass
@@ -194,6 +252,7 @@ class Store:
             c.execute("PRAGMA journal_mode=WAL")
             c.execute("PRAGMA synchronous=NORMAL")
             c.execute("PRAGMA foreign_keys=ON")
+            c.execute("PRAGMA secure_delete=ON")  # deleted rows are overwritten, not left in free pages
             version = c.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 c.close()
@@ -201,9 +260,28 @@ class Store:
                 raise RuntimeError(
                     f"{self.path} was written by a newer version (schema {version} > {SCHEMA_VERSION})"
                 )
-            if version < SCHEMA_VERSION:  # new file: opening an existing one writes nothing
+            if version == 0:  # new file: opening an up-to-date one writes nothing
                 c.executescript(_SCHEMA)
                 c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            elif version < SCHEMA_VERSION:
+                self._migrate(version)
+
+    def _migrate(self, version: int) -> None:
+        """Bring an older file up to SCHEMA_VERSION, one version at a time, each step atomic."""
+        c = self._conn
+        assert c is not None
+        while version < SCHEMA_VERSION:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                for stmt in _MIGRATIONS[version].split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
+                c.execute(f"PRAGMA user_version={version + 1}")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+            version += 1
 
     # ------------------------------------------------------------------ plumbing
 
@@ -243,15 +321,45 @@ class Store:
 
     # ------------------------------------------------------------------ target responses
 
+    def credential_salt(self) -> bytes:
+        """This file's random salt for credential ids (made on first use, never leaves the file)."""
+        rows = self._execute("SELECT value FROM meta WHERE key='credential_salt'")
+        if rows:
+            return bytes.fromhex(rows[0][0])
+        self._transaction([("INSERT OR IGNORE INTO meta VALUES ('credential_salt', ?)", (os.urandom(16).hex(),))])
+        return bytes.fromhex(self._execute("SELECT value FROM meta WHERE key='credential_salt'")[0][0])
+
     def get_response(
-        self, target_id: str, request_key: str, method: str = "", method_version: str = ""
+        self, target_id: str, request_key: str, method: str = "", method_version: str = "", *,
+        cred_id: str = "", run_id: str = "",
     ) -> Completion | None:
-        """The stored successful answer to a request, or None if it was never answered."""
-        rows = self._execute(
-            "SELECT completion FROM responses WHERE target_id=? AND method=? AND method_version=? AND request_key=?",
-            (target_identity(target_id), method, method_version, request_key),
-        )
-        return Completion.from_json(json.loads(rows[0][0])) if rows else None
+        """The answer this run (and credential) received for a request, or None."""
+        found = self.find_response(target_id, request_key, method, method_version, cred_id=cred_id, run_id=run_id)
+        return None if found is None else found.completion
+
+    def find_response(
+        self, target_id: str, request_key: str, method: str = "", method_version: str = "", *,
+        cred_id: str = "", run_id: str | None = "", since: str | None = None,
+    ) -> "StoredAnswer | None":
+        """A stored answer with the time it was received.
+
+        ``run_id`` given: that run's answer only (resume). ``run_id=None``: the
+        newest answer of any run received at or after ``since`` (ISO time) --
+        the cross-audit reuse a freshness policy allows.
+        """
+        sql = ("SELECT completion, created, run_id FROM responses WHERE target_id=? AND cred_id=? AND method=?"
+               " AND method_version=? AND request_key=?")
+        params: list[Any] = [target_identity(target_id), cred_id, method, method_version, request_key]
+        if run_id is not None:
+            sql += " AND run_id=?"
+            params.append(run_id)
+        if since is not None:
+            sql += " AND created>=?"
+            params.append(since)
+        rows = self._execute(sql + " ORDER BY created DESC LIMIT 1", params)
+        if not rows:
+            return None
+        return StoredAnswer(Completion.from_json(json.loads(rows[0][0])), rows[0][1], rows[0][2])
 
     def put_response(
         self,
@@ -261,12 +369,22 @@ class Store:
         method: str = "",
         method_version: str = "",
         request: ChatRequest | None = None,
+        *,
+        cred_id: str = "",
+        run_id: str = "",
+        created: str | None = None,
     ) -> None:
-        """Store a successful answer (committed on return). A second put replaces the first."""
+        """Store a successful answer (committed on return). A second put replaces the first.
+
+        ``created`` is when it was received: now, unless an answer reused
+        from another run is copied into this one with its original time.
+        """
         self._transaction([(
-            "INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?)",
-            (target_identity(target_id), method, method_version, request_key,
-             None if request is None else _dumps(request.to_json()), _dumps(completion.to_json()), _now()),
+            "INSERT OR REPLACE INTO responses (target_id, cred_id, method, method_version, request_key, run_id,"
+            " request_json, completion, created) VALUES (?,?,?,?,?,?,?,?,?)",
+            (target_identity(target_id), cred_id, method, method_version, request_key, run_id,
+             None if request is None else _dumps(request.to_json()), _dumps(completion.to_json()),
+             created or _now()),
         )])
 
     def count_responses(self, target_id: str | None = None) -> int:
@@ -296,6 +414,7 @@ class Store:
         error: TargetError | str,
         method: str = "",
         method_version: str = "",
+        run_id: str = "",
     ) -> None:
         """Log a failed call. Never consulted by ``get_response``: a re-run retries it."""
         if isinstance(error, TargetError):
@@ -303,9 +422,9 @@ class Store:
         else:
             reason, message = "error", str(error)
         self._transaction([(
-            "INSERT INTO failures (target_id, method, method_version, request_key, reason, message, created)"
-            " VALUES (?,?,?,?,?,?,?)",
-            (target_identity(target_id), method, method_version, request_key, reason, message, _now()),
+            "INSERT INTO failures (target_id, method, method_version, request_key, reason, message, created, run_id)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            (target_identity(target_id), method, method_version, request_key, reason, message, _now(), run_id),
         )])
 
     def failures(self, target_id: str | None = None) -> list[dict[str, str]]:
@@ -438,12 +557,47 @@ class Store:
                                         None if o is None else Observation.from_json(o)))
         return RunRecord(info, docs, results)
 
-    def delete_run(self, run_id: str) -> None:
-        """Delete a run with its documents and results. Cached target responses stay:
-        they belong to the target, not to a run, and keep a repeat audit free."""
+    def delete_run(self, run_id: str) -> bool:
+        """Delete a run with its documents, results, and the target answers it received.
+
+        The answers hold the document texts (in the prompts), so they go too;
+        an answer another audit reused was copied into that audit and stays
+        there. Returns whether the file could be rewritten at once so that no
+        deleted text is left in it (see ``compact``).
+        """
         self._require_run(run_id)
         self._transaction([
             ("DELETE FROM results WHERE run_id=?", (run_id,)),
             ("DELETE FROM run_documents WHERE run_id=?", (run_id,)),
+            ("DELETE FROM responses WHERE run_id=?", (run_id,)),
+            ("DELETE FROM failures WHERE run_id=?", (run_id,)),
             ("DELETE FROM runs WHERE id=?", (run_id,)),
         ])
+        return self.compact()
+
+    def delete_all(self) -> bool:
+        """Delete every run, document, result, stored answer and failure; see ``delete_run``."""
+        self._transaction([(f"DELETE FROM {table}", ()) for table in
+                           ("results", "run_documents", "responses", "failures", "runs")])
+        return self.compact()
+
+    def compact(self) -> bool:
+        """Rewrite the file without free pages and empty the WAL, so deleted texts are gone from disk.
+
+        ``secure_delete`` already zeroes deleted rows in the pages written;
+        VACUUM rebuilds the file, and a TRUNCATE checkpoint empties the WAL,
+        which still holds earlier versions of the pages. Returns False when
+        another connection (an audit in another process) keeps a reader open:
+        the rows are deleted, and the next ``compact`` clears the file.
+        """
+        with self._lock:
+            if self._conn is None:
+                raise RuntimeError("the store is closed")
+            c = self._conn
+            try:
+                c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                c.execute("VACUUM")
+                busy, _, _ = c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.OperationalError:
+                return False
+            return busy == 0

@@ -90,7 +90,7 @@ def run_http(rag, reqs, model: str):
 
     from shadow.serve import serve_in_thread
 
-    url, stop = serve_in_thread(rag, api_key=None, model_name=model)
+    url, stop = serve_in_thread(rag, api_key=None, model_name=model, debug_retrieval=True)  # timings route
     rows, answers = [], []
     try:
         client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)

@@ -7,10 +7,11 @@ key is made of the corpus hash, the models, the shadow's parameters (top-k,
 defense, sizes, seed) and each method's name, version and configuration:
 
 * ``observations.json`` -- raw shadow probe results (the expensive part);
-* ``calibration.json`` -- thresholds, shadow score lists, validation AUC;
-* ``predictor/`` -- S-RAG's trained AutoGluon model.
+* ``calibration.json`` -- thresholds, shadow score lists, validation AUC.
 
-A second preparation with the same key loads them in seconds.
+A second preparation with the same key loads them in seconds; S-RAG's
+classifier is re-trained from the observations then (no pickle is ever read
+from the cache: ``_calibrate``).
 """
 from __future__ import annotations
 
@@ -219,19 +220,22 @@ def _probe(method, docs, rag, cfg: ShadowConfig, tick) -> list[Observation]:
 
 
 def _calibrate(method, mem, non, folder: Path) -> Calibration:
-    """Calibrate, reusing a persisted S-RAG predictor when one exists."""
-    cal_file = folder / "calibration.json"
-    pred_dir = folder / "predictor"
-    if method.name == "srag":
-        from audit_core.methods.srag import load_predictor
+    """Calibrate on the shadow's observations and write calibration.json (data only).
 
-        if cal_file.exists() and (pred_dir / "predictor.pkl").exists():
-            cal = Calibration(**json.loads(cal_file.read_text()))
-            cal.model = load_predictor(pred_dir)
-            return cal
-        if pred_dir.exists():
-            shutil.rmtree(pred_dir)
-        method.config.model_dir = str(pred_dir)
+    S-RAG's classifier is trained again from the cached observations on every
+    load (seconds: RELIABILITY.md "Security") and kept in memory only.
+    Loading a trained predictor from the cache would mean unpickling files
+    that whoever can write to the cache directory could replace, i.e. running
+    their code; an old ``predictor/`` folder left by earlier versions is
+    removed unread.
+    """
+    cal_file = folder / "calibration.json"
+    if method.name == "srag":
+        legacy = folder / "predictor"
+        if legacy.is_symlink() or legacy.is_file():
+            legacy.unlink()
+        elif legacy.exists():
+            shutil.rmtree(legacy)
     cal = method.prepare(mem, non)
     tmp = cal_file.with_suffix(".tmp")
     tmp.write_text(json.dumps(cal.to_json(), default=str))

@@ -2,8 +2,11 @@
 
     python -m shadow.serve --corpus kb.jsonl [--model smollm2-135m-instruct]
         [--defense prompt_modification|paraphrase|mirabel] [--port 8000]
-        [--host 127.0.0.1] [--api-key KEY | env RPA_SERVE_API_KEY] [--top-k 4]
-        [--no-prefix-cache]
+        [--host 127.0.0.1] [--top-k 4] [--no-prefix-cache] [--debug-retrieval]
+
+The API key(s) come from the environment variable RPA_SERVE_API_KEY only
+(several clients: comma-separated), never from the command line, where any
+user of the machine could read them in ``ps``.
 
 Endpoints (OpenAI's request/response JSON):
 
@@ -15,11 +18,13 @@ Endpoints (OpenAI's request/response JSON):
 * vendor extension for the benchmark only: every chat.completion carries
   ``"rpa_retrieval": {"doc_ids", "distances", "retrieval_query", "defense",
   "defense_acted", "detail"}`` (what the system retrieved: document ids,
-  squared L2 distances, whether a defense acted), and
-  ``GET /v1/rpa/last_retrieval`` returns the same record for the last request
-  with where its time went (retrieval / prefill / generation). A real target
-  has neither; the auditor never relies on them. ``--hide-retrieval`` (or
-  ``expose_retrieval=False``) removes both.
+  squared L2 distances, whether a defense acted), and, with
+  ``--debug-retrieval`` only, ``GET /v1/rpa/last_retrieval`` returns the same
+  record for the last request *of the same client* (the same key; without
+  keys, the same address) with where its time went (retrieval / prefill /
+  generation): one client never sees what another asked. A real target has
+  neither; the auditor never relies on them. ``--hide-retrieval`` (or
+  ``expose_retrieval=False``) removes the field.
 
 Errors always come as ``{"error": {"message", "type", "param", "code"}}`` with
 OpenAI's status codes: 401 bad or missing key, 404 unknown model
@@ -30,6 +35,7 @@ The API key is compared in constant time and never logged or echoed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import hmac
 import json
 import logging
@@ -39,7 +45,8 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -52,6 +59,8 @@ from shadow.rag import RagConfig, RagSystem
 log = logging.getLogger("shadow.serve")
 
 API_KEY_ENV = "RPA_SERVE_API_KEY"
+#: clients whose last request /v1/rpa/last_retrieval remembers (--debug-retrieval)
+_MAX_DEBUG_CLIENTS = 256
 
 
 @dataclass
@@ -206,30 +215,41 @@ def completion_json(comp: Completion, model: str, cached_tokens: int) -> dict:
 # --------------------------------------------------------------------------- the app
 
 
-def create_app(rag: RagSystem, api_key: str | None, model_name: str | None = None,
-               limits: ServeLimits | None = None, expose_retrieval: bool = True) -> FastAPI:
+def create_app(rag: RagSystem, api_key: str | Sequence[str] | None, model_name: str | None = None,
+               limits: ServeLimits | None = None, expose_retrieval: bool = True,
+               debug_retrieval: bool = False) -> FastAPI:
     """The FastAPI application serving ``rag`` under the model id ``model_name``.
 
     ``api_key`` None or empty: no authentication (loopback use); otherwise every
-    /v1 route needs ``Authorization: Bearer <api_key>``.
+    /v1 route needs ``Authorization: Bearer <key>`` with one of the keys (a
+    list: one per client). ``debug_retrieval`` turns on
+    ``/v1/rpa/last_retrieval``, which answers each client (key, or address
+    without keys) with its own last request only.
     """
     model_name = model_name or rag.config.generator
     limits = limits or ServeLimits()
     app = FastAPI(title="RAG Provenance Auditor reference target", docs_url=None, redoc_url=None, openapi_url=None)
     gate = threading.Lock()  # one request at a time through the model
-    state: dict[str, Any] = {"retrieval": None, "timings": None, "request_id": None}
+    #: client id -> its last request's retrieval record (the most recent clients only)
+    last_by_client: OrderedDict[str, dict[str, Any]] = OrderedDict()
     created = int(time.time())
-    expected = f"Bearer {api_key}".encode() if api_key else None
+    keys = [api_key] if isinstance(api_key, str) else list(api_key or [])
+    expected = [f"Bearer {k}".encode() for k in keys if k]
 
-    def check_auth(request: Request) -> None:
-        if expected is None:
-            return
+    def check_auth(request: Request) -> str:
+        """Refuse a request without a valid key; return the client's id (a hash, never the key)."""
+        if not expected:
+            return "address:" + (request.client.host if request.client else "unknown")
         header = request.headers.get("authorization")
         if not header:
             raise ApiError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
                            code="invalid_api_key")
-        if not hmac.compare_digest(header.encode(), expected):
+        given = header.encode()
+        # every key is compared, each in constant time, so timing does not tell which one matched
+        matched = [hmac.compare_digest(given, e) for e in expected]
+        if not any(matched):
             raise ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
+        return "key:" + hashlib.sha256(given).hexdigest()[:16]
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -271,7 +291,7 @@ def create_app(rag: RagSystem, api_key: str | None, model_name: str | None = Non
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> JSONResponse:
         t0 = time.perf_counter()
-        check_auth(request)
+        client = check_auth(request)
         model, req = parse_chat_request(await read_body(request), limits)
         if model != model_name:
             raise ApiError(404, f"The model '{model}' does not exist or you do not have access to it.",
@@ -285,7 +305,11 @@ def create_app(rag: RagSystem, api_key: str | None, model_name: str | None = Non
         body = completion_json(comp, model_name, timings["cached_tokens"])
         if expose_retrieval and rec is not None:
             body["rpa_retrieval"] = {k: v for k, v in rec.items() if k != "query"}
-        state.update(retrieval=rec, timings=timings, request_id=body["id"])
+        if debug_retrieval:
+            last_by_client[client] = {"retrieval": rec, "timings": timings, "request_id": body["id"]}
+            last_by_client.move_to_end(client)
+            while len(last_by_client) > _MAX_DEBUG_CLIENTS:
+                last_by_client.popitem(last=False)
         log.info("chat.completions %s prompt=%d completion=%d cached=%d in %.3fs", body["id"],
                  comp.usage.prompt_tokens, comp.usage.completion_tokens, timings["cached_tokens"],
                  time.perf_counter() - t0)
@@ -308,10 +332,12 @@ def create_app(rag: RagSystem, api_key: str | None, model_name: str | None = Non
 
     @app.get("/v1/rpa/last_retrieval")
     async def last_retrieval(request: Request) -> JSONResponse:
-        check_auth(request)
-        if not expose_retrieval:
-            raise ApiError(404, "Not Found", code="not_found")
-        return JSONResponse({"object": "rpa.last_retrieval", **state})
+        client = check_auth(request)
+        if not debug_retrieval:
+            raise ApiError(404, "Not Found (the server serves this route with --debug-retrieval only)",
+                           code="not_found")
+        mine = last_by_client.get(client) or {"retrieval": None, "timings": None, "request_id": None}
+        return JSONResponse({"object": "rpa.last_retrieval", **mine})
 
     return app
 
@@ -321,7 +347,8 @@ def create_app(rag: RagSystem, api_key: str | None, model_name: str | None = Non
 
 def serve_in_thread(rag: RagSystem, api_key: str | None = None, model_name: str | None = None,
                     host: str = "127.0.0.1", port: int = 0, limits: ServeLimits | None = None,
-                    timeout_s: float = 30.0, expose_retrieval: bool = True) -> tuple[str, Callable[[], None]]:
+                    timeout_s: float = 30.0, expose_retrieval: bool = True,
+                    debug_retrieval: bool = False) -> tuple[str, Callable[[], None]]:
     """Serve ``rag`` from a background thread; returns (base URL ending in /v1, stop function).
 
     ``port=0`` picks a free port: the socket is bound here, so the URL is known
@@ -333,7 +360,7 @@ def serve_in_thread(rag: RagSystem, api_key: str | None = None, model_name: str 
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     port = sock.getsockname()[1]
-    app = create_app(rag, api_key, model_name, limits, expose_retrieval)
+    app = create_app(rag, api_key, model_name, limits, expose_retrieval, debug_retrieval)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"rpa-serve-{port}", daemon=True)
     thread.start()
@@ -361,15 +388,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--defense", choices=["prompt_modification", "paraphrase", "mirabel"], default=None)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--api-key", default=None, help=f"bearer key clients must send (prefer the {API_KEY_ENV} env var)")
     p.add_argument("--top-k", type=int, default=RagConfig.top_k)
     p.add_argument("--no-prefix-cache", action="store_true", help="run every prompt from scratch (benchmark)")
     p.add_argument("--hide-retrieval", action="store_true",
                    help="omit the rpa_retrieval vendor field and endpoint (as a real target would)")
     p.add_argument("--persist-dir", default=None, help="chromadb directory (default: the project cache)")
+    p.add_argument("--debug-retrieval", action="store_true",
+                   help="serve GET /v1/rpa/last_retrieval (each client sees its own last request only)")
+    p.epilog = (f"API keys: set {API_KEY_ENV} (comma-separated for several clients). There is no command-line "
+                "option for them: other users of the machine can read command lines.")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    key = a.api_key or os.environ.get(API_KEY_ENV) or None
+    key = [k.strip() for k in os.environ.get(API_KEY_ENV, "").split(",") if k.strip()] or None
     if key is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving on %s without an API key: anyone who can reach it can query it", a.host)
     config = RagConfig(generator=a.model, top_k=a.top_k, defense=a.defense, persist_dir=a.persist_dir,
@@ -382,7 +412,7 @@ def main(argv: list[str] | None = None) -> None:
              "off" if a.no_prefix_cache else "on")
     import uvicorn
 
-    app = create_app(rag, key, name, expose_retrieval=not a.hide_retrieval)
+    app = create_app(rag, key, name, expose_retrieval=not a.hide_retrieval, debug_retrieval=a.debug_retrieval)
     uvicorn.run(app, host=a.host, port=a.port, log_level="info", access_log=False)
 
 

@@ -17,12 +17,22 @@ no money, so a kill there loses compute only.
 
 Failures are never cached (see ``audit_core.store``); they are logged in the
 store's ``failures`` table and returned / raised as usual, so a re-run retries.
+
+Freshness: a target's knowledge base changes (a takedown request is the point
+of an audit), so an old answer must not pass as a fresh one. Answers are
+stored under the run that received them and the credential they were sent
+with; by default an audit reuses only its own answers (``run_id``: resuming
+an interrupted audit sends only what was never answered). ``reuse_days=N``
+also reuses another audit's answers received in the last N days, copied into
+this run with their original time. ``freshness()`` says how many answers were
+reused and from when; it goes into the audit's JSON and PDF.
 """
 from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
 
 from audit_core.store import Store, target_identity
@@ -36,6 +46,10 @@ class CacheStats:
     cache_hits: int = 0
     sent: int = 0
     failures: int = 0
+    #: stored answers used instead of sending (an answer reused for duplicates counts once)
+    reused: int = 0
+    oldest_reused: str | None = None
+    newest_reused: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, hits: int = 0, sent: int = 0, failures: int = 0) -> None:
@@ -44,15 +58,28 @@ class CacheStats:
             self.sent += sent
             self.failures += failures
 
+    def note_reused(self, received: str) -> None:
+        with self._lock:
+            self.reused += 1
+            self.oldest_reused = received if self.oldest_reused is None else min(self.oldest_reused, received)
+            self.newest_reused = received if self.newest_reused is None else max(self.newest_reused, received)
+
 
 class CachingTarget(Target):
     """Wrap ``inner`` so that answered requests are served from ``store``.
 
-    Answers are keyed by (target identity, method, method version, request
-    key); ``for_method`` gives a view with another method scope over the same
-    inner target, store and counters. The identity is the inner target's
-    ``name`` (base URL + model) with URL credentials stripped; nothing else of
-    the inner object (an API key in particular) is ever read or stored.
+    Answers are keyed by (target identity, credential id, method, method
+    version, request key, run id); ``for_method`` gives a view with another
+    method scope over the same inner target, store, run and counters. The
+    identity is the inner target's ``name`` (base URL + model) with URL
+    credentials stripped; the credential id is the inner target's
+    ``credential_id(salt)`` (an HMAC of its key, "" without one), so the key
+    itself is never read here nor stored.
+
+    ``run_id`` is the resume scope: the audit whose answers are reused.
+    Library callers that pass none share the anonymous scope ""; the app and
+    the CLI always pass their run's id. ``reuse_days`` (None: never) also
+    reuses answers other runs received within that many days.
 
     ``account`` is the inner target's account: it counts what was really sent
     and paid, whereas ``cache_hits`` / ``sent`` count this wrapper's traffic.
@@ -66,9 +93,21 @@ class CachingTarget(Target):
         method_version: str = "",
         stats: CacheStats | None = None,
         identity: str | None = None,
+        *,
+        run_id: str = "",
+        reuse_days: int | None = None,
+        cred_id: str | None = None,
     ) -> None:
+        if reuse_days is not None and reuse_days < 0:
+            raise ValueError("reuse_days must be 0 or more (None: reuse only this audit's own answers)")
         self.inner = inner
         self.store = store
+        self.run_id = run_id
+        self.reuse_days = reuse_days
+        if cred_id is None:
+            credential_id = getattr(inner, "credential_id", None)
+            cred_id = credential_id(store.credential_salt()) if callable(credential_id) else ""
+        self.cred_id = cred_id
         #: what answers are stored under; default: the inner target's name. A
         #: target whose address changes between runs for the same system (the
         #: benchmark's reference server takes a free port) passes a stable one.
@@ -101,19 +140,41 @@ class CachingTarget(Target):
 
     def for_method(self, method: str, version: str = "") -> "CachingTarget":
         """A view that stores answers under another method scope, sharing counters."""
-        return CachingTarget(self.inner, self.store, method, version, self.stats, self.identity)
+        return CachingTarget(self.inner, self.store, method, version, self.stats, self.identity,
+                             run_id=self.run_id, reuse_days=self.reuse_days, cred_id=self.cred_id)
+
+    def freshness(self) -> dict:
+        """How many stored answers this audit used and when they were received (AuditResult.freshness)."""
+        s = self.stats
+        return {"policy_days": self.reuse_days, "reused": s.reused, "sent": s.sent,
+                "oldest_reused": s.oldest_reused, "newest_reused": s.newest_reused}
 
     # ------------------------------------------------------------------ store access
 
     def _lookup(self, request: ChatRequest) -> Completion | None:
-        return self.store.get_response(self.target_id, request.key(), self.method, self.method_version)
+        key = request.key()
+        found = self.store.find_response(self.target_id, key, self.method, self.method_version,
+                                         cred_id=self.cred_id, run_id=self.run_id)
+        if found is None and self.reuse_days is not None:
+            since = (datetime.now(timezone.utc) - timedelta(days=self.reuse_days)).isoformat(timespec="microseconds")
+            found = self.store.find_response(self.target_id, key, self.method, self.method_version,
+                                             cred_id=self.cred_id, run_id=None, since=since)
+            if found is not None:  # this run's own copy, with the time it was first received
+                self.store.put_response(self.target_id, key, found.completion, self.method, self.method_version,
+                                        request, cred_id=self.cred_id, run_id=self.run_id, created=found.created)
+        if found is None:
+            return None
+        self.stats.note_reused(found.created)
+        return found.completion
 
     def _record(self, request: ChatRequest, outcome: Completion | TargetError) -> None:
         if isinstance(outcome, TargetError):
-            self.store.record_failure(self.target_id, request.key(), outcome, self.method, self.method_version)
+            self.store.record_failure(self.target_id, request.key(), outcome, self.method, self.method_version,
+                                      run_id=self.run_id)
             self.stats.add(failures=1)
         else:
-            self.store.put_response(self.target_id, request.key(), outcome, self.method, self.method_version, request)
+            self.store.put_response(self.target_id, request.key(), outcome, self.method, self.method_version,
+                                    request, cred_id=self.cred_id, run_id=self.run_id)
 
     def _send_one(self, request: ChatRequest) -> Completion | TargetError:
         """Send one request to the inner target and store its outcome before returning."""

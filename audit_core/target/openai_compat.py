@@ -14,11 +14,13 @@ reprs, logs and the stored raw responses).
 from __future__ import annotations
 
 import email.utils
+import hashlib
+import hmac
 import json
 import logging
 import math
-import os
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -52,6 +54,11 @@ T = TypeVar("T")
 
 #: how much of a server's error text is quoted in our messages
 _MAX_QUOTED_CHARS = 300
+#: a query string (it may hold a token) is not quoted from a redirect's Location
+_URL_QUERY_RE = re.compile(r"\?.*$")
+
+#: what the openai client is given when there is no key (it refuses none); never sent, see _no_auth
+_NO_KEY_PLACEHOLDER = "no-key"
 
 _CONTEXT_WORDING = ("context length", "context_length", "maximum context", "context window",
                     "too many tokens", "prompt is too long", "maximum number of tokens")
@@ -157,9 +164,14 @@ class _Attempt:
 class OpenAITarget(Target):
     """A chat model behind an OpenAI-compatible HTTP API, as an audit target.
 
-    ``base_url`` is the API root (it usually ends in ``/v1``). The key comes
-    from ``api_key``, else from the ``OPENAI_API_KEY`` environment variable; a
-    local server that needs none still takes a placeholder such as "none".
+    ``base_url`` is the API root (it usually ends in ``/v1``). The key is
+    ``api_key`` and nothing else: None or "" means requests go without an
+    Authorization header (a local server that needs no key). The connector
+    never reads ``OPENAI_API_KEY`` by itself, because the base URL may be one
+    a visitor typed; whoever reads an environment variable does so for the
+    host the user named (the app's checkbox, the CLI's ``--api-key-env``).
+    Redirects are not followed: a 3xx is reported, so neither the key nor the
+    documents go to a host the user did not name.
     """
 
     def __init__(
@@ -187,19 +199,21 @@ class OpenAITarget(Target):
             raise ValueError("timeout_s must be positive")
         self.base_url = base_url.rstrip("/")
         self.model = model
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if not key:
-            raise AuthenticationFailed(
-                f"no API key for {self.base_url}: pass one, or set the OPENAI_API_KEY environment variable "
-                "(a local server that needs no key accepts any placeholder, such as 'none')")
+        key = api_key or ""
         self._key = _Secret(key)
+        #: sent with every request when there is no key: the openai client insists on a key,
+        #: so it gets a placeholder and the header it would build from it is removed
+        self._no_auth = None if key else {"Authorization": openai.Omit()}
         self.timeout_s = float(timeout_s)
         self.max_concurrency = int(max_concurrency)
         self.retry = RetryPolicy(max_retries=max_retries, backoff_base_s=backoff_base_s,
                                  backoff_cap_s=backoff_cap_s, max_total_wait_s=max_total_wait_s,
                                  bad_response_retries=bad_response_retries)
         # The client's retries are off: ours count every attempt and share rate-limit waits.
-        self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
+        # Redirects are not followed (see the class docstring); a 3xx becomes a RequestRejected naming it.
+        self._client = openai.OpenAI(base_url=self.base_url, api_key=key or _NO_KEY_PLACEHOLDER,
+                                     timeout=self.timeout_s, max_retries=0,
+                                     http_client=openai.DefaultHttpxClient(follow_redirects=False))
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._rng = random.Random()
         self._rng_lock = threading.Lock()
@@ -216,6 +230,16 @@ class OpenAITarget(Target):
         return (f"OpenAITarget(base_url={self.base_url!r}, model={self.model!r}, timeout_s={self.timeout_s}, "
                 f"max_concurrency={self.max_concurrency}, retry={self.retry!r})")
 
+    def credential_id(self, salt: bytes) -> str:
+        """Who the answers were given to, without the key: HMAC-SHA256(salt, key), "" with no key.
+
+        The store keys answers by it so that two tenants behind one URL never
+        share answers; the salt is the store's own, so the value means nothing
+        outside that file.
+        """
+        key = self._key.reveal()
+        return hmac.new(salt, key.encode("utf-8"), hashlib.sha256).hexdigest()[:32] if key else ""
+
     # ------------------------------------------------------------------ public API
 
     def complete(self, request: ChatRequest) -> Completion:
@@ -227,7 +251,8 @@ class OpenAITarget(Target):
         params = self._params(request)
         try:
             comp, retries = self._with_retries(
-                lambda: self._decode(self._client.chat.completions.with_raw_response.create(**params)),
+                lambda: self._decode(self._client.chat.completions.with_raw_response.create(
+                    **params, extra_headers=self._no_auth)),
                 parse=self._to_completion)
         except TargetError as exc:
             self.account.record(failed=True, retries=getattr(exc, "retries", 0))
@@ -243,7 +268,7 @@ class OpenAITarget(Target):
 
     def list_models(self) -> list[str]:
         """The model ids the endpoint lists at GET /models (not every server has this route)."""
-        ids, _ = self._with_retries(lambda: self._decode(self._client.models.with_raw_response.list()),
+        ids, _ = self._with_retries(lambda: self._decode(self._client.models.with_raw_response.list(extra_headers=self._no_auth)),
                                     parse=self._to_model_ids)
         return ids
 
@@ -452,8 +477,17 @@ class OpenAITarget(Target):
         quote = f": {said}" if said else ""
         retry_after = parse_retry_after(exc.response.headers)
         if status in (401, 403):
+            if not self._key.reveal():
+                return _Attempt(AuthenticationFailed(self._scrub(
+                    f"{url} asks for an API key (HTTP {status}) and none was given{quote}")), retryable=False)
             return _Attempt(AuthenticationFailed(self._scrub(
                 f"the API key was rejected by {url} (HTTP {status}){quote}")), retryable=False)
+        if 300 <= status < 400:
+            where = exc.response.headers.get("location") or "another address"
+            return _Attempt(RequestRejected(self._scrub(
+                f"{url} redirects requests (HTTP {status}) to {_URL_QUERY_RE.sub('', where)}; redirects are not "
+                "followed, so that neither your key nor your documents go to a host you did not name. If you "
+                "trust that address, enter it as the base URL.")), retryable=False)
         if status == 429:
             return _Attempt(RateLimited(self._scrub(f"{url} is rate-limiting requests (HTTP 429){quote}")),
                             retryable=True, retry_after=retry_after)

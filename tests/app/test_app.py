@@ -110,13 +110,15 @@ def test_unreachable_endpoint_is_reported_and_the_key_never_shown(app):
     assert SECRET not in shown
 
 
-def test_missing_key_is_a_plain_error(app):
+def test_unreachable_url_without_a_key_is_reported_unreachable(app):
+    """Issue 20 point 7: it used to say the key was missing (authentication failed)."""
     app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
     app.text_input(key="base_url").input("http://127.0.0.1:9/v1")
     app.text_input(key="model").input("some-model").run()
     app.button(key="check_connection").click().run()
     assert not app.exception
-    assert "no API key" in " ".join(e.value for e in app.error)
+    errors = " ".join(e.value for e in app.error)
+    assert "cannot connect to http://127.0.0.1:9/v1" in errors and "key" not in errors.lower()
 
 
 def _saved_audit(db_path) -> str:

@@ -196,12 +196,13 @@ def test_wrong_key_is_authentication_failed_and_not_retried(server):
     assert len(server.requests) == 1 and t.account.failures == 1
 
 
-def test_missing_key_is_a_clear_error(server, monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(AuthenticationFailed, match="OPENAI_API_KEY"):
-        OpenAITarget(server.base_url, "fake-model")
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    assert OpenAITarget(server.base_url, "fake-model").complete(ask()).text == "Hello there world"
+def test_no_key_sends_no_authorization_and_never_reads_the_environment(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)  # the operator's key is in the environment...
+    t = OpenAITarget(server.base_url, "fake-model", **FAST)
+    with pytest.raises(AuthenticationFailed, match="asks for an API key .* and none was given"):
+        t.complete(ask())
+    assert [r["has_auth"] for r in server.requests] == [False]  # ...and was not sent
+    assert OpenAITarget(server.base_url, "fake-model", KEY).complete(ask()).text == "Hello there world"
 
 
 def test_unknown_model(server):

@@ -13,6 +13,7 @@ from shadow.rag import RagConfig, RagSystem
 from shadow.serve import ServeLimits, serve_in_thread
 
 KEY = "sk-test-loopback-0123456789"
+OTHER_KEY = "sk-test-another-client-987"
 MODEL = "smollm2-135m-instruct"
 
 TEXTS = [
@@ -36,7 +37,8 @@ def rag(tmp_path_factory, smollm) -> RagSystem:
 
 @pytest.fixture(scope="module")
 def server(rag):
-    url, stop = serve_in_thread(rag, api_key=KEY, model_name=MODEL, limits=ServeLimits(max_body_bytes=20_000))
+    url, stop = serve_in_thread(rag, api_key=[KEY, OTHER_KEY], model_name=MODEL, limits=ServeLimits(max_body_bytes=20_000),
+                                debug_retrieval=True)
     yield url
     stop()
 
@@ -65,6 +67,22 @@ def test_openai_client_gets_logprobs_identical_to_the_in_process_system(server, 
     assert last["timings"]["prefill_s"] > 0
     assert resp.model_extra["rpa_retrieval"]["doc_ids"] == last["retrieval"]["doc_ids"]
     assert [m.id for m in client.models.list().data] == [MODEL]
+    # another client (another key) never sees what this one asked
+    other = httpx.get(server + "/rpa/last_retrieval", headers={"Authorization": f"Bearer {OTHER_KEY}"}).json()
+    assert other["retrieval"] is None and other["request_id"] is None
+
+
+def test_the_retrieval_route_is_off_unless_asked_for_and_keys_come_from_the_environment(rag, monkeypatch):
+    url, stop = serve_in_thread(rag, api_key=KEY, model_name=MODEL)
+    try:
+        r = httpx.get(url + "/rpa/last_retrieval", headers={"Authorization": f"Bearer {KEY}"})
+        assert r.status_code == 404 and "--debug-retrieval" in r.json()["error"]["message"]
+    finally:
+        stop()
+    from shadow import serve
+
+    with pytest.raises(SystemExit):  # no --api-key option: a key on the command line is visible in ps
+        serve.main(["--corpus", "x.jsonl", "--api-key", KEY])
 
 
 def test_wrong_or_missing_key_is_401_in_openai_shape(server):
