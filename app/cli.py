@@ -38,17 +38,27 @@ from audit_core.methods import METHODS  # noqa: E402
 
 
 def _progress_bar():
-    """A progress(stage, done, total) callback drawing one tqdm bar per stage."""
+    """A progress(stage, done, total) callback drawing one tqdm bar per stage.
+
+    Done / total and the time left come from ``audit_core.progress`` (the
+    app's bars use the same), measured from each stage's first report.
+    """
     from tqdm import tqdm
 
+    from audit_core.progress import ProgressClock
+
+    clock = ProgressClock()
     bars: dict[str, tqdm] = {}
 
     def progress(stage: str, done: int, total: int) -> None:
+        clock.update(stage, done, total)
         bar = bars.get(stage)
         if bar is None:
-            bar = bars[stage] = tqdm(total=total, desc=stage, unit="doc", file=sys.stderr, leave=True)
+            bar = bars[stage] = tqdm(total=total, desc=stage, file=sys.stderr, leave=True)
         bar.total = total
         bar.n = done
+        # done / total and time left from audit_core.progress, not tqdm's own rate
+        bar.bar_format = "{desc}: {percentage:3.0f}%|{bar:20}| " + clock.describe(stage).replace("{", "{{").replace("}", "}}")
         bar.refresh()
         if done >= total:
             bar.close()
@@ -179,7 +189,13 @@ def _audit_config(args):
 
     params.setdefault("mba", {})["elicitation"] = (
         args.mba_elicitation or mba_elicitation_for(getattr(args, "target", None) == "demo"))
-    return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params, fpr=args.fpr)
+    insist = [m for m in (getattr(args, "run_without_signal", None) or "").split(",") if m]
+    unknown = [m for m in insist if m not in METHODS]
+    if unknown:  # cmd_audit reports it as a plain 'error: ...'
+        raise ValueError(f"unknown method(s) in --run-without-signal: {', '.join(unknown)}; "
+                         f"choose from {', '.join(METHODS)}")
+    return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params, run_without_signal=insist,
+                       fpr=args.fpr)
 
 
 def _print_collection(collection: dict) -> None:
@@ -254,18 +270,18 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
     store = run_id = None
     try:
         target = _target(args)
-        if args.target != "demo":
-            from audit_core import history
-            from audit_core.store import Store
-            from audit_core.target.caching import CachingTarget
+        from audit_core import history
+        from audit_core.store import Store
+        from audit_core.target.caching import CachingTarget
 
-            store = Store(_store_path(args))
-            run_id, resumed = history.resume_or_start_run(store, docs, target.name, config_dict(cfg))
-            if resumed:
-                print(f"resuming the unfinished audit {run_id[:8]}: its answers are not sent again",
-                      file=sys.stderr)
-            target = CachingTarget(target, store, run_id=run_id, reuse_days=getattr(args, "reuse_days", None))
-        on_result = None if run_id is None else history.result_recorder(store, run_id)
+        # every answer is stored as it arrives, the demo's too; the same audit run again after a
+        # cancel, failure or kill resumes its run and sends only what was never answered
+        store = Store(_store_path(args))
+        run_id, resumed = history.resume_or_start_run(store, docs, target.name, config_dict(cfg))
+        if resumed:
+            print(f"resuming the unfinished audit {run_id[:8]}: its answers are not sent again", file=sys.stderr)
+        target = CachingTarget(target, store, run_id=run_id, reuse_days=getattr(args, "reuse_days", None))
+        on_result = history.result_recorder(store, run_id)
         result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result,
                            controls=controls)
     except (TargetError, ModelNotAvailableError, ValueError) as exc:
@@ -279,6 +295,10 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
         history.save_audit(store, run_id, result.to_json())
     for name, why in result.not_run.items():
         print(f"note: {name} not run: {why}", file=sys.stderr)
+    for name, why in result.no_signal.items():
+        sent = "its queries were sent (--run-without-signal) but it does not vote" if name in cfg.run_without_signal \
+            else "none of its queries were sent (--run-without-signal to send them anyway)"
+        print(f"note: {name}: {why}; {sent}", file=sys.stderr)
     _print_collection(result.collection)
     _print_power(result.to_json()["method_power"], cfg.fpr)
     for v in result.verdicts:
@@ -308,9 +328,31 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
 
         Path(args.out).write_bytes(results_json(result.to_json()))
         print(f"results written to {args.out}", file=sys.stderr)
+    if args.report_dir:
+        for path in _write_report(result.to_json(), Path(args.report_dir), redact=not args.no_redact):
+            print(f"report written: {path}", file=sys.stderr)
     if store is not None:
         store.close()
     return 3 if result.failures.get("stopped") else 0
+
+
+def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
+    """The PDF, JSON and CSV exports the app offers, named ``audit-<date>-<target>.<ext>``.
+
+    Meant to be shared, so texts are redacted (hash and first words) unless
+    --no-redact; the PDF records the SHA-256 of the JSON written beside it.
+    """
+    from audit_core import report
+
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {"pdf": report.pdf_report(result, redact=redact), "json": report.results_json(result, redact=redact),
+             "csv": report.results_csv(result).encode("utf-8")}
+    paths = []
+    for ext, data in files.items():
+        path = folder / report.export_name(result, ext)
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
 
 
 def cmd_prepare(args) -> int:
@@ -319,8 +361,9 @@ def cmd_prepare(args) -> int:
     from audit_core.target.base import Capabilities
 
     cfg = _audit_config(args)
-    methods, _ = select_methods(cfg, Capabilities(True, True, 20))
-    prep = prepare_shadow(methods, cfg.shadow, progress=_progress_bar(), force=args.force)
+    bar = _progress_bar()
+    methods, _ = select_methods(cfg, Capabilities(True, True, 20), bar)
+    prep = prepare_shadow(methods, cfg.shadow, progress=bar, force=args.force)
     for name, cal in prep.calibrations.items():
         src = "cache" if prep.from_cache[name] else "fresh"
         auc = "n/a" if cal.shadow_auc is None else f"{cal.shadow_auc:.3f}"
@@ -396,7 +439,11 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--text-column")
     a.add_argument("--id-column")
     a.add_argument("--evidence", action="store_true", help="print the evidence under each verdict")
-    a.add_argument("--out", help="write the full results as JSON")
+    a.add_argument("--out", help="write the full results as JSON (unredacted, for yourself)")
+    a.add_argument("--report-dir", help="write the PDF report, JSON and CSV to share, named audit-<date>-<target>.*")
+    a.add_argument("--no-redact", action="store_true",
+                   help="keep document texts in the --report-dir exports (by default they are redacted to a "
+                        "SHA-256 and the first words)")
     a.add_argument("--store", help="SQLite store of answers and runs (default: $RPA_AUDIT_DB or "
                                    "RPA_CACHE_DIR/audits.sqlite, the app's)")
     a.add_argument("--estimate-only", action="store_true", help="print the estimated cost and stop")
@@ -405,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(or mark such rows with a 'control' column in --docs)")
     a.add_argument("--generate-controls", action="store_true",
                    help="without controls: rewrite your documents with a local model as (weaker) controls")
+    a.add_argument("--run-without-signal", metavar="METHODS",
+                   help="send these methods' queries even when their shadow shows no signal (they still do not "
+                        "vote); by default such a method sends nothing")
     a.add_argument("--reuse-days", type=_days, default=None, metavar="N",
                    help="also reuse answers other audits of this target (same key) received within the last N "
                         "days; default: none, every audit asks again (an interrupted audit run again still "
@@ -428,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     ca.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])
     ca.add_argument("--evidence", action="store_true")
     ca.add_argument("--out")
+    ca.add_argument("--report-dir", help="write the shareable PDF/JSON/CSV here")
+    ca.add_argument("--no-redact", action="store_true")
     ca.add_argument("--store")
     ca.add_argument("--estimate-only", action="store_true")
     common(ca)

@@ -8,14 +8,25 @@ new script run only sets ``cancel``; ``run_audit`` finishes the document in
 progress, returns every result answered so far (marked cancelled), and the
 thread saves it. The script polls the job object for progress; the thread
 never calls Streamlit.
+
+Why a registry (``job_registry``, shared by every session of the app): a
+page reload starts a new Streamlit session, which has lost its session
+state; the audit thread goes on. The registry lets the new session find the
+running audit by its run id and re-attach to it (progress, Cancel, results
+as they come).
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+import streamlit as st
+
+from audit_core.progress import ProgressClock
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +41,26 @@ class AuditJob:
     #: (doc_id, method) pairs answered so far
     answered: list[tuple[str, str]] = field(default_factory=list)
     result: dict[str, Any] | None = None
+    #: the audit dict so far, updated after each document (results as they come)
+    partial: dict[str, Any] | None = None
+    #: methods the audit will not query because their shadow shows no signal (method -> why)
+    no_signal: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    clock: ProgressClock = field(default_factory=ProgressClock)
     started: float = field(default_factory=time.time)
+    #: tells this job from an earlier one of the same run (a resumed audit keeps its run id)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
     thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def progress(self, stage: str, done: int, total: int) -> None:
         with self._lock:
             self.stages[stage] = (done, total)
+        self.clock.update(stage, done, total)
+
+    def note_partial(self, result: dict[str, Any]) -> None:
+        with self._lock:
+            self.partial = result
 
     def note_result(self, doc_id: str, method: str) -> None:
         with self._lock:
@@ -52,18 +75,51 @@ class AuditJob:
         return self.thread is not None and self.thread.is_alive()
 
 
+class JobRegistry:
+    """Audit jobs of this app process by run id (running ones, and finished ones until replaced)."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, AuditJob] = {}
+        self._lock = threading.Lock()
+
+    def add(self, job: AuditJob) -> None:
+        with self._lock:
+            # keep running jobs and the last finished one (a reload right after the end still shows it)
+            self._jobs = {k: j for k, j in self._jobs.items() if j.running}
+            self._jobs[job.run_id] = job
+
+    def get(self, run_id: str | None) -> AuditJob | None:
+        with self._lock:
+            return self._jobs.get(run_id) if run_id else None
+
+    def running(self) -> list[AuditJob]:
+        """Running jobs, the most recently started first."""
+        with self._lock:
+            return sorted((j for j in self._jobs.values() if j.running), key=lambda j: -j.started)
+
+
+@st.cache_resource(show_spinner=False)
+def job_registry() -> JobRegistry:
+    """The registry shared by every session of this app (Streamlit's cache_resource)."""
+    return JobRegistry()
+
+
 def start_job(
     run_id: str,
     n_documents: int,
     work: Callable[["AuditJob"], dict[str, Any]],
     on_error: Callable[[BaseException], str],
+    registry: JobRegistry | None = None,
 ) -> AuditJob:
     """Run ``work(job)`` in a daemon thread; its dict becomes ``job.result``.
 
     ``on_error`` turns an exception into the message the user sees (and may
-    record the failure); the traceback goes to the log only.
+    record the failure); the traceback goes to the log only. The job is
+    entered in ``registry`` before its thread starts.
     """
     job = AuditJob(run_id, n_documents)
+    if registry is not None:
+        registry.add(job)
 
     def target() -> None:
         try:

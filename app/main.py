@@ -3,8 +3,10 @@
 The app is thin: it collects inputs, calls the library (audit_core, shadow)
 and shows what comes back. Layout: the sidebar holds the target and the
 settings; the main area has the tabs "1 Documents", "2 Run", "3 Results" and
-"History". The Run tab is drawn last because, while an audit runs, it keeps
-redrawing its progress bars until the audit ends.
+"History". While an audit runs, the Run tab's progress is a fragment that
+redraws itself every second and reruns the page as each document is decided,
+so the Results tab fills in as the audit goes; a reloaded page finds the
+running audit again (app/jobs.py, app/tab_run.py).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from app.tab_canaries import render_canaries_tab  # noqa: E402
 from app.tab_documents import render_documents_tab  # noqa: E402
 from app.tab_history import render_history_tab  # noqa: E402
 from app.tab_results import render_results_tab  # noqa: E402
-from app.tab_run import render_run_tab  # noqa: E402
+from app.tab_run import render_run_tab, running_banner  # noqa: E402
 
 st.set_page_config(page_title="RAG Provenance Auditor", page_icon="🔎", layout="wide")
 st.title("RAG Provenance Auditor")
@@ -32,6 +34,7 @@ st.write(
 )
 
 settings = render_sidebar()
+running_banner()
 tab_docs, tab_run, tab_results, tab_history, tab_canaries = st.tabs(
     ["1 Documents", "2 Run", "3 Results", "History", "Canaries"])
 with tab_canaries:

@@ -93,6 +93,9 @@ def render_history_tab() -> None:
     from app.resources import get_store
     from audit_core.history import history_rows, load_audit
 
+    from app.tab_run import running_notice
+
+    running_notice()  # a running audit stays in reach after a page reload
     store = get_store()
     rows = history_rows(store)
     if st.session_state.get("history_message"):

@@ -30,6 +30,13 @@ def _fmt(x, nd: int = 2) -> str | None:
     return None if x is None else f"{float(x):.{nd}f}"
 
 
+def _method_cell(result: dict, method: str, shown: str | None) -> str | None:
+    """A method's value in the verdict table; a method without signal is marked so, never read as a vote."""
+    if method in (result.get("no_signal") or {}):
+        return f"{shown} (no signal, not counted)" if shown else "no signal"
+    return shown
+
+
 def _verdict_rows(result: dict) -> list[dict]:
     from audit_core.report import mba_accuracy
 
@@ -38,12 +45,13 @@ def _verdict_rows(result: dict) -> list[dict]:
         methods = v.get("methods") or {}
         srag = methods.get("srag") or {}
         acc = mba_accuracy(result, v["doc_id"])
+        mba = f"{acc[0]}/{acc[1]}" if acc else _fmt((methods.get("mba") or {}).get("score"))
         rows.append({
             "document": v["doc_id"],
             "verdict": v["verdict"],
             "reason": v["reason"],
-            "S-RAG probability": _fmt(srag.get("score")),
-            "MBA accuracy": f"{acc[0]}/{acc[1]}" if acc else _fmt((methods.get("mba") or {}).get("score")),
+            "S-RAG probability": _method_cell(result, "srag", _fmt(srag.get("score"))),
+            "MBA accuracy": _method_cell(result, "mba", mba),
         })
     return rows
 
@@ -54,7 +62,9 @@ def _header(result: dict) -> None:
 
     docs = result.get("documents", [])
     st.subheader(f"Audit of {len(docs)} document(s)")
-    st.caption(f"Target: {result.get('target')} · run at {result.get('created')} · methods: "
+    from audit_core.report import target_label
+
+    st.caption(f"Target: {target_label(result)} · run at {result.get('created')} · methods: "
                + ", ".join(LABELS.get(m, m) for m in (result.get("config") or {}).get("methods", [])))
     if result.get("rebuilt_from_rows"):
         st.warning("This audit stopped before it finished. The results below were saved as they arrived; "
@@ -64,6 +74,12 @@ def _header(result: dict) -> None:
                    "running it again re-uses every answer already received.")
     for m, why in (result.get("not_run") or {}).items():
         st.info(f"{LABELS.get(m, m)} did not run: {why}.")
+    insisted = (result.get("config") or {}).get("run_without_signal") or []
+    for m, why in (result.get("no_signal") or {}).items():
+        sent = ("its queries were sent because you asked to run it anyway" if m in insisted
+                else "none of its queries were sent")
+        st.warning(f"{LABELS.get(m, m)}: {why}; {sent}. Its result is not counted as agreeing or disagreeing "
+                   "with the other methods.")
     counts = {"member": 0, "not found": 0, "inconclusive": 0}
     for v in result.get("verdicts", []):
         counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
@@ -134,8 +150,8 @@ def marked_masked_text(masked_text: str, rows: list[dict]) -> str:
         else:
             mark = "✓" if row.get("correct") is True else "✗" if row.get("correct") is False else "?"
             answer = row.get("predicted") or "no answer"
-            out.append(f"**{_md(m.group(0))}** :gray[(expected *{_md(expected(row))}*, "
-                       f"answered *{_md(str(answer))}* {mark})]")
+            out.append(f"**{_md(m.group(0))}** (expected *{_md(expected(row))}*, "
+                       f"answered *{_md(str(answer))}* {mark})")
         pos = m.end()
     out.append(_md(masked_text[pos:]))
     return "> " + "".join(out).replace("\n", "\n> ")
@@ -198,30 +214,34 @@ def _kde(result: dict, key: str) -> None:
 
 
 def _exports(result: dict, key: str) -> None:
-    """PDF, JSON and CSV downloads; built once per result and kept in the session."""
+    """PDF, JSON and CSV downloads; built once per result (and redaction choice) and kept in the session."""
     from audit_core import report
 
-    exports = st.session_state.get("exports")
-    if not exports or exports.get("key") != key:
-        with st.spinner("Preparing the report..."):
-            exports = {"key": key, "pdf": report.pdf_report(result), "json": report.results_json(result),
-                       "csv": report.results_csv(result)}
-        st.session_state["exports"] = exports
     st.markdown("### Export")
+    redact = st.checkbox("Redact document texts (for sharing: each text replaced by its SHA-256 and first words)",
+                         value=True, key="redact_exports",
+                         help="On by default: a report you hand on should not carry your texts. The hashes "
+                              "still let anyone holding the original texts check that they were the ones audited.")
+    exports = st.session_state.get("exports")
+    if not exports or exports.get("key") != key or exports.get("redact") != redact:
+        with st.spinner("Preparing the report..."):
+            exports = {"key": key, "redact": redact, "pdf": report.pdf_report(result, redact=redact),
+                       "json": report.results_json(result, redact=redact), "csv": report.results_csv(result)}
+        st.session_state["exports"] = exports
     c1, c2, c3 = st.columns(3)
-    c1.download_button("PDF audit report", exports["pdf"], file_name="audit_report.pdf", mime="application/pdf",
-                       key=f"{key}-pdf")
-    c2.download_button("Results (JSON)", exports["json"], file_name="audit_results.json",
+    c1.download_button("PDF audit report", exports["pdf"], file_name=report.export_name(result, "pdf"),
+                       mime="application/pdf", key=f"{key}-pdf")
+    c2.download_button("Results (JSON)", exports["json"], file_name=report.export_name(result, "json"),
                        mime="application/json", key=f"{key}-json")
-    c3.download_button("Verdicts (CSV)", exports["csv"], file_name="audit_verdicts.csv", mime="text/csv",
-                       key=f"{key}-csv")
+    c3.download_button("Verdicts (CSV)", exports["csv"], file_name=report.export_name(result, "csv"),
+                       mime="text/csv", key=f"{key}-csv")
 
 
-def render_result(result: dict) -> None:
-    """The whole result view for one audit dict."""
+def render_result(result: dict, live: bool = False) -> None:
+    """The whole result view for one audit dict (``live``: an audit still running, no exports yet)."""
     from audit_core.report import LIMITATIONS
 
-    key = result_key(result)
+    key = "live" if live else result_key(result)
     _header(result)
     st.dataframe(_verdict_rows(result), hide_index=True)
     st.markdown(WHAT_IT_PROVES)
@@ -231,10 +251,30 @@ def render_result(result: dict) -> None:
     _account(result)
     _detail(result, key)
     _kde(result, key)
-    _exports(result, key)
+    if not live:
+        _exports(result, key)
+
+
+def _live() -> bool:
+    """While an audit runs, its verdicts so far (the page reruns as each document is decided)."""
+    from app.tab_run import CHECK_PREFIX, attached_job
+
+    job = attached_job()
+    if job is None or not job.running or job.run_id.startswith(CHECK_PREFIX):
+        return False
+    partial = job.partial
+    if not partial:
+        st.info("Audit in progress: the first verdict appears here as soon as the first document is done.")
+        return True
+    st.info(f"Audit in progress: {len(partial.get('verdicts') or [])} of {job.n_documents} document(s) decided "
+            "so far; this page fills in as each document is done. Exports come when the audit ends.")
+    render_result(partial, live=True)
+    return True
 
 
 def render_results_tab() -> None:
+    if _live():
+        return
     result = st.session_state.get("result")
     if result is None:
         st.info("No results yet: run an audit (tab 2) or open a past one (History).")

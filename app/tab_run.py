@@ -1,15 +1,26 @@
-"""Tab "2 Run": what will run and what it costs, the explicit start, progress
-bars while it runs (see app/jobs.py for why a thread), and the cancel."""
+"""Tab "2 Run": what will run and what it costs, the calibration check, the
+explicit start, progress bars while it runs (see app/jobs.py for why a thread),
+and the cancel.
+
+A page reload starts a new session; the audit thread goes on. The Run tab
+re-attaches to it through the app's job registry (``app.jobs.job_registry``):
+the running audit's progress, Cancel and results as they come are back.
+"""
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+import uuid
 
 import streamlit as st
 
 from app.sidebar import DEMO, Settings, build_target
 
 AUDIT_STAGE = "auditing documents"
-POLL_S = 0.5
+POLL_S = 1.0
+#: prefix of the registry id of a calibration check (not an audit run)
+CHECK_PREFIX = "calibration-"
 
 
 def _estimate(settings: Settings, docs) -> None:
@@ -34,7 +45,8 @@ def _estimate(settings: Settings, docs) -> None:
     cost = "queries cost nothing (it runs on this computer)" if settings.target_kind == DEMO else "queries are billed by the endpoint's provider"
     st.caption(f"{est.queries} target queries in all; {cost}. Token counts are estimates from word counts; "
                "completion tokens are the most each answer may use. Preparing the shadow RAG runs locally and "
-               "is cached after the first run.")
+               "is cached after the first run. Answers already received (an audit cancelled and started "
+               "again) are not sent again.")
 
 
 def _known_capabilities(settings: Settings):
@@ -46,42 +58,68 @@ def _known_capabilities(settings: Settings):
     return None
 
 
-def _start(settings: Settings, docs) -> None:
-    from app.jobs import start_job
-    from app.resources import demo_lock, get_store, plain_error
-    from audit_core import history
+def _config_key(settings: Settings) -> str:
+    """What a calibration check belongs to: the target and the audit configuration."""
+    blob = json.dumps([settings.target_label, settings.config_dict()], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _insisted(settings: Settings) -> list[str]:
+    """Methods without signal the user ticked "run anyway" for."""
+    check = st.session_state.get("calibration_check") or {}
+    if check.get("key") != _config_key(settings):
+        return []
+    return [m for m in check.get("no_signal", {}) if st.session_state.get(f"insist_{m}")]
+
+
+# --------------------------------------------------------------------------- starting work
+
+
+def _open_target(settings: Settings, store, target, run_id: str):
+    """The target audit ``run_id`` probes: every answer stored as it arrives (the demo's too), so
+    an audit cancelled or stopped and started again (the same run, resumed) sends only what was
+    never answered."""
     from audit_core.target.base import QueryAccount
     from audit_core.target.caching import CachingTarget
+
+    if settings.target_kind == DEMO:
+        # the shared in-process demo: a fresh account makes the query count this audit's alone
+        # (the demo lock keeps audits apart)
+        target.account = QueryAccount()
+    return CachingTarget(target, store, run_id=run_id, reuse_days=settings.reuse_days)
+
+
+def _start(settings: Settings, docs) -> None:
+    from app.jobs import job_registry, start_job
+    from app.resources import demo_lock, get_store, plain_error
+    from audit_core import history
     from audit_core.audit import run_audit
     from shadow.prepare import prepare_shadow
 
     store = get_store()
-    try:
-        target = build_target(settings)
-        cfg = settings.audit_config()
-    except Exception as exc:  # plain words, never a stack trace or a key
-        st.error(plain_error(exc))
-        return
     is_demo = settings.target_kind == DEMO
     lock = demo_lock() if is_demo else None
     if lock is not None and not lock.acquire(blocking=False):
         st.error("The demo target is busy with another audit; try again when it has finished.")
         return
+    try:
+        target = build_target(settings)
+        cfg = settings.audit_config()
+        cfg.run_without_signal = _insisted(settings)
+        config = settings.config_dict()
+        config["run_without_signal"] = list(cfg.run_without_signal)
+        # the same audit run again after a cancel or failure resumes its run (and reuses its answers)
+        run_id, _ = history.resume_or_start_run(store, docs, target.name, config)
+        probed = _open_target(settings, store, target, run_id)
+    except Exception as exc:  # plain words, never a stack trace or a key
+        if lock is not None:
+            lock.release()
+        st.error(plain_error(exc))
+        return
     caps = _known_capabilities(settings)
-    # the same audit run again after a cancel or failure resumes its run (and reuses its answers)
-    run_id, _ = history.resume_or_start_run(store, docs, target.name, settings.config_dict())
 
     def work(job) -> dict:
         try:
-            if is_demo:
-                # the shared in-process demo answers for free; a fresh account makes the
-                # result's query count this audit's alone (the lock keeps audits apart)
-                target.account = QueryAccount()
-                probed = target
-            else:
-                # paid answers are stored as they arrive: a cancelled or failed audit
-                # run again sends only what was never answered
-                probed = CachingTarget(target, store, run_id=run_id, reuse_days=settings.reuse_days)
             record = history.result_recorder(store, run_id)
 
             def on_result(doc_id, method, obs, res) -> None:
@@ -89,7 +127,8 @@ def _start(settings: Settings, docs) -> None:
                 job.note_result(doc_id, method)
 
             result = run_audit(docs, probed, cfg, prepare_shadow, progress=job.progress, cancel=job.cancel,
-                               on_result=on_result, capabilities=caps).to_json()
+                               on_result=on_result, capabilities=caps,
+                               on_document=lambda r: job.note_partial(r.to_json())).to_json()
             history.save_audit(store, run_id, result)
             return result
         finally:
@@ -101,72 +140,222 @@ def _start(settings: Settings, docs) -> None:
         history.mark_failed(store, run_id, message)
         return message
 
-    st.session_state["job"] = start_job(run_id, len(docs), work, on_error)
+    _attach(start_job(run_id, len(docs), work, on_error, registry=job_registry()))
     st.session_state.pop("run_message", None)
     st.rerun()
 
 
-def _draw(job) -> None:
-    stages, answered = job.snapshot()
-    prep = {s: v for s, v in stages.items() if s != AUDIT_STAGE}
-    st.markdown("**Shadow preparation**")
-    if not prep:
-        st.caption("Loading the models and the cached shadow calibration..." if AUDIT_STAGE not in stages
-                   else "Loaded from the cache.")
-    for stage, (done, total) in prep.items():
-        st.progress(min(1.0, done / total) if total else 1.0, text=f"{stage}: {done} / {total}")
-    st.markdown("**Audit of your documents**")
-    done, total = stages.get(AUDIT_STAGE, (0, job.n_documents))
-    st.progress(min(1.0, done / total) if total else 1.0, text=f"documents: {done} / {total}")
-    if answered:
-        last = {}
-        for doc_id, method in answered:
-            last.setdefault(doc_id, []).append(method)
-        st.caption("Answered: " + "; ".join(f"{d} ({', '.join(ms)})" for d, ms in last.items()))
-    st.caption(f"Running for {time.time() - job.started:.0f} s.")
+def _check_calibration(settings: Settings) -> None:
+    """Prepare the shadow (cached) in the background and tell which methods show no signal."""
+    from app.jobs import job_registry, start_job
+    from app.resources import plain_error
+    from audit_core.audit import calibrate
+    from audit_core.target.base import Capabilities
+    from shadow.prepare import prepare_shadow
 
+    cfg = settings.audit_config()
+    key = _config_key(settings)
+    # without a connection check, assume logprobs: a method the target cannot serve is dropped at the start
+    caps = _known_capabilities(settings) or Capabilities(True, True, 20)
 
-def _poll(job) -> None:
-    """Redraw progress until the job ends, then hand its result to the Results tab."""
-    st.subheader("Audit in progress")
-    if st.button("Cancel (keeps what was already answered)", key="cancel_audit"):
-        job.cancel.set()
-    if job.cancel.is_set():
-        st.warning("Cancelling: the document in progress is finished first (shadow preparation, if running, "
-                   "completes and stays cached).")
-    box = st.empty()
-    while job.running:
-        with box.container():
-            _draw(job)
-        time.sleep(POLL_S)
-    st.session_state.pop("job", None)
-    if job.error is not None:
-        st.session_state["run_message"] = ("error", job.error)
-    else:
-        from audit_core.history import verdict_counts
+    def work(job) -> dict:
+        cal = calibrate(cfg, caps, prepare_shadow, job.progress)
+        return {"check": True, "key": key, "no_signal": cal.no_signal,
+                "auc": {m: c.shadow_auc for m, c in cal.calibrations.items()}}
 
-        st.session_state["result"] = job.result
-        st.session_state["result_run_id"] = job.run_id
-        counts = verdict_counts(job.result)
-        summary = ", ".join(f"{n} {k}" for k, n in counts.items()) or "no document audited"
-        status = "cancelled" if job.result.get("cancelled") else "finished"
-        st.session_state["run_message"] = ("success", f"Audit {status}: {summary}. See tab 3 Results.")
+    _attach(start_job(CHECK_PREFIX + uuid.uuid4().hex, 0, work, plain_error, registry=job_registry()))
     st.rerun()
 
 
+# --------------------------------------------------------------------------- a running job
+
+
+def _attach(job) -> None:
+    """Follow ``job`` in this session, and in the page's address so that a reload finds it again."""
+    st.session_state["job_run_id"] = job.run_id
+    st.session_state["live_decided"] = 0
+    st.query_params["run"] = job.run_id
+
+
+def attached_job():
+    """The job this page follows: its own, the one in the page's address, or any running audit."""
+    from app.jobs import job_registry
+
+    reg = job_registry()
+    job = reg.get(st.session_state.get("job_run_id")) or reg.get(st.query_params.get("run"))
+    if job is None:
+        running = reg.running()
+        job = running[0] if running else None
+    if job is None or (not job.running and st.session_state.get("job_seen") == job.token):
+        return None
+    st.session_state["job_run_id"] = job.run_id  # found by the address or the registry: follow it to the end
+    return job
+
+
+def stage_lines(job) -> list[tuple[str, float, str]]:
+    """(stage, fraction done, "stage: 12 / 60 · about 3 min left") for each stage so far."""
+    stages, _ = job.snapshot()
+    out = []
+    for stage, (done, total) in stages.items():
+        frac = min(1.0, done / total) if total else 1.0
+        out.append((stage, frac, f"{stage}: {job.clock.describe(stage)}"))
+    return out
+
+
+def _draw(job) -> None:
+    lines = stage_lines(job)
+    stages = {s for s, _, _ in lines}
+    prep = [x for x in lines if x[0] != AUDIT_STAGE]
+    st.markdown("**Shadow preparation** (local, sends nothing to the target)")
+    if not prep:
+        st.caption("Starting..." if AUDIT_STAGE not in stages else "Loaded from the cache.")
+    for _, frac, text in prep:
+        st.progress(frac, text=text)
+    if job.run_id.startswith(CHECK_PREFIX):
+        st.caption(f"Running for {time.time() - job.started:.0f} s.")
+        return
+    st.markdown("**Audit of your documents**")
+    audit = next((x for x in lines if x[0] == AUDIT_STAGE), None)
+    if audit is None:
+        st.progress(0.0, text=f"documents: 0 / {job.n_documents} · waiting for the shadow preparation")
+    else:
+        st.progress(audit[1], text=audit[2].replace(AUDIT_STAGE, "documents", 1))
+    partial = job.partial or {}
+    for m, why in (partial.get("no_signal") or {}).items():
+        st.warning(f"{_label(m)}: {why}.")
+    _, answered = job.snapshot()
+    if answered:
+        last: dict[str, list[str]] = {}
+        for doc_id, method in answered:
+            last.setdefault(doc_id, []).append(method)
+        st.caption("Answered: " + "; ".join(f"{d} ({', '.join(ms)})" for d, ms in last.items()))
+    st.caption(f"Running for {time.time() - job.started:.0f} s. Verdicts appear in tab 3 Results as each "
+               "document is done.")
+
+
+def _label(m: str) -> str:
+    from audit_core.methods import LABELS
+
+    return LABELS.get(m, m)
+
+
+def _finish(job) -> None:
+    """Hand a finished job's outcome to this session, once."""
+    st.session_state["job_seen"] = job.token
+    st.session_state.pop("job_run_id", None)
+    if "run" in st.query_params:
+        del st.query_params["run"]
+    if job.error is not None:
+        st.session_state["run_message"] = ("error", job.error)
+        return
+    if job.run_id.startswith(CHECK_PREFIX):
+        st.session_state["calibration_check"] = job.result
+        return
+    from audit_core.history import verdict_counts
+
+    st.session_state["result"] = job.result
+    st.session_state["result_run_id"] = job.run_id
+    counts = verdict_counts(job.result)
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items()) or "no document audited"
+    status = "cancelled" if job.result.get("cancelled") else "finished"
+    st.session_state["run_message"] = ("success", f"Audit {status}: {summary}. See tab 3 Results.")
+
+
+@st.fragment(run_every=POLL_S)
+def _live() -> None:
+    """Progress and Cancel of the attached job, redrawn every ``POLL_S`` without rerunning the page.
+
+    The page reruns (``st.rerun``) when a document is decided, so the Results
+    tab fills in while the audit runs, and once more when the job ends.
+    """
+    job = attached_job()
+    if job is None:
+        st.rerun()
+        return
+    check = job.run_id.startswith(CHECK_PREFIX)
+    if not check and job.running and st.button("Cancel (keeps what was already answered)", key="cancel_audit"):
+        job.cancel.set()
+    if job.cancel.is_set():
+        st.warning("Cancelling: the document in progress is finished first (shadow preparation, if running, "
+                   "completes and stays cached). Starting the same audit again resumes it and re-uses every "
+                   "answer already received.")
+    if not job.running:
+        _finish(job)
+        st.rerun()
+    _draw(job)
+    decided = len((job.partial or {}).get("verdicts") or [])
+    if decided > st.session_state.get("live_decided", 0):
+        st.session_state["live_decided"] = decided
+        st.rerun()
+
+
+def running_banner() -> None:
+    """Above the tabs: a reloaded page opens on tab 1, so say that an audit is running and where."""
+    job = attached_job()
+    if job is None or not job.running:
+        return
+    if job.run_id.startswith(CHECK_PREFIX):
+        st.info("The shadow calibration is being prepared: tab 2 Run shows its progress.")
+        return
+    line = next((text for stage, _, text in stage_lines(job) if stage == AUDIT_STAGE), "preparing the shadow")
+    st.info(f"An audit is running ({line.replace(AUDIT_STAGE, 'documents', 1)}): tab 2 Run has its progress "
+            "and Cancel; tab 3 Results fills in as each document is done.")
+
+
+def running_notice() -> None:
+    """For other tabs (History): the running audit's progress and a Cancel, after a reload too."""
+    from app.jobs import job_registry
+
+    for job in job_registry().running():
+        if job.run_id.startswith(CHECK_PREFIX):
+            continue
+        line = next((text for stage, _, text in stage_lines(job) if stage == AUDIT_STAGE), None)
+        st.info(f"An audit is running ({line or 'preparing the shadow'}); tab 2 Run shows its progress.")
+        if not job.cancel.is_set() and st.button("Cancel the running audit", key=f"history_cancel_{job.run_id}"):
+            job.cancel.set()
+            st.rerun()
+
+
+def _poll(job) -> None:
+    st.subheader("Preparing the shadow calibration" if job.run_id.startswith(CHECK_PREFIX) else "Audit in progress")
+    _live()
+
+
+# --------------------------------------------------------------------------- the tab
+
+
+def _calibration_section(settings: Settings) -> None:
+    check = st.session_state.get("calibration_check") or {}
+    if check.get("key") != _config_key(settings):
+        st.caption("A method whose shadow calibration shows no signal sends none of its queries. "
+                   "'Check calibration' prepares the shadow first (locally; cached for the audit) and tells "
+                   "you before any query is sent.")
+        if st.button("Check calibration", key="check_calibration", disabled=not settings.methods):
+            _check_calibration(settings)
+        return
+    st.markdown("**Shadow calibration** (validation AUC on held-out shadow documents; 0.5 = chance)")
+    for m, auc in (check.get("auc") or {}).items():
+        why = (check.get("no_signal") or {}).get(m)
+        shown = "n/a" if auc is None else f"{auc:.2f}"
+        if why is None:
+            st.caption(f"{_label(m)}: AUC {shown}: it will run.")
+            continue
+        st.warning(f"{_label(m)}: {why}. None of its queries will be sent, and it will not vote.")
+        st.checkbox(f"Run {_label(m)} anyway (its queries are sent and its result shown, but it does not vote)",
+                    key=f"insist_{m}")
+
+
 def render_run_tab(settings: Settings) -> None:
-    job = st.session_state.get("job")
+    job = attached_job()
     if job is not None:
         _poll(job)
         return
     message = st.session_state.get("run_message")
     if message:
         (st.error if message[0] == "error" else st.success)(message[1])
-    from audit_core.methods import LABELS
-
     docs = st.session_state.get("documents") or []
     st.markdown(f"**Documents:** {len(docs)} · **Target:** {settings.target_label} · **Methods:** "
-                + (", ".join(LABELS[m] for m in settings.methods) or "none"))
+                + (", ".join(_label(m) for m in settings.methods) or "none"))
     s = settings.shadow
     st.caption(f"Shadow RAG: {s.n_members} members + {s.n_nonmembers} non-members "
                f"({s.n_per_class_generative} per class for MBA / S2MIA), k = {s.top_k_docs} retrieved documents.")
@@ -181,6 +370,8 @@ def render_run_tab(settings: Settings) -> None:
         st.caption("Tip: 'Check connection' in the sidebar tells which methods this target supports.")
     if docs and settings.methods:
         _estimate(settings, docs)
+    if settings.methods:
+        _calibration_section(settings)
     ready = bool(docs and settings.methods)
     if st.button("Start audit", type="primary", disabled=not ready, key="start_audit"):
         _start(settings, docs)

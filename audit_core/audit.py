@@ -19,7 +19,8 @@ from audit_core.documents import Document
 from audit_core.evidence.calibration import DEFAULT_FPR, with_fpr
 from audit_core.evidence.statement import what_this_shows
 from audit_core.methods import create_method
-from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation, takes_top_logprobs
+from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, no_signal_reason,
+                                     takes_top_logprobs)
 from audit_core.target.base import Capabilities, Target
 from audit_core.verdict import Verdict, VerdictConfig, decide
 
@@ -38,6 +39,9 @@ class AuditConfig:
     #: per-method configuration overrides, e.g. {"srag": {"bins": 12}, "mba": {"n_masks": 10}}
     method_params: dict[str, dict] = field(default_factory=dict)
     verdict: VerdictConfig = field(default_factory=VerdictConfig)
+    #: methods probed even when their shadow calibration shows no signal (the user
+    #: insisted); any other method without signal sends no query (``no_signal_reason``)
+    run_without_signal: list[str] = field(default_factory=list)
     #: per-document false-positive rate (1%, 5% or 10%: audit_core.evidence.calibration.FPR_CHOICES)
     fpr: float = DEFAULT_FPR
     #: what the controls passed to run_audit are (audit_core.evidence.collection.CONTROL_KINDS)
@@ -60,13 +64,18 @@ class AuditResult:
     cancelled: bool = False
     #: run-level account of what went wrong (see ``failure_summary``); empty dict when built by hand
     failures: dict = field(default_factory=dict)
+    #: stored answers used instead of sending: {"policy_days", "reused", "sent", "oldest_reused",
+    #: "newest_reused"} (see ``freshness_of``); empty dict when built by hand
+    freshness: dict = field(default_factory=dict)
+    #: method -> why its shadow showed no signal (``no_signal_reason``); such a method
+    #: never votes, and sends no query unless it is in ``run_without_signal``
+    no_signal: dict = field(default_factory=dict)
+    #: when the result was put together (``created`` is when the audit started)
+    finished: str = ""
     #: the collection-level test (``collection_summary``); empty dict when built by hand
     collection: dict = field(default_factory=dict)
     #: the per-document false-positive rate the decisions were made at
     fpr: float | None = None
-    #: stored answers used instead of sending: {"policy_days", "reused", "sent", "oldest_reused",
-    #: "newest_reused"} (see ``freshness_of``); empty dict when built by hand
-    freshness: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -83,11 +92,13 @@ class AuditResult:
             "documents": [asdict(d) for d in self.documents],
             "cancelled": self.cancelled,
             "failures": self.failures,
+            "freshness": self.freshness,
+            "no_signal": self.no_signal,
+            "finished": self.finished,
             "fpr": self.fpr,
             "method_power": method_power(self.calibrations),
             "collection": self.collection,
             "what_this_shows": what_this_shows(self.fpr, self.collection),
-            "freshness": self.freshness,
         }
 
 
@@ -104,7 +115,8 @@ def config_dict(cfg: AuditConfig) -> dict:
     """The audit configuration as plain data (what the store and the report keep; no credentials)."""
     shadow = asdict(cfg.shadow) if cfg.shadow is not None and is_dataclass(cfg.shadow) else cfg.shadow
     return {"methods": list(cfg.methods), "shadow": shadow, "method_params": cfg.method_params,
-            "verdict": asdict(cfg.verdict), "fpr": cfg.fpr, "controls_kind": cfg.controls_kind}
+            "verdict": asdict(cfg.verdict), "run_without_signal": list(cfg.run_without_signal),
+            "fpr": cfg.fpr, "controls_kind": cfg.controls_kind}
 
 
 def method_power(calibrations: dict[str, Calibration]) -> dict[str, dict]:
@@ -161,15 +173,24 @@ def collection_summary(
     return out
 
 
-def select_methods(cfg: AuditConfig, caps: Capabilities) -> tuple[list[MembershipMethod], dict[str, str]]:
+#: the stage during which the methods load their local models (de-quantizing them the first time)
+LOADING_STAGE = "loading the methods' models"
+
+
+def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | None = None,
+                   ) -> tuple[list[MembershipMethod], dict[str, str]]:
     """The methods that can run on this target, and why the others cannot."""
     runnable, not_run = [], {}
-    for name in cfg.methods:
+    for i, name in enumerate(cfg.methods):
+        if progress:
+            progress(LOADING_STAGE, i, len(cfg.methods))
         m = create_method(name, **cfg.method_params.get(name, {}))
         if m.requires_logprobs and not caps.logprobs:
             not_run[name] = "the target returns no logprobs, which this method needs"
         else:
             runnable.append(m)
+    if progress:
+        progress(LOADING_STAGE, len(cfg.methods), len(cfg.methods))
     return runnable, not_run
 
 
@@ -233,6 +254,32 @@ def failure_summary(
     }
 
 
+@dataclass
+class Calibrated:
+    """The methods of an audit after shadow preparation, before any target query."""
+
+    methods: list[MembershipMethod]
+    not_run: dict[str, str]  # method -> why it cannot run on this target
+    calibrations: dict[str, Calibration]
+    no_signal: dict[str, str]  # method -> why its shadow shows no signal
+
+
+def calibrate(cfg: AuditConfig, caps: Capabilities, prepare: Preparer, progress: Progress | None = None) -> Calibrated:
+    """Prepare the shadow for the methods that can run on ``caps`` (cached), sending nothing to the target.
+
+    The app calls this before the audit so that a method without signal is
+    announced before any query is spent; ``run_audit`` calls it again, which
+    the preparer's cache makes cheap.
+    """
+    methods, not_run = select_methods(cfg, caps, progress)
+    prep = prepare(methods, cfg.shadow, progress)
+    # every method decides at the audit's false-positive rate; one that cannot (no signal, or a shadow
+    # too small for that rate) is "no signal" here
+    cals = {name: with_fpr(c, cfg.fpr) for name, c in prep.calibrations.items()}
+    no_signal = {m.name: why for m in methods if (why := no_signal_reason(cals.get(m.name)))}
+    return Calibrated(methods, not_run, cals, no_signal)
+
+
 def run_audit(
     docs: Sequence[Document],
     target: Target,
@@ -242,6 +289,7 @@ def run_audit(
     cancel: threading.Event | None = None,
     on_result: Callable[[str, str, Observation, MethodResult], None] | None = None,
     capabilities: Capabilities | None = None,
+    on_document: Callable[["AuditResult"], None] | None = None,
     controls: Sequence[Document] = (),
 ) -> AuditResult:
     """Audit ``docs`` against ``target``.
@@ -253,23 +301,34 @@ def run_audit(
     unknown model (``FATAL_TARGET_ERRORS``) also stops the audit after that
     document, since every further request would fail the same way.
     ``result.failures`` sums up what went wrong (``failure_summary``).
-    ``prepare`` calibrates the methods on a shadow RAG (shadow.prepare.prepare_shadow);
-    every method then decides at ``cfg.fpr``. ``controls`` (of kind
-    ``cfg.controls_kind``) are probed after the documents with the one
-    pre-registered method (``evidence.collection.choose_method``), and
-    ``result.collection`` holds the collection-level test.
+    ``prepare`` calibrates the methods on a shadow RAG (shadow.prepare.prepare_shadow).
+    A method whose shadow shows no signal (``no_signal_reason``) sends no
+    query unless ``cfg.run_without_signal`` names it, and never votes.
+    ``on_document`` receives the result so far after each document, so a
+    caller can show verdicts as they come. Every method decides at
+    ``cfg.fpr``. ``controls`` (of kind ``cfg.controls_kind``) are probed
+    after the documents with the one pre-registered method
+    (``evidence.collection.choose_method``), and ``result.collection`` holds
+    the collection-level test.
     """
     if prepare is None:
         raise ValueError("run_audit needs a shadow preparation function (shadow.prepare.prepare_shadow)")
     cfg = cfg or AuditConfig()
+    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")  # the start, preparation included
+    if capabilities is None and progress:
+        progress("asking the target what it supports", 0, 1)
     caps = capabilities or target.capabilities()
+    if capabilities is None and progress:
+        progress("asking the target what it supports", 1, 1)
     if not caps.reachable:
         from audit_core.target.base import Unreachable
 
         raise Unreachable(f"the target could not be used: {caps.detail}")
-    methods, not_run = select_methods(cfg, caps)
-    prep = prepare(methods, cfg.shadow, progress)
-    calibrations = {name: with_fpr(cal, cfg.fpr) for name, cal in prep.calibrations.items()}
+    cal = calibrate(cfg, caps, prepare, progress)
+    not_run, no_signal = cal.not_run, cal.no_signal
+    methods = [m for m in cal.methods if m.name not in no_signal or m.name in cfg.run_without_signal]
+    skipped = {name: f"{why}; none of its queries were sent"
+               for name, why in no_signal.items() if name not in cfg.run_without_signal}
     top_k = min(caps.max_top_logprobs or 0, 20)
 
     results: dict[str, dict[str, MethodResult]] = {}
@@ -286,16 +345,20 @@ def run_audit(
         results[doc.id], observations[doc.id] = {}, {}
         for m in methods:
             obs = probe_document(m, doc, target, top_k)
-            res = m.score(obs, calibrations[m.name])
+            res = m.score(obs, cal.calibrations[m.name])
             observations[doc.id][m.name], results[doc.id][m.name] = obs, res
             if on_result:
                 on_result(doc.id, m.name, obs, res)
-        for name, why in not_run.items():
+        for name, why in {**not_run, **skipped}.items():
             results[doc.id][name] = MethodResult(name, doc.id, None, None, reason=why)
         verdicts.append(decide(doc.id, list(results[doc.id].values()), cfg.verdict))
         fatal = _fatal_error(observations[doc.id])
         if fatal is not None and i + 1 < len(docs):
             stopped = f"{fatal} -- {len(docs) - i - 1} document(s) not audited"
+        if on_document is not None and stopped is None and i + 1 < len(docs):
+            on_document(_result(target, created, cfg, caps, verdicts, results, observations, cal, docs,
+                                cancelled, stopped))
+        if stopped is not None:
             break
     if progress and not cancelled and stopped is None:
         progress("auditing documents", len(docs), len(docs))
@@ -304,7 +367,7 @@ def run_audit(
 
     order = [cfg.verdict.primary, cfg.verdict.second] + [m for m in PRIMARY_ORDER if m not in
                                                           (cfg.verdict.primary, cfg.verdict.second)]
-    coll_method = choose_method([m.name for m in methods], calibrations, order)
+    coll_method = choose_method([m.name for m in methods], cal.calibrations, order)
     control_results: dict[str, MethodResult] = {}
     if controls and coll_method is not None and not cancelled and stopped is None:
         m = next(x for x in methods if x.name == coll_method)
@@ -314,25 +377,37 @@ def run_audit(
                 break
             if progress:
                 progress("auditing controls", j, len(controls))
-            control_results[c.id] = m.score(probe_document(m, c, target, top_k), calibrations[m.name])
+            control_results[c.id] = m.score(probe_document(m, c, target, top_k), cal.calibrations[m.name])
         if progress and not cancelled:
             progress("auditing controls", len(controls), len(controls))
     audited = [d for d in docs if d.id in results]
+    collection = collection_summary(audited, results, list(controls), control_results, coll_method,
+                                    cal.calibrations, cfg)
+    return _result(target, created, cfg, caps, verdicts, results, observations, cal, docs, cancelled, stopped,
+                   collection)
+
+
+def _result(target: Target, created: str, cfg: AuditConfig, caps: Capabilities, verdicts: list[Verdict],
+            results: dict, observations: dict, cal: Calibrated, docs: Sequence[Document], cancelled: bool,
+            stopped: str | None, collection: dict | None = None) -> AuditResult:
+    """The audit result as it stands (copies of the growing containers, so a caller may keep it)."""
     return AuditResult(
         target=target.name,
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        created=created,
         config=config_dict(cfg),
         capabilities=asdict(caps),
-        verdicts=verdicts,
-        results=results,
-        observations=observations,
-        calibrations=calibrations,
-        not_run=not_run,
+        verdicts=list(verdicts),
+        results=dict(results),
+        observations=dict(observations),
+        calibrations=cal.calibrations,
+        not_run=cal.not_run,
         account=target.account.as_dict(),
         documents=[d for d in docs if d.id in results],
         cancelled=cancelled,
         failures=failure_summary(results, observations, target.account.as_dict(), len(docs), stopped),
-        collection=collection_summary(audited, results, list(controls), control_results, coll_method, calibrations, cfg),
-        fpr=cfg.fpr,
         freshness=freshness_of(target),
+        no_signal=cal.no_signal,
+        finished=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        collection=collection or {},
+        fpr=cfg.fpr,
     )

@@ -258,6 +258,12 @@ def read_csv_bytes(data: bytes) -> pd.DataFrame:
         ) from exc
     df = df.fillna("").astype(str)
     df.columns = [str(c).strip() for c in df.columns]
+    if len(df) == 0:
+        # a header alone: guessing a text column from no cells would pick the first one ("id")
+        shown = ", ".join(repr(c) for c in df.columns[:8]) + (", ..." if len(df.columns) > 8 else "")
+        raise DocumentInputError(
+            f"The file has a header row ({shown}) but no data rows. Add one row per document, with its "
+            "text in one column (e.g. 'text') and, if you like, a name in another (e.g. 'id').")
     return df
 
 

@@ -30,14 +30,17 @@ import numpy as np
 MEMBER_COLOR = "#d62728"
 NONMEMBER_COLOR = "#1f77b4"
 DOC_COLOR = "#2ca02c"
-THRESHOLD_COLOR = "#7f7f7f"
+#: text colours meet WCAG AA (4.5:1) on white; the line colours above are for marks, not text
+DOC_TEXT_COLOR = "#1d6b1d"
+THRESHOLD_COLOR = "#666666"
+NOTE_COLOR = "#555555"
 
 #: points of the KDE evaluation grid
 KDE_GRID_POINTS = 200
 #: bins of the histogram drawn when a KDE cannot be estimated
 FALLBACK_BINS = 10
-#: beyond this many documents, the KDE plot labels them in hover text only
-MAX_LABELLED_DOCS = 12
+#: heights (axes fraction) the document numbers cycle through, so close marks do not overprint
+_LABEL_HEIGHTS = (0.98, 0.90, 0.82, 0.74)
 
 
 def method_label(method: str) -> str:
@@ -169,6 +172,16 @@ def kde_data(result: dict, method: str) -> KdeData:
     data.member_density = _density_hist(members, edges)
     data.nonmember_density = _density_hist(nonmembers, edges)
     return data
+
+
+def kde_key(result: dict, method: str) -> list[tuple[int, str, float]]:
+    """(number, doc id, score) of each document marked on ``method``'s KDE plot.
+
+    The plots label each mark with its number (an id is often too long to
+    print at a mark, and 20 ids overprint); the key says which is which, and
+    the app's hover text names the document.
+    """
+    return [(i, doc_id, s) for i, (doc_id, s) in enumerate(kde_data(result, method).documents, 1)]
 
 
 def _density_hist(values: list[float], edges: np.ndarray) -> np.ndarray | None:
@@ -305,21 +318,20 @@ def kde_figure_plotly(result: dict, method: str):
                        "showarrow": False, "xanchor": "left", "yanchor": "bottom",
                        "font": {"size": 10, "color": THRESHOLD_COLOR}})
     if d.documents:
-        for doc_id, s in d.documents:
+        for i, (doc_id, s) in enumerate(d.documents):
             vline(s, DOC_COLOR)
-            if len(d.documents) <= MAX_LABELLED_DOCS:
-                labels.append({"x": s, "y": 1, "xref": "x", "yref": "paper", "text": _ptext(doc_id), "textangle": -90,
-                               "showarrow": False, "xanchor": "right", "yanchor": "top",
-                               "font": {"size": 10, "color": DOC_COLOR}})
+            labels.append({"x": s, "y": _LABEL_HEIGHTS[i % len(_LABEL_HEIGHTS)], "xref": "x", "yref": "paper",
+                           "text": str(i + 1), "showarrow": False, "xanchor": "left", "yanchor": "top",
+                           "hovertext": _ptext(doc_id), "font": {"size": 10, "color": DOC_TEXT_COLOR}})
         fig.add_trace(go.Scatter(
             x=[s for _, s in d.documents], y=[0.0] * len(d.documents), mode="markers",
             name="your documents", marker={"color": DOC_COLOR, "size": 10, "symbol": "diamond"},
-            text=[_ptext(doc_id) for doc_id, _ in d.documents],
-            hovertemplate="%{text}: score %{x:.3f}<extra></extra>",
+            text=[_ptext(doc_id) for doc_id, _ in d.documents], customdata=list(range(1, len(d.documents) + 1)),
+            hovertemplate="%{customdata}. %{text}: score %{x:.3f}<extra></extra>",
         ))
     if d.notes:
         labels.append({"text": _ptext(d.note), "xref": "paper", "yref": "paper", "x": 0, "y": 1.0, "xanchor": "left",
-                       "yanchor": "bottom", "showarrow": False, "align": "left", "font": {"size": 11, "color": "#555"}})
+                       "yanchor": "bottom", "showarrow": False, "align": "left", "font": {"size": 11, "color": NOTE_COLOR}})
     fig.update_layout(title=_kde_title(d), xaxis_title="membership score", yaxis_title="density",
                       legend={"orientation": "h", "y": -0.2}, margin={"t": 80, "b": 80},
                       shapes=shapes, annotations=labels)
@@ -345,7 +357,7 @@ def srag_histogram_figure_plotly(result: dict, doc_id: str):
                       margin={"t": 60, "b": 100})
     if h.notes:
         fig.add_annotation(text=_ptext(h.note), xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
-                           showarrow=False, align="left", font={"size": 11, "color": "#555"})
+                           showarrow=False, align="left", font={"size": 11, "color": NOTE_COLOR})
     return fig
 
 
@@ -401,12 +413,11 @@ def kde_png(result: dict, method: str, dpi: int = 110) -> bytes:
                    label=f"{name} (n={n})")
     if d.threshold is not None:
         ax.axvline(d.threshold, color=THRESHOLD_COLOR, linestyle="--", linewidth=1, label="threshold")
-    label_each = len(d.documents) <= MAX_LABELLED_DOCS
     for i, (doc_id, s) in enumerate(d.documents):
-        ax.axvline(s, color=DOC_COLOR, linewidth=1.2, label="your documents" if i == 0 else None)
-        if label_each:
-            ax.annotate(_mtext(doc_id[:30]), xy=(s, 1.0), xycoords=("data", "axes fraction"), rotation=90,
-                        fontsize=7, ha="right", va="top", color=DOC_COLOR)
+        ax.axvline(s, color=DOC_COLOR, linewidth=1.2, label="your documents (numbered; key below)" if i == 0 else None)
+        ax.annotate(str(i + 1), xy=(s, _LABEL_HEIGHTS[i % len(_LABEL_HEIGHTS)]), xycoords=("data", "axes fraction"),
+                    xytext=(2, 0), textcoords="offset points", fontsize=8, fontweight="bold", ha="left", va="top",
+                    color=DOC_TEXT_COLOR)
     if d.mode == "none":
         ax.set_xlim(0, 1)
     ax.set_xlabel("membership score")
@@ -415,7 +426,7 @@ def kde_png(result: dict, method: str, dpi: int = 110) -> bytes:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4, frameon=False)
     if d.notes:
-        fig.text(0.01, -0.12, _wrap(d.note), fontsize=8, color="#555", va="top")
+        fig.text(0.01, -0.12, _wrap(d.note), fontsize=8, color=NOTE_COLOR, va="top")
     return _png(fig, dpi)
 
 
@@ -441,7 +452,7 @@ def srag_histogram_png(result: dict, doc_id: str, dpi: int = 110) -> bytes:
     if series:
         ax.legend(fontsize=8, frameon=False)
     if h.notes:
-        fig.text(0.01, -0.2, _wrap(h.note), fontsize=8, color="#555", va="top")
+        fig.text(0.01, -0.2, _wrap(h.note), fontsize=8, color=NOTE_COLOR, va="top")
     return _png(fig, dpi)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import functools
+import hashlib
 import io
 import json
 import math
@@ -26,9 +27,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from xml.sax.saxutils import escape as _xml_escape
 
+from audit_core.methods.base import NO_SIGNAL_AUC
+
 from audit_core.plots import (
     document_ids,
     kde_data,
+    kde_key,
     kde_png,
     method_label,
     method_result,
@@ -82,6 +86,99 @@ def scrub(obj: Any) -> Any:
     return obj
 
 
+# --------------------------------------------------------------------------- what a shared report may carry
+
+#: how many words of a redacted document stay readable
+REDACTED_WORDS = 6
+#: absolute paths of this machine (POSIX, home-relative, Windows); a URL's path is not matched
+_LOCAL_PATH = re.compile(r"(?<![\w:/.~])(?:~|/(?=[\w.\-+~]+/))(?:/?[\w.\-+~ ]*?/)+(?P<name>[\w.\-+~]+)"
+                         r"|\b[A-Za-z]:\\(?:[^\\\s]+\\)+(?P<wname>[^\\\s]+)")
+
+
+def document_sha256(text: str) -> str:
+    """SHA-256 of a document's text (UTF-8), so a third party holding it can check it was the one audited."""
+    return hashlib.sha256((text or "").encode("utf-8")).hexdigest()
+
+
+def target_label(result: dict) -> str:
+    """The target as the user named it: the base URL and model they gave, or "demo target".
+
+    The in-process demo's internal id (``rag:<model>:<defense>:<hash>``) means
+    nothing to a reader; a defense it simulates is named.
+    """
+    name = str(result.get("target") or "")
+    if name.startswith("rag:"):
+        parts = name.split(":")
+        defense = parts[2] if len(parts) > 2 else "none"
+        return "demo target" + ("" if defense in ("", "none") else f" (simulated defense: {defense})")
+    return scrub_text(re.sub(r"(://)[^/\s@]*@", r"\1", name)) or "unknown target"  # no user:password@
+
+
+def strip_local_paths(text: str) -> str:
+    """``text`` with every absolute path of this machine cut to its last part ("…/aux_medquad.jsonl")."""
+    return _LOCAL_PATH.sub(lambda m: "…/" + (m.group("name") or m.group("wname")), text)
+
+
+def _strip_paths(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _strip_paths(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_strip_paths(v) for v in obj]
+    return strip_local_paths(obj) if isinstance(obj, str) else obj
+
+
+def redacted_text(text: str) -> str:
+    """A document reduced to its hash and first words (``REDACTED_WORDS``)."""
+    words = (text or "").split()
+    head = " ".join(words[:REDACTED_WORDS]) + (" …" if len(words) > REDACTED_WORDS else "")
+    return f"[text redacted; SHA-256 {document_sha256(text)}; begins: {head}]"
+
+
+def shared_view(result: dict, redact: bool = True) -> dict:
+    """The audit dict as it may leave this machine: scrubbed of secrets, without local paths,
+    the target named as the user named it; with ``redact``, document texts replaced by their
+    hash and first words, and the target's raw answers and prompts (which quote the texts) dropped.
+
+    Each document keeps ``sha256`` of its full text either way.
+    """
+    r = scrub(result)
+    raw_target = str(r.get("target") or "")
+    docs = [d for d in r.get("documents") or [] if isinstance(d, dict)]
+    r.pop("documents", None)
+    r = _strip_paths(r)
+    label = target_label(result)
+    if raw_target:
+        r = json.loads(json.dumps(r, default=str).replace(json.dumps(raw_target)[1:-1], label))
+    out_docs = []
+    for d in docs:
+        text = str(d.get("text") or "")
+        out_docs.append({**d, "sha256": document_sha256(text), "text": redacted_text(text) if redact else text})
+    r["documents"] = out_docs
+    r["redacted"] = bool(redact)
+    if redact:
+        r.pop("observations", None)
+        for per_doc in (r.get("results") or {}).values():
+            for res in (per_doc or {}).values():
+                ev = (res or {}).get("evidence")
+                if isinstance(ev, dict) and "masked_text" in ev:
+                    ev["masked_text"] = "[redacted with the document text]"
+    return r
+
+
+def tool_version() -> str:
+    """The auditor's version, as the report records it."""
+    from audit_core import __version__
+
+    return __version__
+
+
+def export_name(result: dict, ext: str) -> str:
+    """``audit-<date>-<target>.<ext>``: the audit's start date and the target as the user named it."""
+    date = str(result.get("created") or "")[:10] or _dt.date.today().isoformat()
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", re.sub(r"^https?://", "", target_label(result))).strip("-").lower()
+    return f"audit-{date}-{slug[:60].rstrip('-') or 'target'}.{ext}"
+
+
 def csv_cell(value: Any) -> str:
     """A text cell that a spreadsheet will not run as a formula.
 
@@ -96,9 +193,14 @@ def csv_cell(value: Any) -> str:
 # --------------------------------------------------------------------------- JSON / CSV
 
 
-def results_json(result: dict) -> bytes:
-    """The whole audit record as pretty UTF-8 JSON, scrubbed of secrets; nothing else is dropped."""
-    return json.dumps(scrub(result), indent=2, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8")
+def results_json(result: dict, redact: bool = False) -> bytes:
+    """The audit record as pretty UTF-8 JSON, scrubbed of secrets.
+
+    Without ``redact`` nothing else is dropped (the full record, for the
+    owner); with it, the record as it may be shared (``shared_view``).
+    """
+    data = shared_view(result, redact=True) if redact else scrub(result)
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8")
 
 
 def audit_methods(result: dict) -> list[str]:
@@ -176,7 +278,7 @@ def auc_reading(auc: float | None) -> str:
     """Plain-language reading of a shadow validation AUC (0.5 = chance, 1 = perfect)."""
     if auc is None or not isinstance(auc, (int, float)) or not math.isfinite(auc):
         return "not measured: treat this method's result with caution"
-    if auc < 0.6:
+    if auc < NO_SIGNAL_AUC:
         return "about chance: this method's results are not evidence on this setup"
     if auc < 0.7:
         return "weak: this method's results are weak evidence"
@@ -402,21 +504,29 @@ def mba_accuracy(result: dict, doc_id: str) -> tuple[int, int] | None:
     return sum(1 for x in rows if isinstance(x, dict) and x.get("correct") is True), len(rows)
 
 
+def _no_signal_mark(result: dict, method: str, cell: str) -> str:
+    """A method without signal is never read as a vote: its cell says so."""
+    if method not in (result.get("no_signal") or {}):
+        return cell
+    return "no signal" if cell in ("—", "n/a") else f"{cell} (no signal, not counted)"
+
+
 def _mba_cell(result: dict, v: dict) -> str:
     acc = mba_accuracy(result, v.get("doc_id"))
     info = (v.get("methods") or {}).get("mba")
     if acc is not None:
-        return f"{acc[0]}/{acc[1]} right"
+        return _no_signal_mark(result, "mba", f"{acc[0]}/{acc[1]} right")
     if info is None:
         return "—"
-    return _fmt(info.get("score")) if info.get("score") is not None else "n/a"
+    return _no_signal_mark(result, "mba", _fmt(info.get("score")) if info.get("score") is not None else "n/a")
 
 
-def _srag_cell(v: dict) -> str:
+def _srag_cell(v: dict, result: dict | None = None) -> str:
     info = (v.get("methods") or {}).get("srag")
     if info is None:
         return "—"
-    return _fmt(info.get("score")) if info.get("score") is not None else "n/a"
+    cell = _fmt(info.get("score")) if info.get("score") is not None else "n/a"
+    return _no_signal_mark(result or {}, "srag", cell)
 
 
 def _page_decoration(created: str):
@@ -431,19 +541,77 @@ def _page_decoration(created: str):
     return draw
 
 
-def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
-               options: ReportOptions | None = None) -> bytes:
-    """The audit report as PDF bytes (reportlab platypus).
+def _duration(start: str | None, end: str | None) -> str:
+    """ "12 min 5 s" between two ISO timestamps, or "unknown"."""
+    try:
+        secs = (_dt.datetime.fromisoformat(str(end)) - _dt.datetime.fromisoformat(str(start))).total_seconds()
+    except (TypeError, ValueError):
+        return "unknown"
+    if secs < 0:
+        return "unknown"
+    m, s_ = divmod(int(round(secs)), 60)
+    h, m = divmod(m, 60)
+    return (f"{h} h {m} min" if h else f"{m} min {s_} s" if m else f"{s_} s")
 
+
+def collection_lines(result: dict) -> list[str]:
+    """The collection-level conclusion (a test over all documents at once), or why there is none.
+
+    The block comes from ``result["collection"]`` (keys p_value, n_documents,
+    n_controls, power, effect_size, note) when the audit computed it.
+    """
+    c = result.get("collection")
+    if not isinstance(c, dict) or not c:
+        return ["Collection-level test: not computed for this audit. The per-document verdicts below are the "
+                "only conclusions; with many documents, a few wrong verdicts are expected by chance."]
+    parts = []
+    if c.get("p_value") is not None:
+        parts.append(f"p-value {_fmt(c.get('p_value'), 4)}")
+    for key, label in (("n_documents", "documents"), ("n_controls", "control documents")):
+        if c.get(key) is not None:
+            parts.append(f"{c.get(key)} {label}")
+    if c.get("effect_size") is not None:
+        parts.append(f"effect size {_fmt(c.get('effect_size'))}")
+    if c.get("power") is not None:
+        parts.append(f"power {_fmt(c.get('power'))}")
+    out = ["Collection-level test: " + ("; ".join(parts) or "computed") + "."]
+    if c.get("note"):
+        out.append(str(c.get("note")))
+    return out
+
+
+def freshness_line(result: dict) -> str:
+    """The first page's line on reused answers (``freshness_sentence``), or "not computed"."""
+    return freshness_sentence(result) or "Answer freshness: not computed for this audit."
+
+
+#: what the first page says a verdict does and does not prove (LIMITATIONS has the detail)
+PROVES = ("<b>What this shows:</b> for each document, whether the target answered about it the way RAG systems "
+          "answer about documents they hold, calibrated on a shadow RAG we built. <b>What it does not prove:</b> "
+          "“member” is strong statistical evidence, not proof (a near-copy of the text, or the text in the model's "
+          "training data, gives the same signal); “not found” is not proof of absence (the target may hold the "
+          "document and not retrieve it, or a defence may hide it); “inconclusive” says nothing either way.")
+
+
+def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
+               options: ReportOptions | None = None, redact: bool = True) -> bytes:
+    """The audit report as PDF bytes (reportlab platypus): a one-page summary, then the details.
+
+    The report is meant to be handed on: it names the target as the user did
+    (never an internal id), carries no path of this machine, and with
+    ``redact`` (the default) shows each document only by its SHA-256 and
+    first words. It records the tool version, the SHA-256 of every document
+    and of the report's JSON data (``results_json(result, redact)``, the
+    export offered beside it) so a third party can check them.
     ``progress`` is called with 1 after each document's evidence is laid out
     (figures are the slow part of a large audit).
     """
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.units import cm
-    from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate, Spacer
+    from reportlab.platypus import CondPageBreak, KeepTogether, PageBreak, Paragraph, SimpleDocTemplate, Spacer
 
     opt = options or ReportOptions()
-    r = scrub(result)
+    r = shared_view(result, redact=redact)
     st = _styles()
     P = lambda text, style="body": Paragraph(text, st[style])  # noqa: E731 - local shorthand
     buf = io.BytesIO()
@@ -452,24 +620,54 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     width = doc.width
     story: list = []
     created = str(r.get("created") or "unknown date")
-    target = str(r.get("target") or "unknown target")
+    target = target_label(result)
     verdicts = [v for v in r.get("verdicts") or [] if isinstance(v, dict)]
     methods = audit_methods(r)
     calibrations = r.get("calibrations") or {}
     not_run = r.get("not_run") or {}
+    no_signal = r.get("no_signal") or {}
+    json_sha = hashlib.sha256(results_json(result, redact=redact)).hexdigest()
 
-    # -- title and summary -----------------------------------------------------
+    # -- page 1: summary -------------------------------------------------------
     story.append(P("RAG provenance audit report", "title"))
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    story.append(P(f"<b>Audit date:</b> {esc(created)} &nbsp; <b>Report generated:</b> {esc(now)}"))
-    story.append(P(f"<b>Target:</b> {esc(target)}"))
+    n_docs = len(r.get("documents") or []) or len(verdicts)
     counts = {k: sum(1 for v in verdicts if v.get("verdict") == k) for k in _VERDICT_KINDS}
-    story.append(P(f"<b>Verdicts:</b> {counts['member']} member, {counts['not found']} not found, "
-                   f"{counts['inconclusive']} inconclusive, out of {len(verdicts)} document(s)."))
-    if r.get("cancelled"):
-        story.append(P("<b>This audit was cancelled before it finished:</b> only the documents listed below were "
-                       "audited."))
+    facts = [
+        ["What was audited", esc(f"{n_docs} document(s) of yours, against {target}, with "
+                                 + (", ".join(method_label(m) for m in methods) or "no method"))],
+        ["When", esc(f"started {created}; finished {r.get('finished') or 'unknown'} "
+                     f"(duration {_duration(r.get('created'), r.get('finished'))})")],
+        ["Conclusion", esc(f"{counts['member']} member, {counts['not found']} not found, "
+                           f"{counts['inconclusive']} inconclusive, out of {len(verdicts)} document(s) audited")
+         + (" <b>(cancelled before the end)</b>" if r.get("cancelled") else "")],
+        ["Collection", esc(" ".join(collection_lines(r)))],
+        ["Answers", esc(freshness_line(r))],
+        ["Report", esc(f"generated {now} by RAG Provenance Auditor {tool_version()}; document texts "
+                       + ("redacted (SHA-256 and first words only)" if redact else "included"))],
+    ]
+    story.append(_table(facts, [3.2 * cm, width - 3.2 * cm], st, header=False))
     story.append(Spacer(1, 6))
+    for m, why in no_signal.items():
+        story.append(P(f"<b>{esc(method_label(m))} had no signal:</b> {esc(why)}. Its results are shown but do not "
+                       "count towards any verdict.", "small"))
+    story.append(P("Per document", "h2"))
+    if verdicts:
+        rows = [["Document", "Verdict", "Why"]]
+        colors_ = [None]
+        for v in verdicts:
+            rows.append([esc(v.get("doc_id")), esc(v.get("verdict")), esc(v.get("reason"))])
+            colors_.append(_VERDICT_COLORS.get(v.get("verdict")))
+        story.append(_table(rows, [4.0 * cm, 2.4 * cm, width - 6.4 * cm], st, row_colors=colors_))
+    else:
+        story.append(P("No document was audited."))
+    story.append(Spacer(1, 6))
+    story.append(P(PROVES, "small"))
+    story.append(Spacer(1, 4))
+    story.append(P(f"SHA-256 of this report's data ({esc(export_name(result, 'json'))}): {json_sha}. The SHA-256 "
+                   "of each document is listed at the end; anyone holding a text can check it was the one audited.",
+                   "small"))
+    story.append(PageBreak())
 
     # -- what was sent ---------------------------------------------------------
     story.append(P("What was sent", "h1"))
@@ -516,7 +714,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         rows = [["Document", "Verdict", "Reason", "S-RAG<br/>probability", "MBA<br/>accuracy"]]
         colors_ = [None]
         for v in verdicts:
-            rows.append([esc(v.get("doc_id")), esc(v.get("verdict")), esc(v.get("reason")), _srag_cell(v),
+            rows.append([esc(v.get("doc_id")), esc(v.get("verdict")), esc(v.get("reason")), _srag_cell(v, r),
                          esc(_mba_cell(r, v))])
             colors_.append(_VERDICT_COLORS.get(v.get("verdict")))
         story.append(_table(rows, [3.0 * cm, 2.2 * cm, width - 9.8 * cm, 2.4 * cm, 2.2 * cm], st, row_colors=colors_))
@@ -546,21 +744,26 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     # -- score distributions ---------------------------------------------------
     kde_methods = [m for m in methods if m in calibrations and m not in not_run]
     if kde_methods:
-        story.append(PageBreak())
-        story.append(P("Your documents against the shadow's score distributions", "h1"))
-        story.append(P("Each plot shows the scores a method gave to shadow documents known to be in the shadow's "
-                       "knowledge base (members) and known not to be (non-members), with your documents marked at "
-                       "their scores. A document far inside the member curve looks like a member. The raw scores "
-                       "behind each plot are available as a CSV export."))
-        for m in kde_methods:
-            story.append(P(esc(method_label(m)), "h2"))
-            story.append(_image(kde_png(r, m, dpi=opt.figure_dpi), width * 0.92))
+        # the section's heading and introduction stay with its first plot (no orphaned heading)
+        head = [P("Your documents against the shadow's score distributions", "h1"),
+                P("Each plot shows the scores a method gave to shadow documents known to be in the shadow's "
+                  "knowledge base (members) and known not to be (non-members), with your documents marked at "
+                  "their scores (numbered; the key is under each plot). A document far inside the member curve "
+                  "looks like a member. The raw scores behind each plot are available as a CSV export.")]
+        for i, m in enumerate(kde_methods):
+            block = (head if i == 0 else []) + [P(esc(method_label(m)), "h2"),
+                                                _image(kde_png(r, m, dpi=opt.figure_dpi), width * 0.92)]
+            key = kde_key(r, m)
+            if key:
+                block.append(P("Marks: " + "; ".join(f"<b>{n}</b> {esc(d)} ({_fmt(sc, 3)})" for n, d, sc in key),
+                               "small"))
             note = kde_data(r, m).note
             if note:
-                story.append(P(esc(note), "note"))
+                block.append(P(esc(note), "note"))
+            story.append(KeepTogether(block))
 
     # -- per-document evidence -------------------------------------------------
-    story.append(PageBreak())
+    story.append(CondPageBreak(6 * cm))
     story.append(P("Evidence per document", "h1"))
     texts = {str(d.get("id")): d.get("text", "") for d in r.get("documents") or [] if isinstance(d, dict)}
     by_id = {str(v.get("doc_id")): v for v in verdicts}
@@ -568,6 +771,16 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         story.extend(_document_evidence(r, doc_id, by_id.get(doc_id), texts.get(doc_id, ""), st, width, opt))
         if progress:
             progress(1)
+
+    # -- documents and their hashes -------------------------------------------
+    story.append(P("Documents and their SHA-256", "h1"))
+    story.append(P("The SHA-256 of each document's text (UTF-8). Anyone holding the text can compute it "
+                   "(e.g. <i>sha256sum</i>) and check that it is the document audited here.", "small"))
+    rows = [["Document", "SHA-256 of the text"]]
+    for d in r.get("documents") or []:
+        rows.append([esc(d.get("id")), f"<font size=7>{esc(d.get('sha256'))}</font>"])
+    if len(rows) > 1:
+        story.append(_table(rows, [4.0 * cm, width - 4.0 * cm], st))
 
     # -- limitations -----------------------------------------------------------
     story.append(P("Limitations", "h1"))

@@ -37,7 +37,8 @@ class _Session:
     def __init__(self, ws_url: str):
         import websocket  # websocket-client, pinned in requirements.txt
 
-        self.ws = websocket.create_connection(ws_url, timeout=60)
+        # no Origin header: Chromium (111+) refuses DevTools websockets from an origin it was not told to allow
+        self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
         self.next_id = 0
 
     def call(self, method: str, **params):

@@ -237,10 +237,13 @@ def abstain_reason(cal) -> str | None:
     """Why a calibration may not decide at its FPR, or None."""
     ev = (cal.params or {}).get("evidence")
     if ev is None:
-        # a calibration built by hand or stored before FPR control: the old rule
-        if cal.shadow_auc is not None and cal.shadow_auc <= 0.5:
+        # a calibration built by hand or stored before FPR control: a point-AUC rule
+        from audit_core.methods.base import NO_SIGNAL_AUC
+
+        auc = cal.shadow_auc
+        if isinstance(auc, (int, float)) and auc == auc and auc < NO_SIGNAL_AUC:
             return (f"no signal: on the shadow RAG this method separated members from non-members no better "
-                    f"than chance (validation AUC {cal.shadow_auc:.2f})")
+                    f"than chance (validation AUC {auc:.2f})")
         return None
     if not ev["signal"]:
         return ev["reason"]

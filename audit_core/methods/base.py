@@ -185,12 +185,25 @@ def takes_top_logprobs(fn) -> bool:
     return "top_logprobs" in inspect.signature(fn).parameters
 
 
-def no_signal_reason(cal: Calibration) -> str | None:
+#: a shadow validation AUC below this is "about chance" (audit_core.report.auc_reading); the rule for
+#: calibrations without out-of-fold evidence (audit_core.evidence.calibration.abstain_reason)
+NO_SIGNAL_AUC = 0.6
+
+
+def no_signal_reason(cal: Calibration | dict | None) -> str | None:
     """Why a method must abstain although it has a score (audit_core.evidence.calibration.abstain_reason).
 
-    Its shadow validation showed no signal with confidence, or the shadow has
-    too few non-members to promise the chosen false-positive rate.
+    Its shadow validation showed no signal with confidence (the lower end of
+    the out-of-fold AUC's 95% interval at or below 0.6), or the shadow has too
+    few non-members to promise the chosen false-positive rate. Such a method
+    says "inconclusive", and the audit sends none of its queries unless the
+    user insists (``audit_core.audit.run_audit``). Takes a Calibration or its JSON.
     """
+    if cal is None:
+        return None
+    if isinstance(cal, dict):
+        cal = Calibration(method=cal.get("method", ""), shadow_auc=cal.get("shadow_auc"),
+                          params=cal.get("params") or {}, fpr=cal.get("fpr"))
     from audit_core.evidence.calibration import abstain_reason
 
     return abstain_reason(cal)

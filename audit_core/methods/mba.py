@@ -86,7 +86,7 @@ class MbaMethod(MembershipMethod):
     """Mask-based membership inference: cloze accuracy of the target on the document."""
 
     name = "mba"
-    version = "1"
+    version = "2"  # 2: a spelling correction counts only when it is the same word (issue 20)
     requires_logprobs = False
 
     def __init__(self, config: MbaConfig | None = None, lm: LocalLM | None = None):

@@ -8,8 +8,9 @@ Sections 4.3.1-4.3.4 and Algorithms 1-4:
   kept as one word, as the paper's Algorithm 2 joins them;
 * a word the proxy model's tokenizer cuts into several tokens is *fragmented*
   and is masked as a whole; if it is misspelled (pyspellchecker), its
-  correction is used for ranking and both spellings are accepted answers
-  (Algorithm 1);
+  correction is used for ranking and both spellings are accepted answers,
+  provided the correction is a spelling of the same word and not another
+  word (``mba_parse.is_spelling_variant``; Algorithm 1);
 * the rank score of a word is the rank of its true token in the proxy model's
   next-token distribution, the largest over its tokens for a fragmented word
   (Algorithm 3);
@@ -33,6 +34,7 @@ from typing import Callable, Sequence
 
 from audit_core.models import DEFAULT_PROXY_MODEL, LocalLM, load_causal_lm
 from audit_core.scoring import encode_text, score_texts
+from audit_core.methods.mba_parse import is_spelling_variant
 
 #: characters that join two word pieces written without spaces ("well-known", "and/or")
 _CONNECTORS = frozenset({"-", "/", "\u2010", "\u2011", "\u2013"})
@@ -209,8 +211,8 @@ def _correct(word: str, distance: int) -> str | None:
     if not spell.unknown([low]):
         return None
     fix = spell.correction(low)
-    if not fix or fix == low:
-        return None
+    if not fix or fix == low or not is_spelling_variant(word, fix):
+        return None  # no correction, or the nearest entry is another word ("Tigan" / "Titan")
     if word.isupper():
         return fix.upper()
     if word[0].isupper():

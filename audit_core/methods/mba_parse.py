@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 #: a mask label as written in our masked text
 MASK_TOKEN_RE = re.compile(r"\[Mask_(\d+)\]")
@@ -197,3 +197,81 @@ def is_correct(predicted: str | None, accepted: Iterable[str]) -> bool:
         return False
     p = normalize_answer(predicted)
     return bool(p) and any(p == normalize_answer(a) for a in accepted)
+
+
+# --------------------------------------------------------------------------- spelling variants
+
+_QWERTY_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+
+
+def _keyboard_neighbours() -> dict[str, set[str]]:
+    """Letters next to each letter on a QWERTY keyboard (same row, and the rows above and below)."""
+    pos = {c: (r, i) for r, row in enumerate(_QWERTY_ROWS) for i, c in enumerate(row)}
+    return {c: {d for d, (r2, i2) in pos.items() if d != c and abs(r - r2) <= 1 and abs(i - i2) <= 1}
+            for c, (r, i) in pos.items()}
+
+
+_NEIGHBOURS = _keyboard_neighbours()
+#: a variant may differ by at most this share of the word's letters (one edit in five)
+MAX_RELATIVE_EDITS = 0.2
+
+
+def _typo_edit(typed: str, meant: str) -> bool:
+    """True when ``typed`` is ``meant`` with one slip of the hand.
+
+    The slips: two neighbouring letters swapped, a letter replaced by a key
+    next to it, a letter dropped, or a letter doubled / a neighbouring key hit
+    as well. The first letter is never part of the slip: people rarely mistype
+    it, and a different first letter usually makes a different word
+    ("melena" / "elena").
+    """
+    if typed[:1] != meant[:1]:
+        return False
+    if len(typed) == len(meant):
+        diff = [i for i, (a, b) in enumerate(zip(typed, meant)) if a != b]
+        if len(diff) == 1:
+            i = diff[0]
+            return typed[i] in _NEIGHBOURS.get(meant[i], set())
+        if len(diff) == 2 and diff[1] == diff[0] + 1:
+            i = diff[0]
+            return typed[i] == meant[i + 1] and typed[i + 1] == meant[i]
+        return False
+    if len(typed) + 1 == len(meant):  # a letter dropped
+        return any(typed == meant[:i] + meant[i + 1:] for i in range(1, len(meant)))
+    if len(typed) == len(meant) + 1:  # a letter added: a double, or a key beside a neighbour
+        for i in range(1, len(typed)):
+            if typed[:i] + typed[i + 1:] == meant:
+                extra, around = typed[i], {typed[i - 1]} | ({typed[i + 1]} if i + 1 < len(typed) else set())
+                if extra in around or _NEIGHBOURS.get(extra, set()) & around:
+                    return True
+        return False
+    return False
+
+
+def is_spelling_variant(word: str, variant: str, known: Callable[[str], bool] | None = None) -> bool:
+    """True when ``word`` (as written in the document) is a misspelling of ``variant``.
+
+    MBA counts a corrected spelling as a right answer only when both are the
+    same word. A dictionary's nearest word is not enough: drug names and
+    medical terms are missing from a general dictionary, and their nearest
+    entry is another word ("Raxar" / "Radar", "Tigan" / "Titan", "otologic" /
+    "oologic", "melena" / "elena"). A variant is accepted only when
+
+    - ``word`` is not itself a dictionary word (``known``) and is not written
+      with a capital (a name, which a dictionary cannot correct);
+    - the two differ by at most one edit in five letters (``MAX_RELATIVE_EDITS``);
+    - the difference is one slip of the hand (``_typo_edit``), not a change
+      that a different word would explain.
+    """
+    if not word or not variant or not word.isalpha() or not variant.isalpha():
+        return False
+    if word[0].isupper():
+        return False
+    w, v = word.lower(), variant.lower()
+    if w == v:
+        return True
+    if known is not None and known(w):
+        return False
+    if 1 / max(len(w), len(v)) > MAX_RELATIVE_EDITS:
+        return False
+    return _typo_edit(w, v)

@@ -97,6 +97,15 @@ def test_a_file_that_is_not_a_csv_is_refused_in_plain_words(app):
     assert "a PDF file, not a CSV" in " ".join(e.value for e in app.error)
 
 
+def test_a_header_only_csv_is_refused_with_a_clear_message(app):
+    app.radio(key="docs_source").set_value("Upload a CSV").run()
+    app.file_uploader(key="csv_file").set_value(("empty.csv", b"id,text\n", "text/csv")).run()
+    assert not app.exception
+    assert "header row ('id', 'text') but no data rows" in " ".join(e.value for e in app.error)
+    assert not [s for s in app.selectbox if s.key == "text_column"]  # no column guessed from nothing
+    assert app.button(key="start_audit").disabled
+
+
 def test_unreachable_endpoint_is_reported_and_the_key_never_shown(app):
     app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
     app.text_input(key="base_url").input("http://127.0.0.1:9/v1")

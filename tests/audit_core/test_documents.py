@@ -254,3 +254,11 @@ def test_property_pasted_blocks(texts):
     for doc in batch.documents:
         assert doc.text == normalize_whitespace(doc.text) and doc.text
     assert len({d.text for d in batch.documents}) == len(batch.documents)
+
+
+@pytest.mark.parametrize("data", [b"id,text\n", b"id,text", b"\xef\xbb\xbfdoc_id;note;text\r\n\r\n"])
+def test_a_header_without_rows_gets_a_clear_message(data):
+    with pytest.raises(DocumentInputError) as err:
+        read_csv_bytes(data)
+    message = str(err.value)
+    assert "header row" in message and "no data rows" in message and "'text'" in message

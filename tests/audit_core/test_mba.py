@@ -23,7 +23,7 @@ from audit_core.methods.mba_masks import (
     stop_words,
     unmask,
 )
-from audit_core.methods.mba_parse import is_correct, normalize_answer, parse_mask_answers
+from audit_core.methods.mba_parse import is_correct, is_spelling_variant, normalize_answer, parse_mask_answers
 from audit_core.scoring import score_texts
 from audit_core.target.base import ChatRequest, Completion, RateLimited, Target, Usage
 
@@ -583,3 +583,37 @@ def test_mba_abstains_when_its_shadow_showed_no_signal(mba):
                        params={"threshold_source": "shadow"})
     res = mba.score(obs, flat)
     assert res.score == 1.0 and res.decision is None and res.reason.startswith("no signal")
+
+
+# --------------------------------------------------------------------------- spelling variants (issue 20, point 2)
+
+WRONG_VARIANTS = [("Raxar", "Radar"), ("Tigan", "Titan"), ("otologic", "oologic"), ("melena", "elena")]
+TRUE_MISSPELLINGS = [("nearlt", "nearly"), ("recieve", "receive"), ("accomodate", "accommodate"),
+                     ("medicaton", "medication"), ("symtpoms", "symptoms")]
+
+
+@pytest.mark.parametrize("word,nearest", WRONG_VARIANTS)
+def test_dictionary_neighbour_that_is_another_word_is_not_a_variant(word, nearest):
+    from audit_core.methods.mba_masks import _correct
+
+    assert not is_spelling_variant(word, nearest)
+    # the spell checker does propose that word; the plan must not take it
+    assert _correct(word, 1) is None
+    # so the target's "Radar" for "Raxar" counts wrong
+    assert not is_correct(nearest, [word] + ([_correct(word, 1)] if _correct(word, 1) else []))
+
+
+@pytest.mark.parametrize("typed,meant", TRUE_MISSPELLINGS)
+def test_true_misspellings_keep_their_correction(typed, meant):
+    from audit_core.methods.mba_masks import _correct
+
+    assert is_spelling_variant(typed, meant)
+    assert _correct(typed, 1) == meant
+    assert _correct(typed.capitalize(), 1) is None  # a capitalised unknown word is a name, left as written
+
+
+def test_spelling_variant_needs_a_slip_and_a_long_enough_word():
+    assert not is_spelling_variant("teh", "the")  # one edit in three letters is too much
+    assert not is_spelling_variant("fevar", "fever")  # 'a' for 'e' is no neighbouring key
+    assert not is_spelling_variant("headache", "headaches", known=lambda w: True)  # a word in its own right
+    assert is_spelling_variant("hedache", "headache")

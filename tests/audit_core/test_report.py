@@ -324,3 +324,98 @@ def test_auc_reading():
     assert "chance" in report.auc_reading(0.52)
     assert "strong" in report.auc_reading(0.95)
     assert "not measured" in report.auc_reading(None) and "not measured" in report.auc_reading(float("nan"))
+
+
+# --------------------------------------------------------------------------- a report to hand on (issue 20, 8-11)
+
+LOCAL_BITS = ("/home/", "/tmp/", "/work/", ".cache", "rpa_cache", "site-packages", "rag:gemma")
+
+
+def _shared_result() -> dict:
+    """An audit of the demo target as the app records it: internal target id, local paths in the config."""
+    r = make_result()
+    r["target"] = "rag:gemma-3-270m:none:0123456789ab"
+    r["config"]["shadow"]["aux_corpus"] = "/home/ann/.cache/rpa_cache/uploads/4f2a9c.jsonl"
+    r["calibrations"]["srag"]["params"]["config"]["proxy_model"] = "/work/main/.venv/lib/site-packages/llm/smollm2.gguf"
+    r["capabilities"]["detail"] = "loaded from /tmp/rpa_cache/models/gemma-3-270m"
+    r["finished"] = "2025-05-01T10:12:05+00:00"
+    r["no_signal"] = {"mba": "no signal: on the shadow RAG this method separated members from non-members no "
+                             "better than chance (validation AUC 0.52)"}
+    return r
+
+
+def _pages(pdf: bytes) -> list[str]:
+    from pypdf import PdfReader
+
+    return [_flat(p.extract_text()) for p in PdfReader(io.BytesIO(pdf)).pages]
+
+
+def test_shared_pdf_has_no_local_path_and_no_internal_target_id():
+    r = _shared_result()
+    pdf = report.pdf_report(r)
+    text = " ".join(_pages(pdf))
+    for bit in LOCAL_BITS:
+        assert bit not in text, bit
+    assert "demo target" in text and "4f2a9c.jsonl" in text  # the corpus is named by its file only
+    raw = report.results_json(r, redact=True).decode()
+    for bit in LOCAL_BITS:
+        assert bit not in raw, bit
+    assert report.export_name(r, "pdf") == "audit-2025-05-01-demo-target.pdf"
+    assert report.export_name(make_result(), "csv") == "audit-2025-05-01-127-0-0-1-8000-v1-acme-rag-model-7b.csv"
+
+
+def test_first_page_is_the_summary_with_hashes_and_version():
+    import hashlib
+
+    from audit_core import __version__
+
+    r = _shared_result()
+    pages = _pages(report.pdf_report(r))
+    first = pages[0]
+    for needed in ("What was audited", "4 document(s)", "started 2025-05-01T10:00:00+00:00",
+                   "duration 12 min 5 s", "1 member, 1 not found, 2 inconclusive", "What this shows",
+                   "What it does not prove", f"RAG Provenance Auditor {__version__}", "Per document", "doc-2",
+                   "Collection-level test: not computed", "Answer freshness: not computed", "MBA had no signal"):
+        assert needed in first, needed
+    json_sha = hashlib.sha256(report.results_json(r, redact=True)).hexdigest()
+    assert json_sha in first.replace(" ", "")
+    # every document's hash, where a third party can find it
+    text = "".join(pages).replace(" ", "")
+    for d in r["documents"]:
+        assert hashlib.sha256(d["text"].encode()).hexdigest() in text
+    # the details follow the summary without a nearly blank page
+    assert len(pages[1]) > 1000
+
+
+def test_collection_and_freshness_blocks_are_shown_when_computed():
+    r = _shared_result()
+    r["collection"] = {"p_value": 0.0012, "n_documents": 4, "n_controls": 20, "power": 0.8, "effect_size": 1.3,
+                       "note": "one-sided test against the control documents"}
+    r["freshness"] = {"policy_days": 30, "reused": 12, "sent": 3, "oldest_reused": "2025-04-20",
+                      "newest_reused": "2025-04-30"}
+    first = _pages(report.pdf_report(r))[0]
+    assert "p-value 0.0012" in first and "20 control documents" in first and "one-sided test" in first
+    assert "Answers reused from earlier requests: 12" in first and "sent during this audit: 3" in first
+    assert "30 day(s)" in first
+
+
+def test_redaction_keeps_hash_and_first_words_only():
+    r = _shared_result()
+    secret_part = "for a sinus infection"
+    redacted = " ".join(_pages(report.pdf_report(r, redact=True)))
+    assert secret_part not in redacted and "Amoxicillin 500mg was prescribed" in redacted
+    assert "three days" not in redacted  # MBA's masked text quotes the document
+    data = json.loads(report.results_json(r, redact=True))
+    assert "observations" not in data and all(secret_part not in d["text"] for d in data["documents"])
+    full = " ".join(_pages(report.pdf_report(r, redact=False)))
+    assert secret_part in full
+
+
+def test_kde_marks_are_numbered_and_keyed():
+    r = _shared_result()
+    key = plots.kde_key(r, "srag")
+    assert [n for n, _, _ in key] == [1, 2, 3] and {d for _, d, _ in key} == {"doc-1", "doc-2", "A&B <x>"}
+    text = " ".join(_pages(report.pdf_report(r)))
+    assert "Marks: 1 doc-1 (0.910)" in text
+    fig = plots.kde_figure_plotly(r, "srag")
+    assert [a.text for a in fig.layout.annotations if a.hovertext] == ["1", "2", "3"]

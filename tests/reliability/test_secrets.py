@@ -107,7 +107,7 @@ def test_cli_audit_writes_the_key_nowhere(rel_cache, tmp_path):
 def test_library_audit_logs_errors_and_exports_hold_no_key(rel_cache, tmp_path, caplog, capsys):
     caplog.set_level(logging.DEBUG)  # openai, httpx, httpcore and ours, at their most talkative
     docs = [Document(i, t) for i, t in make_documents(5)]
-    cfg = AuditConfig(methods=["rag_mia", "mink"], shadow=shadow_config())
+    cfg = AuditConfig(methods=["rag_mia", "mink"], shadow=shadow_config(), run_without_signal=["rag_mia", "mink"])
     with EchoingServer(api_key=KEY, models=[MODEL]) as srv:
         srv.responder = responder = echo_responder(srv)
         target = OpenAITarget(srv.base_url, MODEL, api_key=KEY, max_retries=1, backoff_base_s=0.01, timeout_s=5)
@@ -144,6 +144,7 @@ def test_a_key_echoed_in_the_answer_text_is_not_stored(rel_cache, tmp_path):
                                                                 top_logprobs=int(body.get("top_logprobs") or 0)))
         target = OpenAITarget(srv.base_url, MODEL, api_key=KEY, max_retries=0)
         with Store(tmp_path / "store.sqlite") as store:
-            result = run_audit(docs, CachingTarget(target, store), AuditConfig(methods=["rag_mia"], shadow=shadow_config()), prepare_shadow)
+            result = run_audit(docs, CachingTarget(target, store), AuditConfig(methods=["rag_mia"], shadow=shadow_config(),
+                                                                             run_without_signal=["rag_mia"]), prepare_shadow)
     assert KEY not in str(result.to_json())
     assert files_containing(tmp_path, KEY.encode()) == []

@@ -1,0 +1,30 @@
+"""The CLI's shareable exports: the app's names, redacted by default (issue 20 points 9 and 10)."""
+from __future__ import annotations
+
+import json
+
+from app.cli import _write_report, main
+from tests.audit_core.test_report import make_result
+
+
+def test_report_dir_gets_the_apps_names_and_redacted_texts(tmp_path):
+    r = make_result()
+    paths = _write_report(r, tmp_path / "out", redact=True)
+    assert sorted(p.name for p in paths) == sorted(
+        f"audit-2025-05-01-127-0-0-1-8000-v1-acme-rag-model-7b.{ext}" for ext in ("pdf", "json", "csv"))
+    data = json.loads(next(p for p in paths if p.suffix == ".json").read_text())
+    assert data["redacted"] and "sinus infection" not in json.dumps(data)
+    full = _write_report(r, tmp_path / "full", redact=False)
+    assert "sinus infection" in next(p for p in full if p.suffix == ".json").read_text()
+
+
+def test_report_flags_are_parsed(monkeypatch):
+    seen = {}
+    monkeypatch.setattr("app.cli.cmd_audit", lambda args: seen.update(vars(args)) or 0)
+    import app.cli
+
+    # the parser binds cmd_audit when main() runs, so the patched one is called
+    assert app.cli.main(["audit", "--target", "demo", "--docs", "x.csv", "--report-dir", "out", "--no-redact",
+                         "--run-without-signal", "mba"]) == 0
+    assert seen["report_dir"] == "out" and seen["no_redact"] and seen["run_without_signal"] == "mba"
+    assert main is app.cli.main

@@ -1,0 +1,202 @@
+"""The Run tab's audit jobs as a data owner meets them (issue 20 points 4 and 5, issue 18 point 4).
+
+The demo target is replaced by a fast in-process fake that counts every
+request it is sent and can hold one request until the test lets it go; the
+shadow preparation by a fixed calibration. Everything else is the real app:
+the job registry, the store and its CachingTarget, run_audit, the tabs.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from audit_core.methods.base import Calibration
+from audit_core.target.base import ChatRequest, Completion, Target, TokenLogprob, Usage
+from tests.reliability.support import make_documents
+
+APP = os.path.join(os.path.dirname(__file__), "..", "..", "app", "main.py")
+N_DOCS = 5
+HOLD_AT = 3  # the third probe waits for the test
+
+
+class HeldDemo(Target):
+    """An in-process stand-in for the demo RAG: says Yes with logprobs, counts probes, holds one."""
+
+    name = "rag:fake-model:none:0123456789ab"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[str] = []
+        self.held = threading.Event()  # set when a probe is waiting
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def complete(self, request: ChatRequest) -> Completion:
+        answer = Completion("Yes", [TokenLogprob("Yes", -0.1, [("Yes", -0.1), ("No", -2.5)])], Usage(10, 1), "m")
+        if request.messages[-1][1] == "Say OK.":  # the capability check
+            return answer
+        with self._lock:
+            self.sent.append(request.key())
+            n = len(self.sent)
+        if n == HOLD_AT:
+            self.held.set()
+            self.release.wait(60)
+        self.account.record(Usage(10, 1))
+        return answer
+
+
+def _prepare(methods, shadow, progress=None):
+    if progress:
+        progress("rag_mia: probing shadow members", 4, 4)
+
+    class Prep:
+        calibrations = {m.name: Calibration(m.name, 0.5, [0.9, 0.8, 0.7], [0.2, 0.3, 0.85], shadow_auc=0.9)
+                        for m in methods}
+
+    return Prep()
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    import streamlit as st
+
+    import shadow.demo
+    import shadow.prepare
+
+    fake = HeldDemo()
+    monkeypatch.setenv("RPA_AUDIT_DB", str(tmp_path / "audits.sqlite"))
+    monkeypatch.setattr(shadow.demo, "demo_target", lambda *a, **k: fake)
+    monkeypatch.setattr(shadow.prepare, "prepare_shadow", _prepare)
+    st.cache_resource.clear()  # the demo target, the store and the job registry of earlier tests
+    yield fake
+    fake.release.set()
+    st.cache_resource.clear()
+
+
+def _open_app():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _start(at) -> None:
+    at.multiselect(key="methods").set_value(["rag_mia"]).run()
+    at.text_area(key="pasted").input("\n\n".join(t for _, t in make_documents(N_DOCS))).run()
+    at.button(key="start_audit").click().run()
+    assert not at.exception, at.exception
+
+
+def _texts(at) -> str:
+    parts = [str(e.value) for kind in ("markdown", "info", "warning", "success", "caption", "subheader")
+             for e in getattr(at, kind)]
+    parts += [str(p.proto.text) for p in at.get("progress")]
+    return "\n".join(parts)
+
+
+def _wait_for_result(at, done=lambda r: True, timeout_s: float = 60) -> dict:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        at.run()
+        assert not at.exception, at.exception
+        try:
+            result = at.session_state["result"]
+        except KeyError:
+            result = None
+        if result is not None and done(result):
+            return result
+        time.sleep(0.3)
+    raise AssertionError("the audit did not finish:\n" + _texts(at))
+
+
+def test_rerun_after_cancel_sends_only_what_was_never_answered(demo):
+    from audit_core.store import Store
+
+    at = _open_app()
+    _start(at)
+    assert demo.held.wait(30)
+    at.run()
+    assert "Audit in progress" in _texts(at)
+    at.button(key="cancel_audit").click().run()
+    demo.release.set()
+    first = _wait_for_result(at)
+    assert first["cancelled"] and len(first["verdicts"]) == HOLD_AT
+    before = list(demo.sent)
+    assert len(before) == HOLD_AT
+
+    at.button(key="start_audit").click().run()
+    second = _wait_for_result(at, done=lambda r: not r["cancelled"])
+    again = demo.sent[len(before):]
+    assert not second["cancelled"] and len(second["verdicts"]) == N_DOCS
+    # the promise of the banner: every answer already received is re-used
+    assert len(again) == N_DOCS - HOLD_AT and not set(again) & set(before)
+    assert second["account"]["queries"] == N_DOCS - HOLD_AT
+    # the same run was resumed: History keeps one entry, now finished
+    runs = Store(os.environ["RPA_AUDIT_DB"]).list_runs()
+    assert [r.status for r in runs] == ["finished"]
+
+
+def test_a_reloaded_page_reattaches_to_the_running_audit(demo):
+    at = _open_app()
+    _start(at)
+    assert demo.held.wait(30)
+    # a reload is a new session: no session state, the audit thread still running
+    fresh = _open_app()
+    shown = _texts(fresh)
+    assert "Audit in progress" in shown and f"documents: {HOLD_AT - 1} / {N_DOCS}" in shown
+    # results as they come: the documents decided so far are in the Results tab already
+    assert f"{HOLD_AT - 1} of {N_DOCS} document(s) decided so far" in shown
+    verdicts = next(d.value for d in fresh.dataframe if "verdict" in d.value.columns)
+    assert len(verdicts) == HOLD_AT - 1
+    # History offers the cancel too; the Run tab's cancel is used here
+    assert "An audit is running" in shown
+    fresh.button(key="cancel_audit").click().run()
+    demo.release.set()
+    result = _wait_for_result(fresh)
+    assert result["cancelled"] and len(result["verdicts"]) == HOLD_AT
+    assert "Audit cancelled" in " ".join(s.value for s in fresh.success)
+
+
+def test_a_method_without_signal_is_announced_before_the_run_and_sends_nothing(demo, monkeypatch):
+    import shadow.prepare
+
+    def flat(methods, shadow_cfg, progress=None):
+        prep = _prepare(methods, shadow_cfg, progress)
+        for cal in prep.calibrations.values():
+            cal.shadow_auc = 0.52
+        return prep
+
+    monkeypatch.setattr(shadow.prepare, "prepare_shadow", flat)
+    demo.release.set()  # nothing is held in this test
+    at = _open_app()
+    at.multiselect(key="methods").set_value(["rag_mia"]).run()
+    at.text_area(key="pasted").input("\n\n".join(t for _, t in make_documents(N_DOCS))).run()
+    at.button(key="check_calibration").click().run()
+    deadline = time.time() + 30
+    while not [c for c in at.checkbox if c.key == "insist_rag_mia"] and time.time() < deadline:
+        time.sleep(0.3)
+        at.run()
+    warned = " ".join(w.value for w in at.warning)
+    assert "RAG-MIA: no signal" in warned and "0.52" in warned and "None of its queries will be sent" in warned
+    assert demo.sent == []  # announced before any query
+
+    at.button(key="start_audit").click().run()
+    result = _wait_for_result(at)
+    assert demo.sent == [] and result["account"]["queries"] == 0
+    table = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
+    assert set(table["verdict"]) == {"inconclusive"}
+    assert not any("agree" in r for r in table["reason"])
+    assert "none of its queries were sent" in " ".join(w.value for w in at.warning)
+
+    # the user insists: the queries go out, the method still does not vote
+    at.checkbox(key="insist_rag_mia").check().run()
+    at.button(key="start_audit").click().run()
+    result = _wait_for_result(at, done=lambda r: r["account"]["queries"] > 0)
+    assert len(demo.sent) == N_DOCS
+    assert all(v["verdict"] == "inconclusive" for v in result["verdicts"])
+    assert all(rs["rag_mia"]["score"] is not None for rs in result["results"].values())

@@ -1,0 +1,86 @@
+"""run_audit's own rules: a method without signal sends nothing unless insisted on, and
+never votes; results arrive per document (issue 20 point 3, issue 18 point 4)."""
+from __future__ import annotations
+
+import threading
+
+from audit_core.audit import AuditConfig, calibrate, run_audit
+from audit_core.documents import Document
+from audit_core.methods.base import Calibration
+from audit_core.target.base import Capabilities, ChatRequest, Completion, Target, TokenLogprob, Usage
+
+CAPS = Capabilities(True, True, 5)
+DOCS = [Document(f"d{i}", f"Record {i}: my knee hurts when I climb the stairs at work, mostly in the evening "
+                         f"after a long shift, and ice helps a little but not for long.") for i in range(3)]
+
+
+class CountingTarget(Target):
+    """Answers every question 'Yes' with logprobs; counts what it was sent."""
+
+    name = "http://fake.local/v1 counting"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[str] = []
+        self._lock = threading.Lock()
+
+    def complete(self, request: ChatRequest) -> Completion:
+        with self._lock:
+            self.sent.append(request.key())
+        self.account.record(Usage(10, 1))
+        return Completion("Yes", [TokenLogprob("Yes", -0.1, [("Yes", -0.1), ("No", -2.5)])], Usage(10, 1), "m")
+
+
+def _prepare(auc: float):
+    class Prep:
+        def __init__(self, methods):
+            self.calibrations = {m.name: Calibration(m.name, 0.5, [0.9, 0.8], [0.2, 0.85], shadow_auc=auc)
+                                 for m in methods}
+
+    return lambda methods, shadow, progress=None: Prep(methods)
+
+
+def test_a_method_without_signal_sends_nothing_and_says_why():
+    target = CountingTarget()
+    cfg = AuditConfig(methods=["rag_mia"])
+    assert calibrate(cfg, CAPS, _prepare(0.52)).no_signal.keys() == {"rag_mia"}
+    result = run_audit(DOCS, target, cfg, _prepare(0.52), capabilities=CAPS)
+    assert target.sent == [] and result.account["queries"] == 0
+    assert set(result.no_signal) == {"rag_mia"} and "0.52" in result.no_signal["rag_mia"]
+    for v in result.verdicts:
+        assert v.verdict == "inconclusive"
+        assert "none of its queries were sent" in v.reason and "agree" not in v.reason
+    assert result.to_json()["no_signal"]["rag_mia"].startswith("no signal")
+
+
+def test_insisting_sends_the_queries_but_the_method_still_does_not_vote():
+    target = CountingTarget()
+    cfg = AuditConfig(methods=["rag_mia"], run_without_signal=["rag_mia"])
+    result = run_audit(DOCS, target, cfg, _prepare(0.52), capabilities=CAPS)
+    assert len(target.sent) == len(DOCS)
+    for doc in DOCS:
+        res = result.results[doc.id]["rag_mia"]
+        assert res.score is not None and res.decision is None and res.reason.startswith("no signal")
+
+
+def test_a_method_with_signal_votes_and_results_arrive_per_document():
+    target = CountingTarget()
+    partial: list[list[str]] = []
+    result = run_audit(DOCS, target, AuditConfig(methods=["rag_mia"]), _prepare(0.9), capabilities=CAPS,
+                       on_document=lambda r: partial.append([v.doc_id for v in r.verdicts]))
+    assert len(target.sent) == len(DOCS) and not result.no_signal
+    assert all(v.verdict == "member" for v in result.verdicts)
+    # every document but the last is announced as it is decided; the last one is the final result
+    assert partial == [["d0"], ["d0", "d1"]]
+    assert result.created <= result.finished
+
+
+def test_every_stage_before_the_documents_reports_progress():
+    seen: list[tuple[str, int, int]] = []
+    run_audit(DOCS, CountingTarget(), AuditConfig(methods=["rag_mia"]), _prepare(0.9),
+              progress=lambda stage, done, total: seen.append((stage, done, total)))
+    stages = list(dict.fromkeys(s for s, _, _ in seen))
+    assert stages[:2] == ["asking the target what it supports", "loading the methods' models"]
+    assert stages[-1] == "auditing documents" and ("auditing documents", 3, 3) in seen
+    for stage in stages:  # each stage ends done
+        assert max(d for s, d, t in seen if s == stage) == max(t for s, d, t in seen if s == stage)
