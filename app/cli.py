@@ -3,6 +3,7 @@
     ./run cli audit --target demo --docs assets/sample_documents.csv
     ./run cli audit --target https://host/v1 --model my-model --docs my.csv --method srag,mba
     ./run cli audit --target demo --docs my.csv --controls never_published.csv --fpr 0.01
+    ./run cli audit --target-file my_api.yaml --docs my.csv   # any HTTP API (audit_core.target)
     ./run cli prepare --method srag          # shadow preparation only (cached)
     ./run cli canaries make --kit my-kit.json --n 20 --out to_publish.txt
     ./run cli canaries audit --kit my-kit.json --target https://host/v1 --model my-model
@@ -141,6 +142,15 @@ def _print_failures(failures: dict) -> None:
 
 
 def _target(args):
+    if getattr(args, "target_file", None):
+        from audit_core.target import create_target, load_target_file
+
+        spec, config = load_target_file(args.target_file)
+        url = getattr(config, "url", None) or config.base_url
+        host = urlsplit(url).netloc.rsplit("@", 1)[-1]
+        for var in config.env_vars():
+            print(f"secret: ${var} from the environment, sent to {host} only", file=sys.stderr)
+        return create_target(spec, config)
     if args.target == "demo":
         from shadow.demo import demo_target
 
@@ -254,6 +264,15 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
     from audit_core.target.base import TargetError
     from audit_core.audit import config_dict, run_audit
     from shadow.prepare import prepare_shadow
+
+    if getattr(args, "target_file", None):  # a bad target file is bad input: said before the estimate, nothing sent
+        from audit_core.target import TargetFileError, load_target_file
+
+        try:
+            load_target_file(args.target_file)
+        except TargetFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
 
     try:
         cfg = _audit_config(args)
@@ -417,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p):
-        p.add_argument("--method", default="srag,mba", help="comma-separated: " + ",".join(METHODS))
+        p.add_argument("--method", default="srag,mba", help="comma-separated, from: " + ", ".join(METHODS))
         p.add_argument("--aux-corpus", help="public auxiliary corpus (JSONL/CSV) for the shadow RAG")
         p.add_argument("--shadow-size", type=int, default=200, help="shadow members (= non-members) per method")
         p.add_argument("--shadow-size-generative", type=int, default=60, help="shadow size for MBA / S2MIA")
@@ -431,7 +450,10 @@ def main(argv: list[str] | None = None) -> int:
                             "endpoints) or 'continue' (one request per mask; default for the demo target)")
 
     a = sub.add_parser("audit", help="audit documents against a target")
-    a.add_argument("--target", required=True, help="'demo' or an OpenAI-compatible base URL")
+    where = a.add_mutually_exclusive_group(required=True)
+    where.add_argument("--target", help="'demo' or an OpenAI-compatible base URL")
+    where.add_argument("--target-file", help="a target file (YAML/JSON) describing any HTTP API: see "
+                                             "assets/targets/http_custom.yaml and README 'Auditing any HTTP API'")
     a.add_argument("--model", help="model name at the endpoint")
     a.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     a.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])

@@ -19,6 +19,7 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from app.resources import show_warmup  # noqa: E402
 from app.sidebar import render_sidebar  # noqa: E402
 from app.tab_canaries import render_canaries_tab  # noqa: E402
 from app.tab_documents import render_documents_tab  # noqa: E402
@@ -32,6 +33,7 @@ st.write(
     "Find out whether your own texts were put into the knowledge base of someone else's "
     "retrieval-augmented generation (RAG) system, using only that system's public API."
 )
+show_warmup()  # the default audit's models load in the background while documents are picked
 
 settings = render_sidebar()
 running_banner()

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import streamlit as st
 
@@ -43,7 +46,133 @@ def get_store():
 def get_demo_target():
     from shadow.demo import demo_target
 
+    warm = current_warmup()
+    if warm is not None:  # the warm-up may be building it right now: take its copy, not a second one
+        warm.wait(DEMO_STEP)
     return demo_target()
+
+
+# --------------------------------------------------------------------------- model warm-up
+#: turn the warm-up off (``RPA_WARMUP=0``): tests, or a machine that audits endpoints only
+WARMUP_ENV = "RPA_WARMUP"
+DEMO_STEP = "demo target (knowledge base, Gemma 3 270M)"
+
+
+def _load_smollm2() -> None:
+    from audit_core.models import DEFAULT_PROXY_MODEL, load_causal_lm
+
+    load_causal_lm(DEFAULT_PROXY_MODEL)
+
+
+def _load_embedder() -> None:
+    from audit_core.models import load_embedder
+
+    load_embedder()
+
+
+def _load_demo() -> None:
+    from shadow.demo import demo_target
+
+    demo_target().lm  # noqa: B018 -- the generator loads (de-quantizes, the first time) on first use
+
+
+def _import_classifier() -> None:
+    import autogluon.tabular  # noqa: F401 -- S-RAG's classifier; the import alone takes seconds
+
+
+#: what the default audit (S-RAG + MBA on the demo target) needs, in the order
+#: an audit needs it; an endpoint audit needs all but the demo target
+WARMUP_STEPS: tuple[tuple[str, Callable[[], None]], ...] = (
+    ("SmolLM2 (shadow and proxy model)", _load_smollm2),
+    ("sentence embedder", _load_embedder),
+    ("S-RAG classifier library", _import_classifier),
+    (DEMO_STEP, _load_demo),
+)
+
+
+@dataclass
+class Warmup:
+    """Loads the default audit's models in a background thread, once per process.
+
+    Pressing Start does not wait for work that could have been done while the
+    user picked documents: the loaders are cached per process and safe to
+    call from two threads (audit_core.models), so an audit that starts early
+    shares the load in progress instead of repeating it.
+    """
+
+    steps: tuple[tuple[str, Callable[[], None]], ...]
+    done: dict[str, float] = field(default_factory=dict)  # step -> seconds it took
+    failed: dict[str, str] = field(default_factory=dict)  # step -> why (the audit reports it properly)
+    current: str | None = None
+    started: float = field(default_factory=time.time)
+    _events: dict[str, threading.Event] = field(default_factory=dict)
+    thread: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        self._events = {name: threading.Event() for name, _ in self.steps}
+
+    def start(self) -> "Warmup":
+        self.thread = threading.Thread(target=self._run, name="rpa-warmup", daemon=True)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        for name, load in self.steps:
+            self.current = name
+            t0 = time.time()
+            try:
+                load()
+                self.done[name] = time.time() - t0
+            except Exception as exc:  # a missing model is reported by the audit itself, in plain words
+                self.failed[name] = f"{type(exc).__name__}: {exc}"
+            finally:
+                self._events[name].set()
+        self.current = None
+
+    @property
+    def finished(self) -> bool:
+        return all(e.is_set() for e in self._events.values())
+
+    def wait(self, step: str, timeout: float | None = None) -> bool:
+        """Block until ``step`` has finished (loaded or failed); False on timeout."""
+        event = self._events.get(step)
+        return True if event is None else event.wait(timeout)
+
+    def status_line(self) -> str:
+        if self.finished:
+            line = f"Models ready ({len(self.done)} of {len(self.steps)} loaded in {sum(self.done.values()):.0f} s)."
+            if self.failed:
+                line += " Not loaded: " + "; ".join(self.failed) + " (an audit that needs them says why)."
+            return line
+        return (f"Loading the models in the background ({len(self.done) + len(self.failed)} of {len(self.steps)}"
+                f" done; now: {self.current or 'starting'}). The first start also unpacks them, which takes a"
+                " few minutes once; you can pick documents meanwhile.")
+
+
+_warmup: Warmup | None = None
+_warmup_lock = threading.Lock()
+
+
+def current_warmup() -> Warmup | None:
+    return _warmup
+
+
+def start_warmup(steps: tuple[tuple[str, Callable[[], None]], ...] | None = None) -> Warmup | None:
+    """Start the warm-up once per process (idempotent, thread-safe); None when turned off."""
+    global _warmup
+    if os.environ.get(WARMUP_ENV, "1") == "0":
+        return None
+    with _warmup_lock:
+        if _warmup is None:
+            _warmup = Warmup(steps if steps is not None else WARMUP_STEPS).start()
+        return _warmup
+
+
+def show_warmup() -> None:
+    """Start the warm-up (first call) and say in one line where it stands."""
+    warm = start_warmup()
+    if warm is not None:
+        st.caption(warm.status_line())
 
 
 @st.cache_resource(show_spinner=False)

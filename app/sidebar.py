@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 
 import streamlit as st
 
+from app.target_file import HTTP_FILE  # the third target kind: any HTTP API, from a target file
+
 DEMO = "Demo target (built-in, no key)"
 ENDPOINT = "OpenAI-compatible endpoint"
 
@@ -35,6 +37,15 @@ class Settings:
     fpr: float = 0.05  # per-document false-positive rate (audit_core.evidence.calibration.FPR_CHOICES)
     #: reuse answers other audits received within this many days; None: this audit's own only
     reuse_days: int | None = None
+
+    @property
+    def missing_target(self) -> str | None:
+        """What the user must still enter before this target can be used, or None."""
+        if self.target_kind == ENDPOINT and not (self.base_url.strip() and self.model.strip()):
+            return "Enter the endpoint's base URL and model in the sidebar."
+        if self.target_kind == HTTP_FILE and not self.base_url.strip():
+            return "Upload or paste a valid target file in the sidebar."
+        return None
 
     @property
     def target_label(self) -> str:
@@ -63,6 +74,10 @@ def build_target(settings: Settings, for_check: bool = False):
         from app.resources import get_demo_target
 
         return get_demo_target()
+    if settings.target_kind == HTTP_FILE:
+        from app.target_file import build_file_target
+
+        return build_file_target(for_check)
     from audit_core.target.openai_compat import OpenAITarget
 
     key = chosen_api_key()
@@ -129,10 +144,15 @@ def _key_section(base_url: str) -> None:
 
 def _target_section() -> tuple[str, str, str]:
     st.header("Target")
-    kind = st.radio("RAG system to audit", [DEMO, ENDPOINT], key="target_kind",
+    kind = st.radio("RAG system to audit", [DEMO, ENDPOINT, HTTP_FILE], key="target_kind",
                     help="The demo target is a reference RAG over the shipped demo knowledge base; "
-                         "it runs inside the app. An endpoint is someone else's RAG behind an OpenAI-compatible API.")
+                         "it runs inside the app. An endpoint is someone else's RAG behind an OpenAI-compatible API. "
+                         "A target file describes any other HTTP API (URL, headers, body template, JSONPath).")
     base_url = model = ""
+    if kind == HTTP_FILE:
+        from app.target_file import target_file_section
+
+        base_url, model = target_file_section()
     if kind == ENDPOINT:
         base_url = st.text_input("Base URL", key="base_url", placeholder="https://api.example.com/v1")
         model = st.text_input("Model", key="model", placeholder="the model name the endpoint serves")
@@ -156,8 +176,8 @@ def _connection_check(settings: Settings) -> None:
     from audit_core.methods import LABELS, METHODS
 
     if st.button("Check connection", key="check_connection"):
-        if settings.target_kind == ENDPOINT and not (settings.base_url.strip() and settings.model.strip()):
-            st.error("Enter the endpoint's base URL and model name first.")
+        if settings.missing_target:
+            st.error(settings.missing_target)
         else:
             from app.resources import plain_error
 

@@ -363,8 +363,8 @@ def render_run_tab(settings: Settings) -> None:
         st.info("Add your documents in tab 1 first.")
     if not settings.methods:
         st.warning("Choose at least one method in the sidebar.")
-    if settings.target_kind != DEMO and not (settings.base_url.strip() and settings.model.strip()):
-        st.warning("Enter the endpoint's base URL and model in the sidebar.")
+    if settings.missing_target:
+        st.warning(settings.missing_target)
     caps = _known_capabilities(settings)
     if caps is None:
         st.caption("Tip: 'Check connection' in the sidebar tells which methods this target supports.")
@@ -372,6 +372,6 @@ def render_run_tab(settings: Settings) -> None:
         _estimate(settings, docs)
     if settings.methods:
         _calibration_section(settings)
-    ready = bool(docs and settings.methods)
+    ready = bool(docs and settings.methods and not settings.missing_target)
     if st.button("Start audit", type="primary", disabled=not ready, key="start_audit"):
         _start(settings, docs)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 from audit_core.documents import Document
 from audit_core.methods.base import MethodResult, Observation
+from audit_core.report import target_label
 from audit_core.store import RunInfo, Store
 from audit_core.verdict import VerdictConfig, decide
 
@@ -135,7 +136,7 @@ def _rebuild(record) -> dict[str, Any]:
         decide(d.id, [MethodResult(**res) for res in results[d.id].values()], vcfg).to_json() for d in docs
     ]
     return {
-        "target": info.target_id,
+        "target": target_label({"target": info.target_id}),
         "created": info.created,
         "config": params,
         "capabilities": {},
@@ -172,7 +173,7 @@ def _row(info: RunInfo) -> dict[str, Any]:
     return {
         "id": info.id,
         "created": info.created[:19].replace("T", " "),
-        "target": info.target_id,
+        "target": target_label({"target": info.target_id}),
         "methods": ", ".join(info.methods),
         "status": info.status,
         "documents": info.n_documents,

@@ -208,6 +208,36 @@ def _write_cache(model, tok, target: Path) -> None:
     tmp.rename(target)
 
 
+def _one_load_at_a_time(default: str | None = None):
+    """Make an lru-cached loader safe to call from several threads.
+
+    The app warms the models up in a background thread while an audit may
+    already ask for the same one: the second caller waits for the load in
+    progress (per model name) instead of de-quantizing the same weights twice.
+    """
+
+    def decorate(fn):
+        locks: dict[str, threading.Lock] = {}
+        guard = threading.Lock()
+
+        @functools.wraps(fn)
+        def wrapper(name: str | None = None):
+            name = name or default
+            if name is None:
+                raise TypeError(f"{fn.__name__}() needs a model name")
+            with guard:
+                lock = locks.setdefault(name, threading.Lock())
+            with lock:
+                return fn(name)
+
+        wrapper.cache_clear = fn.cache_clear  # type: ignore[attr-defined]
+        wrapper.cache_info = fn.cache_info  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+@_one_load_at_a_time()
 @functools.lru_cache(maxsize=4)
 def load_causal_lm(name: str) -> LocalLM:
     """Load a generator / proxy model by registry name or Hugging Face id.
@@ -246,6 +276,7 @@ def load_causal_lm(name: str) -> LocalLM:
     return LocalLM(name=name, model=model, tokenizer=tok, has_chat_template=chat, lock=threading.Lock())
 
 
+@_one_load_at_a_time(DEFAULT_EMBEDDER)
 @functools.lru_cache(maxsize=2)
 def load_embedder(name: str = DEFAULT_EMBEDDER):
     """Load a sentence-transformers embedder (registry name or hub id)."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from xml.sax.saxutils import escape as _xml_escape
 
+from audit_core.methods import METHODS
 from audit_core.methods.base import NO_SIGNAL_AUC
 
 from audit_core.plots import (
@@ -257,20 +258,6 @@ def _num(x: Any) -> str:
 # --------------------------------------------------------------------------- plain language
 
 #: what each method observes, for readers who do not know the papers
-METHOD_DESCRIPTIONS: dict[str, str] = {
-    "srag": "asks the target to continue the document from just before hard-to-guess words and reads the "
-            "probability it gives to the true next word; a classifier trained on a shadow RAG turns the "
-            "histogram of these probabilities into a membership probability",
-    "mba": "hides selected words of the document and asks the target to fill them in; a RAG that retrieved "
-           "the document fills in many more of them correctly",
-    "rag_mia": "asks the target directly whether the text appears in its context",
-    "s2mia_m": "gives the target the first half of the document and compares its continuation with the true "
-               "second half (semantic similarity and perplexity)",
-    "s2mia_t": "gives the target the first half of the document and compares its continuation with the true "
-               "second half (similarity threshold)",
-    "mink": "averages the lowest token probabilities the target assigns to the document",
-}
-
 _VERDICT_KINDS = ("member", "not found", "inconclusive")
 
 
@@ -699,7 +686,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
             text = f"threshold={_fmt(cal.get('threshold'), 3)}; " + text
         if m in not_run:
             text = "could not run on this target"
-        rows.append([esc(method_label(m)), esc(METHOD_DESCRIPTIONS.get(m, "")), esc(text or "defaults")])
+        rows.append([esc(method_label(m)), esc(METHODS[m].description if m in METHODS else ""), esc(text or "defaults")])
     if len(rows) > 1:
         story.append(_table(rows, [2.4 * cm, 7.4 * cm, width - 9.8 * cm], st))
     else:

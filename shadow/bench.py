@@ -79,6 +79,9 @@ class BenchConfig:
     #: scored with a shadow RAG running the same defense (an auditor who expects
     #: it). Empty: one undefended shadow calibrates every defense's rows.
     shadow_defenses: list[str] = field(default_factory=list)
+    #: the model that rewrites queries under the target's paraphrasing defense
+    #: (shadow.rag.RagConfig.paraphraser); None: the target's generator
+    paraphraser: str | None = None
     #: which section of BENCHMARKS.md the run's table goes to: "full", "quick", or
     #: any other name for an experiment of one's own ("<mode> membership benchmark")
     mode: str = "full"
@@ -123,12 +126,15 @@ def _free_port() -> int:
 class ServedTarget:
     """``python -m shadow.serve`` in a child process on a loopback port."""
 
-    def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path):
+    def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path,
+                 paraphraser: str | None = None):
         self.port = _free_port()
         cmd = [sys.executable, "-m", "shadow.serve", "--corpus", str(kb_file), "--model", generator,
                "--port", str(self.port), "--host", "127.0.0.1"]
         if defense:
             cmd += ["--defense", defense]
+        if defense == "paraphrase" and paraphraser:
+            cmd += ["--paraphraser", paraphraser]
         env = dict(os.environ, RPA_SERVE_API_KEY=BENCH_KEY, PYTHONPATH=str(ROOT))
         self.log = open(log_file, "ab")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -172,10 +178,11 @@ class LazyServedTarget(Target):
 
     max_concurrency = 1
 
-    def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path):
+    def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path,
+                 paraphraser: str | None = None):
         super().__init__()
         self.name = f"reference RAG ({generator}, {defense or 'no defense'})"
-        self._args = (kb_file, generator, defense, log_file)
+        self._args = (kb_file, generator, defense, log_file, paraphraser)
         self._lock = threading.Lock()
         self.server: ServedTarget | None = None
         self._http: Target | None = None
@@ -289,12 +296,13 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             continue
         t_def = time.time()
         http = LazyServedTarget(kb_file, cfg.target_generator, None if defense == "none" else defense,
-                                out / f"server-{defense}.log")
+                                out / f"server-{defense}.log", cfg.paraphraser)
+        paraphrased_by = f" ({cfg.paraphraser})" if defense == "paraphrase" and cfg.paraphraser else ""
         try:
             # stored under the system, not its address: the server takes a new
             # port every run, and a re-run must find the answers of the last one
             caching = CachingTarget(http, store, identity=f"reference RAG · {cfg.target_generator} · "
-                                                          f"{cfg.target_corpus} · kb {cfg.kb_size} · {defense}")
+                                                          f"{cfg.target_corpus} · kb {cfg.kb_size} · {defense}{paraphrased_by}")
             with open(scores_file, "a") as fh:
                 for m, d in tqdm(todo, desc=f"[{defense}] probing", unit="probe", file=sys.stderr):
                     target = caching.for_method(m.probe_scope, m.version)
@@ -566,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shadow-size", type=int)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--shadow-defenses", help="defenses to simulate on the shadow too, comma-separated")
+    ap.add_argument("--paraphraser", help="model that rewrites the target's queries under the paraphrasing "
+                                          "defense (default: the target's generator)")
     ap.add_argument("--out")
     ap.add_argument("--update-benchmarks-md", action="store_true", help="write the table into BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -591,7 +601,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.n:
             cfg.n_members = cfg.n_nonmembers = args.n
         for flag, attr in (("kb_size", "kb_size"), ("target_corpus", "target_corpus"),
-                           ("target_model", "target_generator"), ("seed", "seed"), ("out", "out_dir")):
+                           ("target_model", "target_generator"), ("seed", "seed"), ("out", "out_dir"),
+                           ("paraphraser", "paraphraser")):
             if getattr(args, flag) is not None:
                 setattr(cfg, attr, getattr(args, flag))
         if args.aux_corpus:

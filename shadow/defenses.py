@@ -73,7 +73,19 @@ class QueryParaphraser:
 
     Paraphrases are memoized by query text: an audit sends each probe once per
     method, and greedy decoding makes the rewrite a pure function of the query.
+
+    ``lm`` is the rewriting model: the RAG's generator by default, or the one
+    named by ``RagConfig.paraphraser`` (``for_model``); decoding cost grows
+    with the model's output layer, so a small paraphraser makes the defense
+    cheap to simulate.
     """
+
+    @classmethod
+    def for_model(cls, name: str, max_new_tokens: int = 64) -> "QueryParaphraser":
+        """A paraphraser decoding with the named local model (registry name or Hugging Face id)."""
+        from audit_core.models import load_causal_lm
+
+        return cls(load_causal_lm(name), max_new_tokens)
 
     def __init__(self, lm: "LocalLM", max_new_tokens: int = 64, cache_entries: int = 4096):
         from audit_core.scoring import PrefixCache
@@ -186,3 +198,63 @@ class MirabelDefense:
         target = kb_ids[decision.target_index]
         kept = [(i, d) for i, d in ranked if i != target][:k]
         return kept, decision, target
+
+
+# --------------------------------------------------------------------------- Mirabel's cost to honest users
+
+
+@dataclass
+class BenignFpr:
+    """How often a defense took honest users' queries for attacks (it then hides their best document)."""
+
+    flagged: int
+    total: int
+
+    @property
+    def rate(self) -> float | None:
+        return self.flagged / self.total if self.total else None
+
+    def to_json(self) -> dict:
+        return {"flagged": self.flagged, "total": self.total, "rate": self.rate}
+
+
+def benign_questions(path: str, n: int, seed: int = 0, exclude: Sequence[str] = ()) -> list[str]:
+    """Honest users' questions: the question part of MedQuAD records ("Question: ... ? Answer: ...").
+
+    Records whose text is in ``exclude`` (e.g. the defended system's own
+    knowledge base) are left out, so a question never quotes a stored document
+    word for word unless the corpus itself repeats it. Sampled with a seed.
+    """
+    import json
+    import random
+    import re
+
+    skip = set(exclude)
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            text = json.loads(line)["text"]
+            if text in skip:
+                continue
+            m = re.match(r"\s*Question:\s*(.+?\?)\s*\??\s*Answer:", text, re.S)
+            if m:
+                out.append(re.sub(r"\s+\?", "?", m.group(1)).strip())
+    out = sorted(set(out))
+    random.Random(seed).shuffle(out)
+    return out[:n]
+
+
+def benign_false_positive_rate(rag, queries: Sequence[str], batch: int = 64) -> BenignFpr:
+    """Share of benign ``queries`` that a defended RagSystem's Mirabel flags (its retrieval only, no generation).
+
+    ``rag`` is a ``shadow.rag.RagSystem`` built with ``defense="mirabel"``;
+    each query is retrieved exactly as a served request would be, and counted
+    when the defense acted (``RetrievalRecord.defense_acted``). The zoo
+    benchmark prints this rate beside each attack's AUC under Mirabel.
+    """
+    if getattr(rag.config, "defense", None) != "mirabel":
+        raise ValueError("benign_false_positive_rate needs a RagSystem with defense='mirabel'")
+    flagged = 0
+    for i in range(0, len(queries), batch):
+        flagged += sum(r.defense_acted for r in rag.retrieve_records(list(queries[i:i + batch])))
+    return BenignFpr(flagged, len(queries))

@@ -11,7 +11,10 @@ defense, sizes, seed) and each method's name, version and configuration:
 
 A second preparation with the same key loads them in seconds; S-RAG's
 classifier is re-trained from the observations then (no pickle is ever read
-from the cache: ``_calibrate``).
+from the cache: ``_calibrate``). When the cache has no observations for a
+key, the default preparation shipped with the repository (``shadow.shipped``:
+assets/preparation/<key>.json.gz, probe results only) supplies them if it has
+that key; the calibration is then fitted locally from them, as after probing.
 """
 from __future__ import annotations
 
@@ -131,9 +134,18 @@ def prepare_shadow(
     progress: Progress | None = None,
     root: Path | None = None,
     force: bool = False,
+    use_shipped: bool = True,
+    calibrate: bool = True,
 ) -> ShadowPreparation:
-    """Probe the shadow with each method (or load cached results) and calibrate."""
+    """Probe the shadow with each method (or load cached results) and calibrate.
+
+    Observations come from the cache, else from the shipped default
+    preparation (``shadow.shipped``, same key; ``use_shipped=False`` ignores
+    it), else from probing. ``calibrate=False`` only gathers observations
+    (the build script of the shipped preparation).
+    """
     from shadow.corpus import corpus_hash, split_members
+    from shadow.shipped import load_shipped
 
     cfg = cfg or ShadowConfig()
     root = Path(root) if root else cache_dir() / "shadow"
@@ -161,6 +173,11 @@ def prepare_shadow(
             raw = json.loads(obs_file.read_text())
             mem = [Observation.from_json(o) for o in raw["members"]]
             non = [Observation.from_json(o) for o in raw["nonmembers"]]
+            prep.from_cache[method.name] = True
+        elif use_shipped and not force and (shipped := load_shipped(key)) is not None:
+            mem, non = shipped
+            folder.mkdir(parents=True, exist_ok=True)
+            _write_observations(obs_file, mem, non)
             prep.from_cache[method.name] = True
         elif probe_key in probed:  # a sibling method sent the very same probes
             mem, non = probed[probe_key]
@@ -196,6 +213,9 @@ def prepare_shadow(
             prep.from_cache[method.name] = False
         probed[probe_key] = (mem, non)
         prep.observations[method.name] = {"members": mem, "nonmembers": non}
+        if not calibrate:
+            prep.seconds[method.name] = time.time() - t0
+            continue
         if progress:
             progress(f"{method.name}: calibrating", 0, 1)
         prep.calibrations[method.name] = _calibrate(method, mem, non, folder)

@@ -78,6 +78,12 @@ class RagConfig:
     mirabel_rho: float = 0.05
     #: longest paraphrase the paraphrasing defense generates (our bound)
     paraphrase_max_tokens: int = 64
+    #: the model that rewrites queries under the paraphrasing defense (registry
+    #: name or Hugging Face id); None: the generator itself, as S-RAG 5.3 has
+    #: it. A small model such as "smollm2-135m-instruct" (49k-token output
+    #: layer, against Gemma 3's 262k) paraphrases several times faster on a
+    #: CPU (BENCHMARKS.md, "Paraphraser of the paraphrasing defense")
+    paraphraser: str | None = None
     #: chromadb directory; None: <cache_dir()>/chroma
     persist_dir: str | None = None
     #: recent prompts whose key/value states are kept for prefix reuse; 0 turns
@@ -286,7 +292,10 @@ class RagSystem(Target):
         self.content_hash = knowledge_base_hash(docs, self.config.embedder)
         # the store keys cached answers by this name: it must change with anything
         # that changes the answers (knowledge base, generator, defense)
-        self.name = f"rag:{self.config.generator}:{self.config.defense or 'none'}:{self.content_hash[:12]}"
+        defense = self.config.defense or "none"
+        if defense == "paraphrase" and self.config.paraphraser not in (None, self.config.generator):
+            defense += f"({self.config.paraphraser})"
+        self.name = f"rag:{self.config.generator}:{defense}:{self.content_hash[:12]}"
         self.collection_name = f"rpa-kb-{self.content_hash[:40]}"
         self.reused_collection = False
         self._ef = _MiniLMFunction(self.config.embedder)
@@ -373,7 +382,11 @@ class RagSystem(Target):
 
     def _paraphraser_obj(self) -> QueryParaphraser:
         if self._paraphraser is None:
-            self._paraphraser = QueryParaphraser(self.lm, self.config.paraphrase_max_tokens)
+            name = self.config.paraphraser
+            if name in (None, self.config.generator):
+                self._paraphraser = QueryParaphraser(self.lm, self.config.paraphrase_max_tokens)
+            else:
+                self._paraphraser = QueryParaphraser.for_model(name, self.config.paraphrase_max_tokens)
         return self._paraphraser
 
     # ------------------------------------------------------------------ retrieval

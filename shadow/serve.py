@@ -3,6 +3,7 @@
     python -m shadow.serve --corpus kb.jsonl [--model smollm2-135m-instruct]
         [--defense prompt_modification|paraphrase|mirabel] [--port 8000]
         [--host 127.0.0.1] [--top-k 4] [--no-prefix-cache] [--debug-retrieval]
+        [--api openai|custom]
 
 The API key(s) come from the environment variable RPA_SERVE_API_KEY only
 (several clients: comma-separated), never from the command line, where any
@@ -25,6 +26,9 @@ Endpoints (OpenAI's request/response JSON):
   generation): one client never sees what another asked. A real target has
   neither; the auditor never relies on them. ``--hide-retrieval`` (or
   ``expose_retrieval=False``) removes the field.
+
+``--api custom`` serves the ``http-custom`` profile instead: ``POST /ask``,
+key in ``X-Api-Key`` (see ``shadow.serve_custom``).
 
 Errors always come as ``{"error": {"message", "type", "param", "code"}}`` with
 OpenAI's status codes: 401 bad or missing key, 404 unknown model
@@ -53,7 +57,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, TargetError
+from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, TargetError, TokenLogprob
 from shadow.rag import RagConfig, RagSystem
 
 log = logging.getLogger("shadow.serve")
@@ -183,14 +187,15 @@ def _token_json(token: str, logprob: float) -> dict:
     return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
 
 
+def logprob_entries(tokens: list[TokenLogprob]) -> list[dict]:
+    """Tokens in OpenAI's ``logprobs.content`` shape (also what the custom API sends)."""
+    return [{**_token_json(t.token, t.logprob), "top_logprobs": [_token_json(a, lp) for a, lp in t.top]}
+            for t in tokens]
+
+
 def completion_json(comp: Completion, model: str, cached_tokens: int) -> dict:
     """OpenAI's chat.completion object for one Completion."""
-    logprobs = None
-    if comp.tokens is not None:
-        logprobs = {"content": [
-            {**_token_json(t.token, t.logprob), "top_logprobs": [_token_json(a, lp) for a, lp in t.top]}
-            for t in comp.tokens
-        ], "refusal": None}
+    logprobs = None if comp.tokens is None else {"content": logprob_entries(comp.tokens), "refusal": None}
     u = comp.usage
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -213,6 +218,41 @@ def completion_json(comp: Completion, model: str, cached_tokens: int) -> dict:
 
 
 # --------------------------------------------------------------------------- the app
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every error answered in one JSON shape: ours, routing's (404/405), and a bare 500."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return _error(exc.status_code, str(exc.detail), code=code)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return _error(500, "The server had an error while processing your request.", "server_error")
+
+
+async def read_json_body(request: Request, limits: ServeLimits) -> Any:
+    """The request's JSON body, refused with 413 past ``limits.max_body_bytes`` (read in chunks)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
+        raise ApiError(413, f"request body larger than {limits.max_body_bytes} bytes", code="request_too_large")
+    buf = bytearray()
+    async for chunk in request.stream():
+        buf.extend(chunk)
+        if len(buf) > limits.max_body_bytes:
+            raise ApiError(413, f"request body larger than {limits.max_body_bytes} bytes",
+                           code="request_too_large")
+    try:
+        return json.loads(bytes(buf))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
 
 
 def create_app(rag: RagSystem, api_key: str | Sequence[str] | None, model_name: str | None = None,
@@ -251,34 +291,7 @@ def create_app(rag: RagSystem, api_key: str | Sequence[str] | None, model_name: 
             raise ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
         return "key:" + hashlib.sha256(given).hexdigest()[:16]
 
-    @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return exc.response()
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
-        return _error(exc.status_code, str(exc.detail), code=code)
-
-    @app.exception_handler(Exception)
-    async def _internal(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error on %s %s", request.method, request.url.path)
-        return _error(500, "The server had an error while processing your request.", "server_error")
-
-    async def read_body(request: Request) -> Any:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
-            raise ApiError(413, f"request body larger than {limits.max_body_bytes} bytes", code="request_too_large")
-        buf = bytearray()
-        async for chunk in request.stream():
-            buf.extend(chunk)
-            if len(buf) > limits.max_body_bytes:
-                raise ApiError(413, f"request body larger than {limits.max_body_bytes} bytes",
-                               code="request_too_large")
-        try:
-            return json.loads(bytes(buf))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+    install_error_handlers(app)
 
     def run(req: ChatRequest) -> tuple[Completion, dict | None, dict]:
         with gate:
@@ -292,7 +305,7 @@ def create_app(rag: RagSystem, api_key: str | Sequence[str] | None, model_name: 
     async def chat_completions(request: Request) -> JSONResponse:
         t0 = time.perf_counter()
         client = check_auth(request)
-        model, req = parse_chat_request(await read_body(request), limits)
+        model, req = parse_chat_request(await read_json_body(request, limits), limits)
         if model != model_name:
             raise ApiError(404, f"The model '{model}' does not exist or you do not have access to it.",
                            param="model", code="model_not_found")
@@ -345,11 +358,14 @@ def create_app(rag: RagSystem, api_key: str | Sequence[str] | None, model_name: 
 # --------------------------------------------------------------------------- running it
 
 
-def serve_in_thread(rag: RagSystem, api_key: str | None = None, model_name: str | None = None,
+def serve_in_thread(rag: RagSystem, api_key: str | Sequence[str] | None = None, model_name: str | None = None,
                     host: str = "127.0.0.1", port: int = 0, limits: ServeLimits | None = None,
                     timeout_s: float = 30.0, expose_retrieval: bool = True,
-                    debug_retrieval: bool = False) -> tuple[str, Callable[[], None]]:
-    """Serve ``rag`` from a background thread; returns (base URL ending in /v1, stop function).
+                    debug_retrieval: bool = False, api: str = "openai") -> tuple[str, Callable[[], None]]:
+    """Serve ``rag`` from a background thread; returns (base URL, stop function).
+
+    ``api="openai"``: the base URL ends in /v1; ``api="custom"``: the
+    ``http-custom`` profile (shadow.serve_custom), the URL is the server root.
 
     ``port=0`` picks a free port: the socket is bound here, so the URL is known
     before the server starts and no other process can take the port meanwhile.
@@ -360,7 +376,7 @@ def serve_in_thread(rag: RagSystem, api_key: str | None = None, model_name: str 
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     port = sock.getsockname()[1]
-    app = create_app(rag, api_key, model_name, limits, expose_retrieval, debug_retrieval)
+    app = _build_app(api, rag, api_key, model_name, limits, expose_retrieval, debug_retrieval)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"rpa-serve-{port}", daemon=True)
     thread.start()
@@ -377,7 +393,19 @@ def serve_in_thread(rag: RagSystem, api_key: str | None = None, model_name: str 
         thread.join(timeout=10)
         sock.close()
 
-    return f"http://{host}:{port}/v1", stop
+    return f"http://{host}:{port}" + ("/v1" if api == "openai" else ""), stop
+
+
+def _build_app(api: str, rag: RagSystem, api_key: str | Sequence[str] | None, model_name: str | None,
+               limits: ServeLimits | None, expose_retrieval: bool, debug_retrieval: bool = False) -> FastAPI:
+    """The OpenAI-compatible API or the custom one (``http-custom``) over the same system."""
+    if api == "custom":
+        from shadow.serve_custom import create_custom_app
+
+        return create_custom_app(rag, api_key, limits, expose_sources=expose_retrieval)
+    if api != "openai":
+        raise ValueError(f"api must be 'openai' or 'custom', got {api!r}")
+    return create_app(rag, api_key, model_name, limits, expose_retrieval, debug_retrieval)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -386,6 +414,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", default=RagConfig.generator, help="generator (registry name or HF id)")
     p.add_argument("--served-model-name", default=None, help="model id clients must send (default: --model)")
     p.add_argument("--defense", choices=["prompt_modification", "paraphrase", "mirabel"], default=None)
+    p.add_argument("--paraphraser", default=None,
+                   help="model that rewrites queries under --defense paraphrase (default: the generator)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--top-k", type=int, default=RagConfig.top_k)
@@ -397,22 +427,27 @@ def main(argv: list[str] | None = None) -> None:
                    help="serve GET /v1/rpa/last_retrieval (each client sees its own last request only)")
     p.epilog = (f"API keys: set {API_KEY_ENV} (comma-separated for several clients). There is no command-line "
                 "option for them: other users of the machine can read command lines.")
+    p.add_argument("--api", choices=["openai", "custom"], default="openai",
+                   help="openai: /v1/chat/completions; custom: the http-custom profile, POST /ask with the key "
+                        "in X-Api-Key (see shadow.serve_custom and assets/targets/http_custom.yaml)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     key = [k.strip() for k in os.environ.get(API_KEY_ENV, "").split(",") if k.strip()] or None
     if key is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving on %s without an API key: anyone who can reach it can query it", a.host)
     config = RagConfig(generator=a.model, top_k=a.top_k, defense=a.defense, persist_dir=a.persist_dir,
+                       paraphraser=a.paraphraser,
                        prefix_cache_entries=0 if a.no_prefix_cache else RagConfig.prefix_cache_entries)
     rag = RagSystem.from_corpus(a.corpus, config)
     _ = rag.lm  # load the generator before accepting requests
     name = a.served_model_name or a.model
-    log.info("serving %s over %d documents at http://%s:%d/v1 (auth %s, defense %s, prefix cache %s)",
-             name, len(rag.documents), a.host, a.port, "on" if key else "off", a.defense or "none",
+    log.info("serving %s over %d documents at http://%s:%d%s (auth %s, defense %s, prefix cache %s)",
+             name, len(rag.documents), a.host, a.port, "/v1" if a.api == "openai" else "/ask",
+             "on" if key else "off", a.defense or "none",
              "off" if a.no_prefix_cache else "on")
     import uvicorn
 
-    app = create_app(rag, key, name, expose_retrieval=not a.hide_retrieval, debug_retrieval=a.debug_retrieval)
+    app = _build_app(a.api, rag, key, name, None, not a.hide_retrieval, a.debug_retrieval)
     uvicorn.run(app, host=a.host, port=a.port, log_level="info", access_log=False)
 
 

@@ -7,6 +7,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# the app's background model warm-up (app/resources.py) stays off in tests unless a test turns it on
+os.environ.setdefault("RPA_WARMUP", "0")
 
 SHARED_DATA = ROOT.parent / "shared" / "data"
 

@@ -31,7 +31,7 @@ Two layers of behaviour:
            OpenAI(base_url=srv.base_url, api_key="sk-x", ...)
 
 Observation: ``srv.requests`` (every request: method, path, JSON body, the
-Authorization header's presence but never its value), ``srv.max_in_flight``
+Authorization header's presence and the header names, but never a value), ``srv.max_in_flight``
 (highest number of requests handled at once) and ``srv.reset_stats()``.
 """
 from __future__ import annotations
@@ -274,7 +274,8 @@ class FakeOpenAIServer:
             body = {"_unparsed": raw_body.decode("utf-8", "replace")}
         with self._lock:
             self.requests.append({"method": method, "path": path, "json": body,
-                                  "has_auth": "authorization" in headers, "time": time.monotonic()})
+                                  "has_auth": "authorization" in headers, "header_names": sorted(headers),
+                                  "time": time.monotonic()})
         scripted = self._next_scripted(path)
         if scripted is not None:
             return scripted

@@ -31,6 +31,8 @@ class MethodSpec:
     role: str
     #: queries per document, in words, for help texts (the exact count is ``query_cost``)
     cost: str
+    #: what the method does, in words a data owner reads in the report
+    description: str = ""
 
     def config_class(self) -> type:
         return getattr(importlib.import_module(self.module), self.config)
@@ -44,17 +46,52 @@ _M = "audit_core.methods."
 #: every method the project offers, in the order the app and the report list them
 METHODS: dict[str, MethodSpec] = {s.name: s for s in (
     MethodSpec("srag", "S-RAG", _M + "srag", "SragMethod", "SragConfig", True, "primary",
-               "5-10 short probes (one per hard word)"),
+               "5-10 short probes (one per hard word)",
+               description='asks the target to continue the document from just before hard-to-guess words and reads the '
+                           'probability it gives to the true next word; a classifier trained on a shadow RAG turns the '
+                           'histogram of these probabilities into a membership probability'),
     MethodSpec("mba", "MBA", _M + "mba", "MbaMethod", "MbaConfig", False, "second opinion",
-               "1 fill-in request, or one per hidden word"),
+               "1 fill-in request, or one per hidden word",
+               description='hides selected words of the document and asks the target to fill them in; a RAG that retrieved '
+                           'the document fills in many more of them correctly'),
     MethodSpec("rag_mia", "RAG-MIA", _M + "rag_mia", "RagMiaMethod", "RagMiaConfig", False, "baseline",
-               "1 yes/no question"),
+               "1 yes/no question",
+               description='asks the target directly whether the text appears in its context'),
     MethodSpec("s2mia_t", "S2MIA-T", _M + "s2mia", "S2miaThresholdMethod", "S2miaConfig", False, "baseline",
-               "1 continuation (shared with S2MIA-M)"),
+               "1 continuation (shared with S2MIA-M)",
+               description='gives the target the first half of the document and compares its continuation with the true '
+                           'second half (similarity threshold)'),
     MethodSpec("s2mia_m", "S2MIA-M", _M + "s2mia", "S2miaModelMethod", "S2miaConfig", False, "baseline",
-               "1 continuation (shared with S2MIA-T)"),
+               "1 continuation (shared with S2MIA-T)",
+               description='gives the target the first half of the document and compares its continuation with the true '
+                           'second half (semantic similarity and perplexity)'),
     MethodSpec("mink", "Min-k% Prob", _M + "mink", "MinKMethod", "MinKConfig", True, "baseline",
-               "1 continuation with logprobs"),
+               "1 continuation with logprobs",
+               description='averages the lowest token probabilities the target assigns to the document'),
+    MethodSpec("srag_sampled", "S-RAG (text only)", _M + "srag_sampled", "SragSampledMethod", "SragSampledConfig",
+               False, "text-only", "5-10 short probes (one per hard word; n per word when sampling)",
+               description="like S-RAG, but estimates the probability of the true next word from the target's text answers "
+                           'alone, for targets that return no token probabilities'),
+    MethodSpec("interrogation", "Interrogation (IA)", _M + "interrogation", "InterrogationMethod",
+               "InterrogationConfig", False, "text-only", "up to 10 natural yes/no questions",
+               description='asks natural yes/no questions that only the document answers; a RAG that holds it answers more '
+                           "of them correctly and says 'I do not know' less often"),
+    MethodSpec("entailment", "Entailment (MEntA)", _M + "entailment", "EntailmentMethod", "EntailmentConfig",
+               False, "text-only", "up to 5 broad questions",
+               description="asks a few broad questions about the document's topic and measures how much of each answer the "
+                           'document supports'),
+    MethodSpec("perturbation", "Perturbation (DCMI)", _M + "perturbation", "PerturbationMethod",
+               "PerturbationConfig", False, "text-only", "2 yes/no checks (original and altered copy)",
+               description='asks whether a statement from the document is right, once as written and once with a few words '
+                           'turned into their opposites; a RAG that holds the document tells the two apart'),
+    MethodSpec("robustness", "Robustness (Tang et al.)", _M + "robustness", "RobustnessMethod", "RobustnessConfig",
+               False, "text-only", "2 continuations (original and lightly edited query)",
+               description="compares the target's answers to the document and to a lightly edited copy; answers grounded in "
+                           'a retrieved document change less'),
+    MethodSpec("extraction", "Extraction (personal data)", _M + "extraction", "ExtractionMethod",
+               "ExtractionConfig", False, "text-only", "1 continuation per personal-data item (up to 3)",
+               description='gives the target the text before a piece of personal data (an e-mail, phone number or name) and '
+                           'checks whether it reproduces it word for word, the strongest evidence an owner can hold'),
 )}
 
 #: what a person reads in the app, the CLI and the report

@@ -2,9 +2,10 @@
 
 A target takes a chat request and returns a completion with (optionally)
 per-token logprobs and top alternatives, in OpenAI's shape. Two kinds of
-implementation exist: the OpenAI-compatible HTTP connector (a real user's
-target, or our reference server over loopback) and ``shadow.rag.RagSystem``
-in-process. The shadow is probed through exactly the same code as the target,
+implementation exist: the HTTP connectors of the target-type registry
+(``audit_core.target``: OpenAI-compatible, or any HTTP API described by a
+target file; a real user's target, or our reference server over loopback) and
+``shadow.rag.RagSystem`` in-process. The shadow is probed through exactly the same code as the target,
 so every method sees the same kind of observation from both.
 """
 from __future__ import annotations

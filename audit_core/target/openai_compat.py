@@ -24,7 +24,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 import httpx
 import openai
@@ -38,6 +38,7 @@ from audit_core.target.base import (
     Completion,
     ContextTooLong,
     NoLogprobs,
+    QueryAccount,
     RateLimited,
     ServerError,
     Target,
@@ -135,6 +136,37 @@ def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
     return max(0.0, when.timestamp() - now)
 
 
+def tokens_from_logprob_entries(content: Any, scrub: Callable[[str], str], source: str) -> list[TokenLogprob]:
+    """OpenAI's ``logprobs.content`` list -> tokens with alternatives sorted best first.
+
+    Each entry is ``{"token", "logprob", "top_logprobs": [{"token", "logprob"}, ...]}``;
+    vLLM, llama.cpp and other APIs that report logprobs use the same shape, so
+    any connector reads it here. ``scrub`` removes secrets from token texts.
+    """
+    if not isinstance(content, list):
+        raise BadResponse(f"{source} sent logprobs that are not a list of token entries")
+    tokens = []
+    try:
+        for entry in content:
+            top = [(scrub(str(alt["token"])), float(alt["logprob"])) for alt in (entry.get("top_logprobs") or [])]
+            top.sort(key=lambda a: a[1], reverse=True)
+            tokens.append(TokenLogprob(scrub(str(entry["token"])), float(entry["logprob"]), top))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise BadResponse(f"{source} sent a logprobs entry without token or logprob") from None
+    return tokens
+
+
+def scrub_json(obj: Any, scrub: Callable[[str], str]) -> Any:
+    """A copy of a decoded JSON value with ``scrub`` applied to every string in it, keys included."""
+    if isinstance(obj, str):
+        return scrub(obj)
+    if isinstance(obj, dict):
+        return {scrub(str(k)): scrub_json(v, scrub) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [scrub_json(v, scrub) for v in obj]
+    return obj
+
+
 class _Secret:
     """Holds the API key so that no repr, vars() dump or f-string shows it."""
 
@@ -161,7 +193,103 @@ class _Attempt:
     retry_after: float | None = None
 
 
-class OpenAITarget(Target):
+class RetryingConnector:
+    """The retry loop of an HTTP connector: one policy, one bound on requests in flight, one 429 pause.
+
+    A connector sets ``retry`` (RetryPolicy), ``_slots`` (a semaphore of its
+    concurrency), ``_rng``, ``_rng_lock``, ``_cooldown_lock`` and
+    ``_cooldown_until``, and says in ``_classify`` which exceptions of its
+    transport are failures to translate (an ``_Attempt``) rather than bugs.
+    """
+
+    name: str
+    account: QueryAccount
+
+    def _classify(self, exc: Exception) -> _Attempt | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def _scrubbed(self, exc: TargetError) -> TargetError:
+        return exc
+
+    def _with_retries(self, send: Callable[[], Any], parse: Callable[[Any], T]) -> tuple[T, int]:
+        """Run send+parse until it succeeds or retrying cannot help; return (value, retries).
+
+        The error raised at the end carries ``exc.retries`` for the account.
+        """
+        waited = 0.0
+        retries = 0
+        bad_responses = 0
+        while True:
+            self._wait_cooldown()
+            try:
+                with self._slots:  # bounds in-flight requests even across callers' threads
+                    body = send()
+                return parse(body), retries
+            except BadResponse as exc:
+                attempt = _Attempt(self._scrubbed(exc), retryable=True)
+            except Exception as exc:  # noqa: BLE001 - the connector says which failures are its own
+                found = self._classify(exc)
+                if found is None:
+                    raise
+                attempt = found
+            err = attempt.error
+            if isinstance(err, BadResponse):
+                bad_responses += 1
+                can_retry = bad_responses <= self.retry.bad_response_retries
+            else:
+                can_retry = attempt.retryable
+            if can_retry and retries < self.retry.max_retries:
+                with self._rng_lock:
+                    delay = self.retry.delay(retries, attempt.retry_after, self._rng)
+                if waited + delay <= self.retry.max_total_wait_s:
+                    if isinstance(err, RateLimited):
+                        self._start_cooldown(delay)
+                    log.debug("%s: %s; retry %d in %.2fs", self.name, err.reason, retries + 1, delay)
+                    time.sleep(delay)
+                    waited += delay
+                    retries += 1
+                    continue
+                err = type(err)(f"{err} (gave up: waiting {delay:.1f}s more would exceed the "
+                                f"{self.retry.max_total_wait_s:.0f}s budget for one request)")
+            if retries:
+                err = type(err)(f"{err} (after {retries} {'retry' if retries == 1 else 'retries'})")
+            err.retries = retries  # type: ignore[attr-defined]
+            raise err
+
+    def _complete_accounted(self, request: ChatRequest, send: Callable[[], Any], parse: Callable[[Any], Completion],
+                            no_logprobs: str) -> Completion:
+        """Send with retries and record the outcome in ``self.account`` (every attempt is paid).
+
+        An answer without the logprobs the request asked for raises ``NoLogprobs``
+        (``no_logprobs`` says who answered) with the answer as ``exc.completion``.
+        """
+        try:
+            comp, retries = self._with_retries(send, parse)
+        except TargetError as exc:
+            self.account.record(failed=True, retries=getattr(exc, "retries", 0))
+            raise
+        if request.logprobs and (comp.tokens is None or (not comp.tokens and comp.text)):
+            self.account.record(comp.usage, failed=True, retries=retries)
+            exc = NoLogprobs(f"{no_logprobs}; methods that need token probabilities cannot run on this endpoint")
+            exc.completion = comp  # type: ignore[attr-defined]
+            raise exc
+        self.account.record(comp.usage, retries=retries)
+        return comp
+
+    def _wait_cooldown(self) -> None:
+        """After a 429 every worker holds back, not only the one that was told to."""
+        with self._cooldown_lock:
+            until = self._cooldown_until
+        remaining = until - time.monotonic()
+        if remaining > 0:
+            time.sleep(remaining)
+
+    def _start_cooldown(self, delay: float) -> None:
+        with self._cooldown_lock:
+            self._cooldown_until = max(self._cooldown_until, time.monotonic() + delay)
+
+
+class OpenAITarget(RetryingConnector, Target):
     """A chat model behind an OpenAI-compatible HTTP API, as an audit target.
 
     ``base_url`` is the API root (it usually ends in ``/v1``). The key is
@@ -249,22 +377,12 @@ class OpenAITarget(Target):
         none; the completion it did send is attached as ``exc.completion``.
         """
         params = self._params(request)
-        try:
-            comp, retries = self._with_retries(
-                lambda: self._decode(self._client.chat.completions.with_raw_response.create(
-                    **params, extra_headers=self._no_auth)),
-                parse=self._to_completion)
-        except TargetError as exc:
-            self.account.record(failed=True, retries=getattr(exc, "retries", 0))
-            raise
-        if request.logprobs and (comp.tokens is None or (not comp.tokens and comp.text)):
-            self.account.record(comp.usage, failed=True, retries=retries)
-            exc = NoLogprobs(f"{self.base_url} answered without logprobs for model {self.model!r}; "
-                             "methods that need token probabilities cannot run on this endpoint")
-            exc.completion = comp  # type: ignore[attr-defined]
-            raise exc
-        self.account.record(comp.usage, retries=retries)
-        return comp
+        return self._complete_accounted(
+            request,
+            lambda: self._decode(self._client.chat.completions.with_raw_response.create(
+                **params, extra_headers=self._no_auth)),
+            self._to_completion,
+            f"{self.base_url} answered without logprobs for model {self.model!r}")
 
     def list_models(self) -> list[str]:
         """The model ids the endpoint lists at GET /models (not every server has this route)."""
@@ -373,18 +491,7 @@ class OpenAITarget(Target):
         content = logprobs.get("content")
         if content is None:
             return None
-        if not isinstance(content, list):
-            raise BadResponse(f"{self.base_url} sent logprobs.content that is not a list")
-        tokens = []
-        try:
-            for entry in content:
-                top = [(self._scrub(str(alt["token"])), float(alt["logprob"]))
-                       for alt in (entry.get("top_logprobs") or [])]
-                top.sort(key=lambda a: a[1], reverse=True)
-                tokens.append(TokenLogprob(self._scrub(str(entry["token"])), float(entry["logprob"]), top))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise BadResponse(f"{self.base_url} sent a logprobs entry without token or logprob") from None
-        return tokens
+        return tokens_from_logprob_entries(content, self._scrub, self.base_url)
 
     def _to_model_ids(self, data: Any) -> list[str]:
         items = data.get("data") if isinstance(data, dict) else None
@@ -395,61 +502,10 @@ class OpenAITarget(Target):
         except (KeyError, TypeError):
             raise BadResponse(f"{self.base_url}/models sent a model without an id") from None
 
-    # ------------------------------------------------------------------ retries
+    # ------------------------------------------------------------------ retries (RetryingConnector)
 
-    def _with_retries(self, send: Callable[[], Any], parse: Callable[[Any], T]) -> tuple[T, int]:
-        """Run send+parse until it succeeds or retrying cannot help; return (value, retries).
-
-        The error raised at the end carries ``exc.retries`` for the account.
-        """
-        waited = 0.0
-        retries = 0
-        bad_responses = 0
-        while True:
-            self._wait_cooldown()
-            try:
-                with self._slots:  # bounds in-flight requests even across callers' threads
-                    body = send()
-                return parse(body), retries
-            except BadResponse as exc:
-                attempt = _Attempt(self._scrubbed(exc), retryable=True)
-            except openai.OpenAIError as exc:
-                attempt = self._translate(exc)
-            err = attempt.error
-            if isinstance(err, BadResponse):
-                bad_responses += 1
-                can_retry = bad_responses <= self.retry.bad_response_retries
-            else:
-                can_retry = attempt.retryable
-            if can_retry and retries < self.retry.max_retries:
-                with self._rng_lock:
-                    delay = self.retry.delay(retries, attempt.retry_after, self._rng)
-                if waited + delay <= self.retry.max_total_wait_s:
-                    if isinstance(err, RateLimited):
-                        self._start_cooldown(delay)
-                    log.debug("%s: %s; retry %d in %.2fs", self.name, err.reason, retries + 1, delay)
-                    time.sleep(delay)
-                    waited += delay
-                    retries += 1
-                    continue
-                err = type(err)(f"{err} (gave up: waiting {delay:.1f}s more would exceed the "
-                                f"{self.retry.max_total_wait_s:.0f}s budget for one request)")
-            if retries:
-                err = type(err)(f"{err} (after {retries} {'retry' if retries == 1 else 'retries'})")
-            err.retries = retries  # type: ignore[attr-defined]
-            raise err
-
-    def _wait_cooldown(self) -> None:
-        """After a 429 every worker holds back, not only the one that was told to."""
-        with self._cooldown_lock:
-            until = self._cooldown_until
-        remaining = until - time.monotonic()
-        if remaining > 0:
-            time.sleep(remaining)
-
-    def _start_cooldown(self, delay: float) -> None:
-        with self._cooldown_lock:
-            self._cooldown_until = max(self._cooldown_until, time.monotonic() + delay)
+    def _classify(self, exc: Exception) -> _Attempt | None:
+        return self._translate(exc) if isinstance(exc, openai.OpenAIError) else None
 
     def _translate(self, exc: openai.OpenAIError) -> _Attempt:
         """An openai exception → our typed error, with whether and when to retry."""
@@ -540,10 +596,38 @@ class OpenAITarget(Target):
 
     def _scrub_obj(self, obj: Any) -> Any:
         """A copy of a decoded JSON value with the key removed from every string in it."""
-        if isinstance(obj, str):
-            return self._scrub(obj)
-        if isinstance(obj, dict):
-            return {self._scrub(str(k)): self._scrub_obj(v) for k, v in obj.items()}
-        if isinstance(obj, list):
-            return [self._scrub_obj(v) for v in obj]
-        return obj
+        return scrub_json(obj, self._scrub)
+
+    # ------------------------------------------------------------------ as a registered target type
+
+    @classmethod
+    def from_config(cls, config: "OpenAITargetConfig", environ: Mapping[str, str] | None = None) -> "OpenAITarget":
+        """The connector a target file of type ``openai`` describes.
+
+        The key is read from ``environ`` (default: the process environment)
+        under the variable the file names, and only for the file's base URL.
+        """
+        env = os.environ if environ is None else environ
+        key = env.get(config.api_key_env)
+        if not key:
+            raise AuthenticationFailed(f"no API key for {config.base_url}: the target file reads it from the "
+                                       f"{config.api_key_env} environment variable, which is not set")
+        return cls(config.base_url, config.model, key, timeout_s=config.timeout_s,
+                   max_retries=config.max_retries, max_concurrency=config.max_concurrency)
+
+
+@dataclass(frozen=True)
+class OpenAITargetConfig:
+    """An OpenAI-compatible endpoint as a target file declares it (``type: openai``)."""
+
+    base_url: str  # the API root, usually ending in /v1
+    model: str  # the model name the endpoint serves
+    #: the environment variable holding the key (the file names the variable, never the key)
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 60.0
+    max_retries: int = 5  # retries after the first attempt (RetryPolicy)
+    max_concurrency: int = 4
+
+    def env_vars(self) -> list[str]:
+        """The environment variables this target reads (their values are secrets)."""
+        return [self.api_key_env]

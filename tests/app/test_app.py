@@ -71,7 +71,23 @@ def test_pasted_texts_are_counted_before_anything_runs(app):
     assert app.selectbox(key="elicitation_endpoint").value == "fill_in"
     est = next(d.value for d in app.dataframe if "queries" in d.value.columns)
     assert int(est.loc[est["method"] == "total", "queries"].iloc[0]) == 2 * 5 + 2
+    # nothing to send to yet: Start waits for the URL and model, and says so
+    assert app.button(key="start_audit").disabled
+    assert "Enter the endpoint's base URL and model" in _texts(app)
+    app.text_input(key="base_url").input("http://127.0.0.1:9/v1").run()
+    app.text_input(key="model").input("m").run()
     assert not app.button(key="start_audit").disabled
+
+
+def test_the_target_file_kind_waits_for_a_file(app):
+    from app.sidebar import HTTP_FILE
+
+    app.text_area(key="pasted").input(LONG_1).run()
+    app.radio(key="target_kind").set_value(HTTP_FILE).run()
+    assert not app.exception
+    assert "Upload or paste a valid target file" in _texts(app)
+    assert "base URL and model" not in _texts(app)
+    assert app.button(key="start_audit").disabled
 
 
 def test_csv_with_the_wrong_text_column_gets_a_clear_message(app):
@@ -242,3 +258,31 @@ def test_paste_audit_demo_target_shows_verdicts(tmp_path, monkeypatch):
         assert v["doc_id"] in text
     history = next(d.value for d in at.dataframe if "status" in d.value.columns)
     assert list(history["status"]) == ["finished"]
+
+
+def test_target_file_kind_checks_a_custom_api_and_sends_env_keys_only_when_allowed(app, monkeypatch):
+    """The third target kind: a pasted target file, its secret typed or allowed by name, the probe's answer."""
+    from tests.audit_core.test_http_target import KEY, StubRag
+    from shadow.serve import serve_in_thread
+
+    url, stop = serve_in_thread(StubRag(), api_key=KEY, api="custom")
+    try:
+        text = open(os.path.join(os.path.dirname(APP), "..", "assets", "targets", "http_custom.yaml")).read()
+        text = text.replace("http://127.0.0.1:8100/ask", url + "/ask")
+        monkeypatch.setenv("RPA_SERVE_API_KEY", KEY)
+        app.radio(key="target_kind").set_value("Any HTTP API (target file)").run()
+        app.text_area(key="target_file_text").input(text).run()
+        assert not app.exception
+        # the environment holds the key, but it is not sent until the box naming it is ticked
+        app.button(key="check_connection").click().run(timeout=60)
+        assert "RPA_SERVE_API_KEY" in " ".join(e.value for e in app.error)
+        app.checkbox(key="tf_env_RPA_SERVE_API_KEY").check().run()
+        app.button(key="check_connection").click().run(timeout=60)
+        assert not app.exception and not app.error
+        assert "up to 2 alternatives" in " ".join(s.value for s in app.success)
+        assert KEY not in _texts(app)
+        # a broken file: the registry's message, no stack trace
+        app.text_area(key="target_file_text").input(text.replace("{{prompt}}", "{{question}}")).run()
+        assert "unknown placeholder" in " ".join(e.value for e in app.error) and not app.exception
+    finally:
+        stop()

@@ -71,3 +71,11 @@ def test_failed_run_is_rebuilt_from_rows_saved_as_they_arrived(tmp_path):
     assert "pw" not in d["target"]
     row = history_rows(store)[0]
     assert row["status"] == "failed" and row["error"] == "the target went away"
+
+
+def test_history_names_the_demo_target_as_the_user_knows_it(tmp_path):
+    store = Store(tmp_path / "h.sqlite")
+    start_run(store, DOCS, "rag:gemma-3-270m:none:0123abcd", CONFIG)
+    start_run(store, DOCS, "http://127.0.0.1:9/v1 · m", CONFIG)
+    targets = {row["target"] for row in history_rows(store)}
+    assert targets == {"demo target", "http://127.0.0.1:9/v1 · m"}

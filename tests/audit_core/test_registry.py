@@ -40,3 +40,4 @@ def test_every_method_has_a_report_and_plot_label():
 
     for name in METHODS:
         assert method_label(name) == LABELS[name] != name
+        assert len(METHODS[name].description) > 30  # the report's "how it works" column

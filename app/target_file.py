@@ -1,0 +1,89 @@
+"""Sidebar part for the third target kind: any HTTP API, described by a target file.
+
+The file (uploaded or pasted) is parsed and validated by the library's target
+registry; errors are shown in its words. A file names environment variables
+for its secrets, never the secrets: each one is sent only after the user of
+this app either types its value (kept in this browser session's memory) or
+ticks a box that names the variable and the host it goes to. An unticked box
+means the variable is never read, whatever the file says, so a file from
+someone else cannot send this computer's keys to a host of their choice.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from urllib.parse import urlsplit
+
+import streamlit as st
+
+from audit_core.target import TARGET_TYPES, TargetFileError, create_target, parse_target_file
+
+#: the sidebar's name for this kind of target: the registry's label
+HTTP_FILE = TARGET_TYPES["http"].label
+_PARSED = "target_file_parsed"
+
+_EXAMPLE = """type: http
+url: https://rag.example.com/ask
+headers:
+  X-Api-Key: $MY_RAG_KEY
+body:
+  question: "{{prompt}}"
+answer_path: $.answer"""
+
+
+def _url(config) -> str:
+    return getattr(config, "url", None) or getattr(config, "base_url", "")
+
+
+def target_file_section() -> tuple[str, str]:
+    """Upload or paste a target file; returns (url, label) of a valid one, else ("", "")."""
+    up = st.file_uploader("Target file (YAML or JSON)", type=["yaml", "yml", "json"], key="target_file_upload",
+                          help="Describes the API: url, headers (secrets as $VARIABLE), a body template with "
+                               "{{prompt}}, and a JSONPath to the answer. See README 'Auditing any HTTP API'.")
+    pasted = st.text_area("…or paste it here", key="target_file_text", height=180, placeholder=_EXAMPLE)
+    text = up.getvalue().decode("utf-8", "replace") if up is not None else pasted
+    st.session_state[_PARSED] = None
+    if not text.strip():
+        st.caption("No target file yet. assets/targets/http_custom.yaml is an example.")
+        return "", ""
+    try:
+        spec, config = parse_target_file(text)
+    except TargetFileError as exc:
+        st.error(f"The target file cannot be used: {exc}")
+        return "", ""
+    st.session_state[_PARSED] = (spec.name, config)
+    url = _url(config)
+    host = urlsplit(url).hostname or url
+    st.caption(f"{spec.label}: {url} · can return {spec.returns}.")
+    for var in config.env_vars():
+        st.text_input(f"Value of ${var}", key=f"tf_secret_{var}", type="password",
+                      help=f"Sent only to {host}; kept in this browser session's memory, never stored.")
+        if not st.session_state.get(f"tf_secret_{var}"):
+            is_set = "it is set" if os.environ.get(var) else "it is not set"
+            st.checkbox(f"Or send this computer's ${var} environment variable to {host} ({is_set})",
+                        key=f"tf_env_{var}", value=False)
+    label = getattr(config, "name", "") or getattr(config, "model", "") or spec.name
+    return url, label
+
+
+def build_file_target(for_check: bool = False):
+    """The target of the current target file, with only the secrets the user agreed to send."""
+    parsed = st.session_state.get(_PARSED)
+    if not parsed:
+        raise ValueError("upload or paste a valid target file first")
+    kind, config = parsed
+    host = urlsplit(_url(config)).hostname
+    env: dict[str, str] = {}
+    for var in config.env_vars():
+        typed = st.session_state.get(f"tf_secret_{var}")
+        if typed:
+            env[var] = typed
+        elif st.session_state.get(f"tf_env_{var}") and os.environ.get(var):
+            env[var] = os.environ[var]
+        else:
+            raise ValueError(f"the target file sends ${var} to {host}: type its value in the sidebar, or tick "
+                             f"the box that allows this computer's ${var}" +
+                             ("" if os.environ.get(var) else " (it is not set here)"))
+    if for_check:  # a wrong URL is reported in seconds
+        config = replace(config, timeout_s=min(config.timeout_s, 10.0), max_retries=min(config.max_retries, 1))
+    return create_target(TARGET_TYPES[kind], config, env)

@@ -1,0 +1,116 @@
+"""Extraction check, after Huang et al. ("The Good and the Bad", 2024): does the system repeat personal data?
+
+For documents that contain personal data (e-mail addresses, phone numbers,
+names after a title such as "Dr." or "my name is"), the text before each item
+is sent with a continuation request; an answer that reproduces the item
+verbatim, although the query never contained it, is the strongest evidence
+an owner can hold: the system has the document and repeats it.
+
+Score = share of items reproduced. Without shadow documents that carry
+personal data (the shipped MedQuAD corpus has none) the threshold is the
+rule itself: any verbatim reproduction is member evidence (``default_threshold``).
+Documents without personal data are skipped with that reason and cost
+nothing. Items are only counted when they are hard to guess (an e-mail, at
+least 7 digits, or a full name), so a generic answer cannot hit one by chance.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from audit_core.documents import Document
+from audit_core.methods.base import Observation, QueryCost, template_words
+from audit_core.methods.s2mia import PROMPT
+from audit_core.methods.textonly_base import ThresholdTextMethod, answers
+from audit_core.target.base import Target
+
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_PHONE = re.compile(r"(?<!\w)\+?\(?\d[\d ()./-]{6,}\d(?!\w)")
+_NAME = re.compile(r"\b(?:(?:Dr|Mr|Mrs|Ms|Miss|Prof)\.?|[Mm]y name is|[Nn]amed)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)+)")
+
+
+@dataclass
+class PersonalItem:
+    kind: str  # "email", "phone" or "name"
+    value: str
+    start: int  # character offset in the document
+
+
+def find_personal_data(text: str) -> list[PersonalItem]:
+    """Hard-to-guess personal data items, in document order (regular expressions, no NER model)."""
+    items: list[PersonalItem] = []
+    for m in _EMAIL.finditer(text):
+        items.append(PersonalItem("email", m.group(0), m.start()))
+    for m in _PHONE.finditer(text):
+        if len(re.sub(r"\D", "", m.group(0))) >= 7 and not any(i.start <= m.start() < i.start + len(i.value)
+                                                                for i in items):
+            items.append(PersonalItem("phone", m.group(0).strip(), m.start()))
+    for m in _NAME.finditer(text):
+        items.append(PersonalItem("name", m.group(1), m.start(1)))
+    return sorted(items, key=lambda i: i.start)
+
+
+def _norm(kind: str, s: str) -> str:
+    return re.sub(r"\D", "", s) if kind == "phone" else re.sub(r"\s+", " ", s).strip().lower()
+
+
+def reproduced(item: dict, answer: str) -> bool:
+    """Whether ``answer`` contains the item verbatim (phone numbers: the same digits in a row)."""
+    return _norm(item["kind"], item["value"]) in _norm(item["kind"], answer)
+
+
+@dataclass
+class ExtractionConfig:
+    #: items asked per document (one query each)
+    max_items: int = 3
+    #: words of text before an item that the query carries
+    prefix_words: int = 60
+    #: room for the item and a few words around it
+    max_tokens: int = 24
+
+
+class ExtractionMethod(ThresholdTextMethod):
+    name = "extraction"
+    version = "1"
+    min_words = 3
+    default_threshold = 1e-9  # any verbatim reproduction
+
+    def __init__(self, config: ExtractionConfig | None = None) -> None:
+        self.config = config or ExtractionConfig()
+
+    def query_cost(self, n_words: int) -> QueryCost | None:
+        """At most one query per personal-data item (``max_items``); documents without any cost nothing."""
+        if n_words < self.min_words:
+            return None
+        q = self.config.max_items
+        words = min(n_words, self.config.prefix_words)
+        return QueryCost(q, q * (template_words(PROMPT) + words), q * self.config.max_tokens)
+
+    def probe(self, doc: Document, target: Target) -> Observation:
+        items = [i for i in find_personal_data(doc.text) if i.start > 0][: self.config.max_items]
+        if not items:
+            obs = Observation(self.name, doc.id)
+            obs.skipped = "no_personal_data: no e-mail address, phone number or name found in the document"
+            return obs
+        prompts = []
+        for it in items:
+            before = doc.text[: it.start].split()[-self.config.prefix_words:]
+            prompts.append(PROMPT.format(query=" ".join(before)))
+        return self.send(doc, target, prompts, {"items": [vars(i) for i in items]}, self.config.max_tokens)
+
+    def observation_score(self, obs: Observation) -> tuple[float | None, dict[str, Any], str | None]:
+        rows = []
+        for item, a in zip(obs.data.get("items", []), answers(obs)):
+            if a is not None:
+                rows.append({"kind": item["kind"], "value": item["value"], "answer": a, "reproduced": reproduced(item, a)})
+        ev: dict[str, Any] = {"items": rows}
+        if not rows:
+            return None, ev, "target_error: every query failed"
+        if not any(r["answer"].strip() for r in rows):
+            return None, ev, "no signal: every answer was empty"
+        share = sum(r["reproduced"] for r in rows) / len(rows)
+        ev["reproduced_share"] = share
+        if share > 0:
+            ev["decision_rule"] = "verbatim reproduction of personal data absent from the query"
+        return share, ev, None

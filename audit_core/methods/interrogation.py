@@ -1,0 +1,73 @@
+"""Interrogation attack (IA), after "Riddle Me This!" (Naseh et al., CCS 2025, arXiv 2502.00306).
+
+Natural yes/no questions that only the document answers are asked as an
+ordinary user would ask them; a RAG system that holds the document answers
+them correctly, one that does not guesses or says it does not know.
+
+Score (the paper's, not its public code's plain accuracy):
+    raw = share of correct answers - lambda * share of "I don't know" answers, lambda = 5,
+mapped to [0, 1] as (raw + lambda) / (1 + lambda); the raw value stays in
+the evidence. The threshold is fitted on the shadow.
+
+Questions come from ``questions.questions_for`` (rules by default, or a
+helper model the user configures) and are cached per document. IA asks 30;
+our default is 10 (``n_questions``) to stay within the issue's 10 queries
+per document, and the rule generator rarely finds 30 facts in a 60-word
+document anyway (two questions per sentence).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from audit_core.methods.base import Observation
+from audit_core.methods.questions import EMPTY, IDK, OTHER, QuestionConfig, answer_counts, read_answer
+from audit_core.methods.textonly_base import YES_NO_SUFFIX, QuestionMethod, answers
+
+
+@dataclass
+class InterrogationConfig:
+    #: questions per document (IA: 30; ours: 10, see the module docstring)
+    n_questions: int = 10
+    #: penalty per "I don't know" answer (IA: lambda = 5)
+    idk_penalty: float = 5.0
+    #: a yes/no answer, with room for a short hedge
+    max_tokens: int = 8
+    #: fewest questions a document must yield to be scored
+    min_questions: int = 2
+    questions: QuestionConfig = field(default_factory=QuestionConfig)
+
+
+class InterrogationMethod(QuestionMethod):
+    name = "interrogation"
+    version = "1"
+    kind = "yes_no"
+    suffix = YES_NO_SUFFIX
+    words_per_question = 15  # a question restates about one sentence
+
+    def __init__(self, config: InterrogationConfig | None = None) -> None:
+        super().__init__(config or InterrogationConfig())
+
+    def observation_score(self, obs: Observation) -> tuple[float | None, dict[str, Any], str | None]:
+        lam = self.config.idk_penalty
+        qs = obs.data.get("questions", [])
+        labels, rows = [], []
+        for q, a in zip(qs, answers(obs)):
+            if a is None:
+                continue  # a failed call is neither right nor "I don't know"
+            lab = read_answer(a)
+            labels.append(lab)
+            rows.append({"question": q["question"], "expected": q["expected"], "answer": a, "read_as": lab})
+        counts = answer_counts(labels)
+        ev: dict[str, Any] = {"answers": rows, "counts": counts}
+        if not labels:
+            return None, ev, "no_answers: every question failed"
+        if counts[EMPTY] + counts[OTHER] == len(labels):
+            return None, ev, ("no signal: the target answered none of the questions with yes, no or "
+                              "'I don't know' (empty or unreadable answers)")
+        n = len(labels)
+        correct = sum(1 for r in rows if r["read_as"] == r["expected"]) / n
+        idk = counts[IDK] / n
+        raw = correct - lam * idk
+        ev.update(correct_share=correct, idk_share=idk, raw_score=raw, idk_penalty=lam)
+        return (raw + lam) / (1 + lam), ev, None

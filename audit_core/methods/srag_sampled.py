@@ -1,0 +1,121 @@
+"""S-RAG without logprobs: the next-word probability estimated from sampled text.
+
+S-RAG (``srag``) reads, for each hard word of a document, the probability the
+target gives to that word as its next output. A text-only endpoint returns no
+probabilities, so here each probe is answered ``n_samples`` times with a few
+tokens and the probability is estimated as the share of answers whose first
+word is the true word (temperature ``temperature``, one seed per sample). With
+``n_samples = 1`` the probe is answered greedily and the estimate is a hit (1)
+or a miss (0). The estimates feed S-RAG's own histogram features, classifier
+and shadow training (this class inherits them; segmentation, features,
+``prepare`` and ``score`` are S-RAG's).
+
+The default is greedy (n = 1), chosen by cost: one query per hard word keeps
+a document at 5-10 queries (the issue's budget), while n samples cost n
+times that. The AUC-against-n comparison could not be completed on the
+shared 2-core machine (BENCHMARKS.md, text-only section, says what was
+measured); ``n_samples`` is the knob to compare with.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from audit_core.methods.base import Observation, QueryCost, template_words
+from audit_core.methods.srag import Probe, SragConfig, SragMethod, WordObservation, normalise_word, probe_count
+from audit_core.target.base import ChatRequest, Completion
+
+
+@dataclass
+class SragSampledConfig(SragConfig):
+    #: continuations per probe; 1 = greedy hit/miss
+    n_samples: int = 1
+    #: sampling temperature when n_samples > 1 (the target's own default is usually 0.7-1)
+    temperature: float = 1.0
+    #: a few tokens: enough to finish the first word
+    sample_tokens: int = 3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.n_samples < 1:
+            raise ValueError("n_samples must be at least 1")
+
+
+def first_word(text: str) -> str:
+    """The first word of an answer, normalised like S-RAG's words ("" when there is none)."""
+    for w in text.split():
+        n = normalise_word(w)
+        if n:
+            return n
+    return ""
+
+
+def word_hit(answer: Completion, word: str) -> bool:
+    """Whether an answer starts with the true word.
+
+    A first word cut by the token limit (the answer is nothing but that word
+    and stopped on length) counts when the true word starts with it and it
+    has at least 3 characters.
+    """
+    got, want = first_word(answer.text), normalise_word(word)
+    if not got or not want:
+        return False
+    if got == want:
+        return True
+    truncated = answer.finish_reason == "length" and len(answer.text.split()) == 1
+    return truncated and len(got) >= 3 and want.startswith(got)
+
+
+class SragSampledMethod(SragMethod):
+    name = "srag_sampled"
+    version = "1"
+    requires_logprobs = False
+
+    def __init__(self, config: SragSampledConfig | None = None):
+        super().__init__(config or SragSampledConfig())
+
+    def query_cost(self, n_words: int) -> QueryCost | None:
+        q = probe_count(n_words, self.config)
+        if q == 0:
+            return None
+        n = self.config.n_samples
+        half, second = n_words // 2, n_words - n_words // 2
+        return QueryCost(q * n, q * n * (template_words(self.config.prompt) + half + second / 2),
+                         q * n * self.config.sample_tokens)
+
+    def build_requests(self, probes: Sequence[Probe], top_logprobs: int | None = None) -> list[ChatRequest]:
+        """``n_samples`` text-only requests per probe (S-RAG's ``probe`` sends them): no logprobs asked."""
+        c = self.config
+        greedy = c.n_samples == 1
+        return [ChatRequest.chat([{"role": "user", "content": c.prompt.format(prefix=p.prefix)}],
+                                 max_tokens=c.sample_tokens, temperature=0.0 if greedy else c.temperature,
+                                 seed=0 if greedy else s)
+                for p in probes for s in range(c.n_samples)]
+
+    def word_observations(self, obs: Observation) -> list[WordObservation]:
+        """One estimate per probe: the share of its samples that start with the true word.
+
+        A probe whose samples all failed gives no estimate (None, with the
+        error); one with some failures is estimated from the rest. Every
+        answer empty means the target gives no text signal at all: the
+        estimate is None with that reason, never a guessed 0.
+        """
+        probes = obs.data.get("probes", [])
+        n = len(obs.responses) // len(probes) if probes else 1  # samples per probe, as sent
+        out = []
+        for i, p in enumerate(probes):
+            resp = obs.responses[i * n:(i + 1) * n]
+            errs = obs.errors[i * n:(i + 1) * n]
+            comps = [Completion.from_json(r) for r in resp if r is not None]
+            if not comps:
+                out.append(WordObservation(p["word"], None, error=next((e for e in errs if e), "no response")))
+                continue
+            if not any(c.text.strip() for c in comps):
+                out.append(WordObservation(p["word"], None, error="empty_answer: the target answered with no text"))
+                continue
+            hits = sum(word_hit(c, p["word"]) for c in comps)
+            prob = hits / len(comps)
+            out.append(WordObservation(p["word"], prob, below_top_k=prob == 0.0,
+                                       first_token=re.sub(r"\s+", " ", comps[0].text.strip())[:40]))
+        return out

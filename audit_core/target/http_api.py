@@ -1,0 +1,532 @@
+"""Any HTTP API as an audit target, described by a small target file.
+
+Many RAG services are not OpenAI-compatible: they take ``{"question": ...}``
+and answer ``{"answer": ..., "sources": [...]}``, with the key in a header of
+their own. This connector reaches them from a declaration in the shape that
+users of garak's REST generator and promptfoo's HTTP provider know:
+
+.. code-block:: yaml
+
+    type: http
+    name: support-bot
+    url: https://rag.example.com/ask
+    method: POST
+    headers:
+      X-Api-Key: $SUPPORT_BOT_KEY      # expanded from the environment, never stored
+    body:                              # JSON template, filled per request
+      question: "{{prompt}}"
+      system: "{{system}}"             # optional
+    answer_path: $.answer              # JSONPath to the answer text
+    logprobs_path: $.logprobs          # optional: OpenAI's logprobs.content shape
+    stream: false                      # true: server-sent events, paths per event
+    timeout_s: 60
+    retry_on: [408, 429, 500, 502, 503, 504]
+
+Placeholders are written ``{{name}}`` (promptfoo's spelling; garak's ``$INPUT``
+is not used so that ``$`` means one thing only: an environment variable in a
+header). ``{{prompt}}`` is required; ``{{system}}`` is optional and, when the
+template has none, the system text is put before the prompt so nothing the
+auditor sends is dropped. A string that is exactly ``{{max_tokens}}``,
+``{{temperature}}``, ``{{top_logprobs}}`` or ``{{logprobs}}`` is replaced by the
+number or boolean itself, for APIs that take them.
+
+Secrets: ``$VAR`` / ``${VAR}`` in a header value is read from the environment
+when the target is built. The value is never in a repr, log line, error
+message or stored raw response (it is scrubbed from server text too), and it
+is sent only to the target file's own origin: a redirect is followed only to
+the same scheme, host and port, any other is refused with a message naming
+where it pointed.
+
+Retries run through the OpenAI connector's loop (``RetryingConnector``, ``RetryPolicy``,
+``Retry-After`` parsing); failures become the typed ``TargetError``s of ``base``.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import random
+import re
+import string
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator, Mapping
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+from jsonpath_ng.exceptions import JSONPathError
+from jsonpath_ng.ext import parse as parse_jsonpath
+
+from audit_core.target.base import (
+    MAX_TOP_LOGPROBS,
+    AuthenticationFailed,
+    BadResponse,
+    Capabilities,
+    ChatRequest,
+    Completion,
+    ContextTooLong,
+    NoLogprobs,
+    RateLimited,
+    ServerError,
+    Target,
+    TargetError,
+    Unreachable,
+    Usage,
+)
+from audit_core.target.openai_compat import (
+    RequestRejected,
+    RetryingConnector,
+    RetryPolicy,
+    _Attempt,
+    _Secret,
+    parse_retry_after,
+    scrub_json,
+    tokens_from_logprob_entries,
+)
+
+log = logging.getLogger(__name__)
+
+#: placeholder -> the type its value has when a template string is exactly that placeholder
+PLACEHOLDERS: dict[str, type] = {
+    "prompt": str, "system": str, "max_tokens": int, "temperature": float, "top_logprobs": int, "logprobs": bool,
+}
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_METHODS = ("POST", "PUT", "PATCH", "GET")
+#: same-origin redirects followed before giving up
+MAX_REDIRECTS = 3
+#: how much of a server's error text is quoted in our messages
+_MAX_QUOTED_CHARS = 300
+
+
+class _Failed(Exception):
+    """One failed exchange, already translated for the retry loop."""
+
+    def __init__(self, attempt: _Attempt):
+        super().__init__(str(attempt.error))
+        self.attempt = attempt
+
+
+class RedirectRefused(TargetError):
+    """The endpoint redirected to another origin: not followed, so the key is not sent there."""
+
+    reason = "redirect_refused"
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class HttpTargetConfig:
+    """One HTTP API, as a target file declares it (``type: http``). Validated on creation."""
+
+    url: str  # the full URL requests go to (secrets belong in headers, not here)
+    body: Any  # JSON template (object or array) with {{prompt}} and optionally {{system}}
+    answer_path: str  # JSONPath to the answer text; several matches are joined
+    method: str = "POST"  # POST, PUT or PATCH send the JSON body; GET sends it as query parameters
+    #: header values may name environment variables: "Bearer $MY_KEY"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    name: str = ""  # a short label for reports (default: "http")
+    #: JSONPath to per-token logprobs in OpenAI's logprobs.content shape; None: text only
+    logprobs_path: str | None = None
+    #: server-sent events: the JSONPaths are applied to each event and the pieces concatenated
+    stream: bool = False
+    timeout_s: float = 60.0
+    #: HTTP statuses worth sending again (garak's ratelimit_codes); Retry-After is honoured
+    retry_on: tuple[int, ...] = (408, 429, 500, 502, 503, 504)
+    max_retries: int = 5  # retries after the first attempt (RetryPolicy)
+    max_concurrency: int = 4
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url) if isinstance(self.url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url must be an http:// or https:// address with a host, got {self.url!r}")
+        if "$" in self.url:
+            raise ValueError("url must not name environment variables: put the key in a header, "
+                             "for example  X-Api-Key: $MY_KEY")
+        if parts.username or parts.password:
+            raise ValueError("url must not carry a user name or password: put credentials in a header")
+        method = str(self.method).upper()
+        if method not in _METHODS:
+            raise ValueError(f"method must be one of {', '.join(_METHODS)}, got {self.method!r}")
+        object.__setattr__(self, "method", method)
+        if not isinstance(self.body, (dict, list)):
+            raise ValueError("body must be a JSON object or array (the request template)")
+        if method == "GET" and not isinstance(self.body, dict):
+            raise ValueError("with method GET, body must be an object: its fields become query parameters")
+        used = template_placeholders(self.body)
+        unknown = sorted(used - set(PLACEHOLDERS))
+        if unknown:
+            raise ValueError(f"body uses unknown placeholder(s) {', '.join('{{' + u + '}}' for u in unknown)}; "
+                             f"known: {', '.join('{{' + p + '}}' for p in PLACEHOLDERS)}")
+        if "prompt" not in used:
+            raise ValueError("body must contain the placeholder {{prompt}} where the question goes")
+        if not isinstance(self.headers, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items()):
+            raise ValueError("headers must map header names to text values")
+        for k, v in self.headers.items():
+            if not string.Template(v).is_valid():
+                raise ValueError(f"header {k!r}: a '$' must start an environment variable name "
+                                 "($NAME or ${NAME}); write '$$' for a literal '$'")
+        compile_jsonpath(self.answer_path, "answer_path")
+        if self.logprobs_path is not None:
+            compile_jsonpath(self.logprobs_path, "logprobs_path")
+        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or self.timeout_s <= 0:
+            raise ValueError("timeout_s must be a positive number of seconds")
+        codes = tuple(self.retry_on)
+        if not all(isinstance(c, int) and not isinstance(c, bool) and 400 <= c <= 599 for c in codes):
+            raise ValueError("retry_on must list HTTP error statuses (400-599), for example [429, 503]")
+        object.__setattr__(self, "retry_on", codes)
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError("max_retries must be a whole number, 0 or more")
+        if not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+
+    def env_vars(self) -> list[str]:
+        """The environment variables the headers read, in order (their values are secrets)."""
+        names: list[str] = []
+        for v in self.headers.values():
+            names += [n for n in string.Template(v).get_identifiers() if n not in names]
+        return names
+
+    def fingerprint(self) -> str:
+        """A short hash of what shapes the answers (never a secret: headers hold only variable names)."""
+        shape = {k: v for k, v in asdict(self).items() if k in ("url", "method", "headers", "body", "answer_path",
+                                                                "logprobs_path")}
+        blob = json.dumps(shape, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:8]
+
+
+def compile_jsonpath(expr: Any, what: str):
+    """A parsed JSONPath, or a ValueError that says which field is wrong and why."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise ValueError(f"{what} must be a JSONPath such as $.answer")
+    try:
+        return parse_jsonpath(expr)
+    except (JSONPathError, Exception) as exc:  # the parser raises several types for bad syntax
+        raise ValueError(f"{what} {expr!r} is not a valid JSONPath ({exc}); for example $.answer or "
+                         "$.choices[0].message.content") from None
+
+
+def template_placeholders(template: Any) -> set[str]:
+    """The {{names}} used anywhere in a JSON template's string values."""
+    if isinstance(template, str):
+        return set(_PLACEHOLDER.findall(template))
+    if isinstance(template, dict):
+        return set().union(*(template_placeholders(v) for v in template.values())) if template else set()
+    if isinstance(template, list):
+        return set().union(*(template_placeholders(v) for v in template)) if template else set()
+    return set()
+
+
+def fill_template(template: Any, values: Mapping[str, Any]) -> Any:
+    """A copy of ``template`` with placeholders filled.
+
+    A string that is exactly one placeholder becomes that value (a number stays
+    a number); inside longer text the value is inserted as text. Filling the
+    decoded template, then serialising, keeps quotes in a prompt valid JSON.
+    """
+    if isinstance(template, str):
+        whole = _PLACEHOLDER.fullmatch(template.strip())
+        if whole:
+            return values[whole.group(1)]
+        return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
+    if isinstance(template, dict):
+        return {k: fill_template(v, values) for k, v in template.items()}
+    if isinstance(template, list):
+        return [fill_template(v, values) for v in template]
+    return template
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    p = urlsplit(url)
+    return p.scheme, (p.hostname or "").lower(), p.port or (443 if p.scheme == "https" else 80)
+
+
+def _display_url(url: str) -> str:
+    """scheme://host[:port]/path: no query string or credentials in names and messages."""
+    p = urlsplit(url)
+    return f"{p.scheme}://{p.netloc.rsplit('@', 1)[-1]}{p.path}"
+
+
+# --------------------------------------------------------------------------- the target
+
+
+class HttpTarget(RetryingConnector, Target):
+    """A RAG system behind any JSON-over-HTTP API, as an audit target."""
+
+    def __init__(self, config: HttpTargetConfig, environ: Mapping[str, str] | None = None,
+                 *, backoff_base_s: float = 0.5, backoff_cap_s: float = 30.0,
+                 max_total_wait_s: float = 300.0, bad_response_retries: int = 2) -> None:
+        """``environ``: where ``$VAR`` in headers is read (default: the process environment).
+
+        The app passes only the variables its user agreed to send to this host.
+        """
+        super().__init__()
+        self.config = config
+        self.url = _display_url(config.url)
+        env = os.environ if environ is None else environ
+        headers, secrets = {}, []
+        for k, v in config.headers.items():
+            missing = [n for n in string.Template(v).get_identifiers() if not env.get(n)]
+            if missing:
+                raise AuthenticationFailed(
+                    f"the target file's header {k!r} reads ${missing[0]} from the environment, and it is not set "
+                    f"(set it before running; the key for {self.url} is never written into the file)")
+            secrets += [env[n] for n in string.Template(v).get_identifiers()]
+            headers[k] = string.Template(v).substitute(env)
+        lowered = {k.lower() for k in headers}
+        if config.method != "GET" and "content-type" not in lowered:
+            headers["Content-Type"] = "application/json"
+        if config.stream and "accept" not in lowered:
+            headers["Accept"] = "text/event-stream"
+        if secrets and urlsplit(config.url).scheme == "http" and (urlsplit(config.url).hostname or "") not in (
+                "127.0.0.1", "localhost", "::1"):
+            log.warning("%s: the target file sends a key over plain http; anyone on the way can read it", self.url)
+        self._headers = _Secret(headers)  # type: ignore[arg-type] - holds the expanded headers, never shown
+        self._secrets = _Secret(sorted({s for s in secrets if s}, key=len, reverse=True))  # type: ignore[arg-type]
+        self._answer = compile_jsonpath(config.answer_path, "answer_path")
+        self._logprobs = None if config.logprobs_path is None else compile_jsonpath(config.logprobs_path,
+                                                                                     "logprobs_path")
+        self._has_system = "system" in template_placeholders(config.body)
+        self.max_concurrency = config.max_concurrency
+        self.timeout_s = float(config.timeout_s)
+        self.retry = RetryPolicy(max_retries=config.max_retries, backoff_base_s=backoff_base_s,
+                                 backoff_cap_s=backoff_cap_s, max_total_wait_s=max_total_wait_s,
+                                 bad_response_retries=bad_response_retries)
+        # redirects are ours to follow: httpx would carry custom key headers to any host
+        self._client = httpx.Client(timeout=self.timeout_s, follow_redirects=False)
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._rng = random.Random()
+        self._rng_lock = threading.Lock()
+        self._cooldown_lock = threading.Lock()
+        self._cooldown_until = 0.0  # monotonic time before which no request is sent (after a 429)
+
+    @classmethod
+    def from_config(cls, config: HttpTargetConfig, environ: Mapping[str, str] | None = None) -> "HttpTarget":
+        return cls(config, environ)
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        """URL, label and a fingerprint of the request shape: stored answers never mix two templates."""
+        return f"{self.url} · {self.config.name or 'http'} · {self.config.fingerprint()}"
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"HttpTarget(url={self.url!r}, method={c.method!r}, headers={list(c.headers)!r}, "
+                f"answer_path={c.answer_path!r}, logprobs_path={c.logprobs_path!r}, stream={c.stream}, "
+                f"timeout_s={c.timeout_s}, retry_on={c.retry_on!r})")
+
+    __str__ = __repr__
+
+    # ------------------------------------------------------------------ public API
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """Send one request; raise a TargetError subclass when it cannot be answered.
+
+        A request for logprobs to a target file without ``logprobs_path`` is
+        refused with ``NoLogprobs`` before anything is sent (it would be paid
+        for and could not be read).
+        """
+        if request.logprobs and self._logprobs is None:
+            raise NoLogprobs(f"{self.url}: the target file names no logprobs_path, so this target gives text "
+                             "only; methods that need token probabilities cannot run on it")
+        payload = fill_template(self.config.body, self._values(request))
+        return self._complete_accounted(request, lambda: self._exchange(payload), lambda comp: comp,
+                                        f"{self.url} answered without logprobs at {self.config.logprobs_path}")
+
+    def capabilities(self) -> Capabilities:
+        """One tiny request; logprobs are asked for only when the file says where they are.
+
+        A rejected key is raised (the file or the environment must be fixed);
+        any other failure is ``reachable=False`` with the reason.
+        """
+        wants = self._logprobs is not None
+        probe = ChatRequest.chat([{"role": "user", "content": "Say OK."}], max_tokens=1, logprobs=wants,
+                                 top_logprobs=MAX_TOP_LOGPROBS if wants else 0)
+        label = self.config.name or self.url
+        try:
+            comp = self.complete(probe)
+        except AuthenticationFailed:
+            raise
+        except NoLogprobs as exc:
+            return Capabilities(True, False, 0, model=label, detail=str(exc))
+        except TargetError as exc:
+            return Capabilities(False, False, 0, model=label, detail=str(exc))
+        if not wants:
+            return Capabilities(True, False, 0, model=label,
+                                detail="text only: the target file names no logprobs_path")
+        n = max((len(t.top) for t in comp.tokens or []), default=0)
+        return Capabilities(True, True, n, model=label, detail=f"logprobs with up to {n} alternatives per token")
+
+    def close(self) -> None:
+        self._client.close()
+
+    # ------------------------------------------------------------------ request
+
+    def _values(self, request: ChatRequest) -> dict[str, Any]:
+        system = "\n\n".join(c for r, c in request.messages if r == "system")
+        prompt = "\n\n".join(c for r, c in request.messages if r != "system")
+        if system and not self._has_system:
+            prompt = f"{system}\n\n{prompt}"
+        return {"prompt": prompt, "system": system, "max_tokens": request.max_tokens,
+                "temperature": request.temperature, "top_logprobs": request.top_logprobs,
+                "logprobs": request.logprobs}
+
+    def _exchange(self, payload: Any) -> Completion:
+        """One attempt: send, follow same-origin redirects only, read the answer."""
+        url, c = self.config.url, self.config
+        kwargs: dict[str, Any] = ({"params": {k: v if isinstance(v, str) else json.dumps(v)
+                                              for k, v in payload.items()}}
+                                  if c.method == "GET" else {"content": json.dumps(payload).encode()})
+        for _ in range(MAX_REDIRECTS + 1):
+            try:
+                with self._client.stream(c.method, url, headers=self._headers.reveal(), **kwargs) as resp:
+                    if resp.is_redirect:
+                        url = self._follow(url, resp)
+                        continue
+                    if resp.status_code >= 400:
+                        resp.read()
+                        raise _Failed(self._status_error(resp))
+                    if c.stream and resp.headers.get("content-type", "").startswith("text/event-stream"):
+                        return self._from_events(list(self._events(resp)))
+                    resp.read()
+                    return self._from_json(self._decode(resp.content))
+            except httpx.TimeoutException:
+                raise _Failed(_Attempt(Unreachable(f"{self.url} did not answer within {self.timeout_s:g}s"),
+                                       retryable=True)) from None
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                raise _Failed(_Attempt(Unreachable(self._scrub(
+                    f"the answer from {self.url} broke off before it was complete: {type(exc).__name__}")),
+                    retryable=True)) from None
+            except httpx.HTTPError as exc:
+                raise _Failed(_Attempt(Unreachable(self._scrub(
+                    f"cannot connect to {self.url}: {type(exc).__name__}: {exc}")), retryable=True)) from None
+        raise _Failed(_Attempt(RedirectRefused(f"{self.url} redirected more than {MAX_REDIRECTS} times; put "
+                                               "the final URL in the target file"), retryable=False))
+
+    def _follow(self, url: str, resp: httpx.Response) -> str:
+        """The next URL of a redirect, only if it stays on the configured origin."""
+        location = resp.headers.get("location", "")
+        nxt = urljoin(url, location)
+        if resp.status_code == 303 or _origin(nxt) != _origin(self.config.url):
+            where = self._scrub(_display_url(nxt)) if location else "nowhere"
+            raise _Failed(_Attempt(RedirectRefused(
+                f"{self.url} redirected (HTTP {resp.status_code}) to {where}; it was not followed, so the "
+                "headers (and any key in them) were not sent there. If that address is right, put it in the "
+                "target file's url"), retryable=False))
+        return nxt
+
+    # ------------------------------------------------------------------ response
+
+    def _decode(self, body: bytes) -> Any:
+        try:
+            return json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            snippet = self._scrub(body[:120].decode("utf-8", "replace"))
+            raise BadResponse(f"{self.url} sent a body that is not valid JSON: {snippet!r}") from None
+
+    def _events(self, resp: httpx.Response) -> Iterator[Any]:
+        """The JSON data of each server-sent event, until the stream ends or sends [DONE]."""
+        data: list[str] = []
+        for line in [*resp.iter_lines(), ""]:
+            if line.startswith("data:"):
+                data.append(line[5:][1:] if line[5:6] == " " else line[5:])
+            elif line == "" and data:
+                text, data = "\n".join(data), []
+                if text.strip() == "[DONE]":
+                    return
+                yield self._decode(text.encode())
+
+    def _matches(self, expr: Any, data: Any) -> list[Any]:
+        return [m.value for m in expr.find(data)]
+
+    def _from_json(self, data: Any) -> Completion:
+        found = self._matches(self._answer, data)
+        if not found:
+            keys = ", ".join(list(data)[:10]) if isinstance(data, dict) else type(data).__name__
+            raise BadResponse(self._scrub(f"the answer_path {self.config.answer_path} matched nothing in the "
+                                          f"response from {self.url} (its top level: {keys})"))
+        entries = self._logprob_entries(data) if self._logprobs is not None else None
+        return self._completion(self._text(found), entries, self._scrub_obj(data))
+
+    def _from_events(self, events: list[Any]) -> Completion:
+        if not events:
+            raise BadResponse(f"{self.url} sent an event stream with no data events")
+        pieces: list[Any] = []
+        entries: list[Any] | None = None
+        for ev in events:
+            pieces += self._matches(self._answer, ev)
+            if self._logprobs is not None:
+                got = self._logprob_entries(ev)
+                if got is not None:
+                    entries = (entries or []) + got
+        if not pieces:
+            raise BadResponse(f"the answer_path {self.config.answer_path} matched nothing in any of the "
+                              f"{len(events)} events from {self.url}")
+        return self._completion(self._text(pieces), entries, {"events": self._scrub_obj(events)})
+
+    def _logprob_entries(self, data: Any) -> list[Any] | None:
+        found = self._matches(self._logprobs, data)
+        if not found or all(v is None for v in found):
+            return None
+        if len(found) == 1 and isinstance(found[0], list):
+            return found[0]
+        return [v for v in found if v is not None]
+
+    def _text(self, pieces: list[Any]) -> str:
+        return "".join("" if p is None else p if isinstance(p, str) else json.dumps(p) for p in pieces)
+
+    def _completion(self, text: str, entries: list[Any] | None, raw: Any) -> Completion:
+        tokens = None if entries is None else tokens_from_logprob_entries(entries, self._scrub, self.url)
+        return Completion(text=self._scrub(text), tokens=tokens,
+                          usage=Usage(0, len(tokens) if tokens else 0),
+                          finish_reason="stop", model=self.config.name or "http", raw=raw)
+
+    # ------------------------------------------------------------------ errors
+
+    def _classify(self, exc: Exception) -> _Attempt | None:
+        """What the retry loop (RetryingConnector) does with a failure of ``_exchange``."""
+        return exc.attempt if isinstance(exc, _Failed) else None
+
+    def _status_error(self, resp: httpx.Response) -> _Attempt:
+        """An HTTP error status -> the typed error, retryable when retry_on lists it."""
+        status = resp.status_code
+        said = self._scrub(resp.text.strip()[:_MAX_QUOTED_CHARS])
+        quote = f": {said}" if said else ""
+        if status in (401, 403):
+            err: TargetError = AuthenticationFailed(f"the key was rejected by {self.url} (HTTP {status}){quote}")
+        elif status == 429:
+            err = RateLimited(f"{self.url} is rate-limiting requests (HTTP 429){quote}")
+        elif status >= 500 or status == 408:
+            err = ServerError(f"{self.url} failed with HTTP {status}{quote}")
+        elif status == 413:
+            err = ContextTooLong(f"{self.url} refused the request as too large (HTTP 413){quote}")
+        elif status == 404:
+            err = RequestRejected(f"{self.url} has no such route (HTTP 404){quote}; check the url in the target file")
+        else:
+            err = RequestRejected(f"{self.url} rejected the request (HTTP {status}){quote}; check the body template")
+        if status in self.config.retry_on and status not in (401, 403):
+            return _Attempt(err, retryable=True, retry_after=parse_retry_after(resp.headers))
+        return _Attempt(err, retryable=False)
+
+    # ------------------------------------------------------------------ secrecy
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets.reveal():
+            text = text.replace(secret, "***")
+        return text
+
+    def _scrub_obj(self, obj: Any) -> Any:
+        return scrub_json(obj, self._scrub)
+
+    def credential_id(self, salt: bytes) -> str:
+        """Whose answers these are, without the secrets: HMAC-SHA256(salt, secrets), "" without any.
+
+        The store keys answers by it, so two tenants of one API never share answers.
+        """
+        secrets = "\n".join(sorted(self._secrets.reveal()))
+        return hmac.new(salt, secrets.encode("utf-8"), hashlib.sha256).hexdigest()[:32] if secrets else ""

@@ -1,0 +1,144 @@
+"""The default shadow preparation that ships with the repository (issue 18).
+
+Probing the shadow RAG is the slow part of a first audit, and with the
+default settings it is the same computation on every machine. The raw probe
+results (``Observation`` lists, plain JSON, never a pickled model) for the
+default configurations are therefore built once by
+``scripts/build_default_preparation.py`` and stored under
+``assets/preparation/<key>.json.gz``, where ``<key>`` is
+``shadow.prepare.preparation_key`` of the configuration they were probed
+with. ``prepare_shadow`` uses them when its own cache has nothing for a key;
+the classifier and thresholds are still fitted locally, from the observations.
+
+A configuration that differs in anything the key covers (corpus, sizes, top-k,
+prompt style, models, a method's parameters or version) has another key, finds
+no shipped file and is probed as before.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from audit_core.methods.base import MembershipMethod, Observation
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED_DIR = ROOT / "assets" / "preparation"
+MANIFEST = "manifest.json"
+
+#: shadow sizes shipped, (members, non-members, per class for generative
+#: methods); the same numbers as the app's "quick" and "standard" audit sizes
+#: (app/sidebar.py AUDIT_SIZES) and the CLI's default (200 + 200, 60)
+SHIPPED_SIZES: dict[str, tuple[int, int, int]] = {"quick": (60, 60, 30), "standard": (200, 200, 60)}
+#: target styles the shadow mirrors (ShadowConfig.prompt_style)
+SHIPPED_STYLES = ("completion", "chat")
+
+
+@dataclass(frozen=True)
+class DefaultPreparation:
+    """One shipped configuration: which method (with which parameters) on which shadow."""
+
+    method: str
+    params: tuple[tuple[str, object], ...]
+    size: str
+    style: str
+
+    def create_method(self) -> MembershipMethod:
+        from audit_core.methods import create_method
+
+        return create_method(self.method, **dict(self.params))
+
+    def shadow_config(self):
+        from shadow.prepare import ShadowConfig
+
+        n_m, n_n, n_g = SHIPPED_SIZES[self.size]
+        return ShadowConfig(n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g, prompt_style=self.style)
+
+    def label(self) -> str:
+        extra = ",".join(f"{k}={v}" for k, v in self.params)
+        return f"{self.method}{'(' + extra + ')' if extra else ''} {self.style} {self.size}"
+
+
+def method_variants() -> list[tuple[str, tuple[tuple[str, object], ...]]]:
+    """Every method at its default configuration, plus MBA as the demo target is audited.
+
+    The app and the CLI ask the demo target for MBA's hidden words with the
+    "continue" elicitation and an endpoint with the paper's fill-in
+    (shadow.demo.mba_elicitation_for): both are defaults, both are shipped.
+    """
+    from audit_core.methods import METHODS
+    from shadow.demo import mba_elicitation_for
+
+    demo = mba_elicitation_for(True)
+    out: list[tuple[str, tuple[tuple[str, object], ...]]] = []
+    for name in METHODS:
+        if name == "mba" and demo != mba_elicitation_for(False):
+            out.append(("mba", (("elicitation", demo),)))  # first: the app's first audit needs it
+        out.append((name, ()))
+    return out
+
+
+def default_preparations(sizes=tuple(SHIPPED_SIZES), styles=SHIPPED_STYLES,
+                         methods: tuple[str, ...] | None = None) -> list[DefaultPreparation]:
+    """The configurations the build script ships (in the order it builds them)."""
+    return [DefaultPreparation(m, p, size, style)
+            for size in sizes for style in styles
+            for m, p in method_variants() if methods is None or m in methods]
+
+
+def key_of(prep: DefaultPreparation, corpus_hash: str) -> str:
+    from shadow.prepare import preparation_key
+
+    return preparation_key(prep.create_method(), prep.shadow_config(), corpus_hash)
+
+
+def shipped_file(key: str, folder: Path | None = None) -> Path:
+    return (folder or SHIPPED_DIR) / f"{key}.json.gz"
+
+
+def read_manifest(folder: Path | None = None) -> dict[str, dict]:
+    """key -> what it was built for (method, parameters, style, size, counts)."""
+    path = (folder or SHIPPED_DIR) / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def load_shipped(key: str, folder: Path | None = None) -> tuple[list[Observation], list[Observation]] | None:
+    """The shipped (members, non-members) observations for ``key``, or None."""
+    path = shipped_file(key, folder)
+    if not path.exists():
+        return None
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        raw = json.load(fh)
+    if raw.get("key") != key:  # a renamed or copied file: not what the name says
+        return None
+    return ([Observation.from_json(o) for o in raw["members"]],
+            [Observation.from_json(o) for o in raw["nonmembers"]])
+
+
+def write_shipped(key: str, prep: DefaultPreparation, mem: list[Observation], non: list[Observation],
+                  folder: Path | None = None) -> Path:
+    """Store one configuration's observations (gzip JSON, reproducible bytes) and list it in the manifest."""
+    folder = folder or SHIPPED_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = shipped_file(key, folder)
+    blob = json.dumps({"key": key, "members": [o.to_json() for o in mem],
+                       "nonmembers": [o.to_json() for o in non]}, sort_keys=True, separators=(",", ":"))
+    tmp = path.with_suffix(".tmp")
+    # mtime=0: the same observations give the same bytes (no spurious diffs)
+    with open(tmp, "wb") as raw_fh, gzip.GzipFile(fileobj=raw_fh, mode="wb", compresslevel=9, mtime=0) as fh:
+        fh.write(blob.encode("utf-8"))
+    tmp.replace(path)
+    manifest = read_manifest(folder)
+    manifest[key] = {"method": prep.method, "params": dict(prep.params), "style": prep.style, "size": prep.size,
+                     "sizes": list(SHIPPED_SIZES[prep.size]), "members": len(mem), "nonmembers": len(non)}
+    (folder / MANIFEST).write_text(json.dumps(dict(sorted(manifest.items())), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def from_manifest(entry: dict) -> DefaultPreparation:
+    return DefaultPreparation(entry["method"], tuple(sorted(entry["params"].items())), entry["size"], entry["style"])
+
+
+__all__ = ["SHIPPED_DIR", "SHIPPED_SIZES", "SHIPPED_STYLES", "DefaultPreparation", "default_preparations",
+           "key_of", "load_shipped", "write_shipped", "read_manifest", "from_manifest"]

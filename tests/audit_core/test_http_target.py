@@ -1,0 +1,240 @@
+"""The generic HTTP target against loopback servers: the http-custom API over a stub system, and a scripted one.
+
+No model is loaded: the custom API (shadow.serve_custom) serves a stub that
+answers from a fixed script and records what it was asked.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from audit_core.target import TargetFileError, create_target, load_target_file, parse_target_file
+from audit_core.target.base import (AuthenticationFailed, BadResponse, ChatRequest, Completion, NoLogprobs,
+                                    RateLimited, Target, TokenLogprob, Usage)
+from audit_core.target.http_api import HttpTarget, HttpTargetConfig, RedirectRefused
+from shadow.serve import serve_in_thread
+from tests.fake_openai_server import FakeOpenAIServer, Reply
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "k3y-for-the-loopback-7f3a9c"
+ENV = {"RPA_SERVE_API_KEY": KEY}
+
+
+class _Record:
+    def __init__(self, doc_ids):
+        self.doc_ids = doc_ids
+
+
+class StubRag(Target):
+    """Answers "The lighthouse keeper" token by token, with logprobs when asked; records requests."""
+
+    TOKENS = ["The", " light", "house", " keeper", f" {KEY}"]  # a server that echoes the key
+
+    def __init__(self):
+        super().__init__()
+        self.requests: list[ChatRequest] = []
+        self.last_retrieval = None
+
+    def complete(self, request: ChatRequest) -> Completion:
+        self.requests.append(request)
+        self.last_retrieval = _Record(["doc-7", "doc-2"])
+        toks = self.TOKENS[:request.max_tokens]
+        tokens = None
+        if request.logprobs:
+            tokens = [TokenLogprob(t, -0.1 * (i + 1), [(t, -0.1 * (i + 1)), ("x", -3.0)][:max(1, request.top_logprobs)])
+                      for i, t in enumerate(toks)]
+        return Completion("".join(toks), tokens, Usage(10, len(toks)))
+
+
+@pytest.fixture(scope="module")
+def custom():
+    rag = StubRag()
+    url, stop = serve_in_thread(rag, api_key=KEY, api="custom")
+    yield url, rag
+    stop()
+
+
+def _target(url: str, file: str = "http_custom.yaml", env=ENV, **changes) -> HttpTarget:
+    spec, cfg = load_target_file(ROOT / "assets" / "targets" / file)
+    cfg = replace(cfg, url=url + "/ask", **changes)
+    return create_target(spec, cfg, env)
+
+
+def _chat(system: str | None = None, **kw) -> ChatRequest:
+    msgs = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": 'Complete: "The lighthouse'}]
+    return ChatRequest.chat(msgs, **kw)
+
+
+def test_body_template_is_filled_and_answer_and_logprobs_are_read(custom):
+    url, rag = custom
+    t = _target(url)
+    comp = t.complete(_chat("Answer from the context.", max_tokens=4, logprobs=True, top_logprobs=2))
+    sent = rag.requests[-1]
+    # the prompt with its quote went through JSON intact; system, max_tokens, logprobs as typed values
+    assert sent.messages == (("system", "Answer from the context."), ("user", 'Complete: "The lighthouse'))
+    assert sent.max_tokens == 4 and sent.logprobs and sent.top_logprobs == 2 and sent.temperature == 0.0
+    assert comp.text == "The lighthouse keeper"
+    assert [tk.token for tk in comp.tokens] == ["The", " light", "house", " keeper"]
+    assert comp.tokens[1].logprob == pytest.approx(-0.2) and comp.tokens[1].top[1] == ("x", -3.0)
+    assert comp.raw["sources"] == [{"id": "doc-7"}, {"id": "doc-2"}]
+    assert t.account.queries == 1 and t.account.failures == 0
+
+
+def test_system_text_goes_before_the_prompt_when_the_template_has_no_system_placeholder(custom):
+    url, rag = custom
+    spec, cfg = load_target_file(ROOT / "assets" / "targets" / "http_custom.yaml")
+    body = {k: v for k, v in cfg.body.items() if k != "system"}
+    t = create_target(spec, replace(cfg, url=url + "/ask", body=body), ENV)
+    t.complete(_chat("Be brief.", max_tokens=2))
+    assert rag.requests[-1].messages == (("user", 'Be brief.\n\nComplete: "The lighthouse'),)
+
+
+def test_env_secret_is_sent_and_never_shown(custom, caplog):
+    url, _ = custom
+    caplog.set_level(logging.DEBUG)
+    t = _target(url)
+    comp = t.complete(_chat(max_tokens=5, logprobs=True, top_logprobs=1))
+    # the server echoed the key in the answer and in a token: scrubbed everywhere we keep it
+    assert comp.text.endswith("***") and comp.tokens[-1].token == " ***"
+    shown = [repr(t), str(t), t.name, str(vars(t)), str(comp.raw), str(comp.to_json()), caplog.text]
+    assert not any(KEY in s for s in shown)
+    assert "$RPA_SERVE_API_KEY" in open(ROOT / "assets" / "targets" / "http_custom.yaml").read()
+    # stored answers are keyed by an HMAC of the secrets: per tenant, never the key itself
+    cred = t.credential_id(b"salt")
+    assert cred and KEY not in cred and cred != _target(url, env={"RPA_SERVE_API_KEY": "other"}).credential_id(b"salt")
+    # a wrong key: the typed error, without either key in it
+    bad = _target(url, env={"RPA_SERVE_API_KEY": "wrong-key-123456"})
+    with pytest.raises(AuthenticationFailed) as exc:
+        bad.complete(_chat(max_tokens=1))
+    assert "HTTP 401" in str(exc.value) and "wrong-key-123456" not in str(exc.value) and KEY not in str(exc.value)
+    # an unset variable is named, before anything is sent
+    with pytest.raises(AuthenticationFailed, match=r"\$RPA_SERVE_API_KEY.*not set"):
+        _target(url, env={})
+
+
+def test_sse_mode_concatenates_events_and_their_logprobs(custom):
+    url, rag = custom
+    t = _target(url, "http_custom_stream.yaml")
+    comp = t.complete(_chat(max_tokens=4, logprobs=True, top_logprobs=1))
+    assert comp.text == "The lighthouse keeper"
+    assert [tk.token for tk in comp.tokens] == ["The", " light", "house", " keeper"]
+    assert len(comp.raw["events"]) == 5 and comp.raw["events"][-1] == {"sources": [{"id": "doc-7"}, {"id": "doc-2"}]}
+    text_only = t.complete(_chat(max_tokens=3))
+    assert text_only.text == "The lighthouse" and text_only.tokens is None
+
+
+def test_capability_probe_reports_logprobs_only_when_a_path_is_configured(custom):
+    url, _ = custom
+    caps = _target(url).capabilities()
+    assert caps.reachable and caps.logprobs and caps.max_top_logprobs == 2
+    text_only = _target(url, logprobs_path=None)
+    caps = text_only.capabilities()
+    assert caps.reachable and not caps.logprobs and "logprobs_path" in caps.detail
+    sent = text_only.account.queries
+    with pytest.raises(NoLogprobs):  # refused before sending: it could not be read
+        text_only.complete(_chat(max_tokens=1, logprobs=True))
+    assert text_only.account.queries == sent
+
+
+def _scripted(srv: FakeOpenAIServer, **changes) -> HttpTarget:
+    cfg = HttpTargetConfig(url=f"http://127.0.0.1:{srv.port}/ask", body={"q": "{{prompt}}"},
+                           answer_path="$.data.answer", headers={"X-Api-Key": "$RPA_SERVE_API_KEY"},
+                           timeout_s=5, **changes)
+    return HttpTarget(cfg, ENV, backoff_base_s=0.01)
+
+
+def test_429_is_retried_after_the_servers_retry_after():
+    with FakeOpenAIServer() as srv:
+        srv.script(Reply.error(429, "slow down", headers={"Retry-After": "0.6"}),
+                   Reply.json(200, {"data": {"answer": "fine"}}), path="/ask")
+        t = _scripted(srv)
+        t0 = time.monotonic()
+        comp = t.complete(_chat())
+        assert comp.text == "fine" and time.monotonic() - t0 >= 0.6
+        assert t.account.retries == 1 and len(srv.requests) == 2
+        # a status not in retry_on is not sent again
+        srv.script(Reply.error(429, "slow down"), path="/ask")
+        with pytest.raises(RateLimited):
+            _scripted(srv, retry_on=(503,)).complete(_chat())
+        assert len(srv.requests) == 3
+
+
+def test_a_redirect_to_another_port_does_not_carry_the_secret():
+    with FakeOpenAIServer() as other, FakeOpenAIServer() as srv:
+        elsewhere = f"http://127.0.0.1:{other.port}/ask"
+        srv.script(Reply.json(307, {}, headers={"Location": elsewhere}), path="/ask")
+        with pytest.raises(RedirectRefused, match=f"127.0.0.1:{other.port}/ask.*not followed"):
+            _scripted(srv).complete(_chat())
+        assert other.requests == []
+        assert "x-api-key" in srv.requests[0]["header_names"]
+        # the same origin is followed, with the key
+        srv.script(Reply.json(308, {}, headers={"Location": "/v2/ask"}), path="/ask")
+        srv.script(Reply.json(200, {"data": {"answer": "moved"}}), path="/v2/ask")
+        assert _scripted(srv).complete(_chat()).text == "moved"
+        assert "x-api-key" in srv.requests[-1]["header_names"] and srv.requests[-1]["path"] == "/v2/ask"
+
+
+def test_bad_answers_are_bad_responses_with_a_clear_message():
+    with FakeOpenAIServer() as srv:
+        srv.script(*[Reply.json(200, {"result": "hi"})] * 3, path="/ask")
+        with pytest.raises(BadResponse, match=r"answer_path \$\.data\.answer matched nothing.*top level: result"):
+            _scripted(srv).complete(_chat())
+        srv.script(*[Reply.malformed()] * 3, path="/ask")
+        with pytest.raises(BadResponse, match="not valid JSON"):
+            _scripted(srv).complete(_chat())
+
+
+@pytest.mark.parametrize("text, message", [
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: '$.[['", "not a valid JSONPath"),
+    ("type: http\nurl: http://h/ask\nbody: {q: hi}\nanswer_path: $.a", "{{prompt}}"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{question}}'}\nanswer_path: $.a", "unknown placeholder"),
+    ("type: http\nurl: http://h/ask?k=$KEY\nbody: {q: '{{prompt}}'}\nanswer_path: $.a", "put the key in a header"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\ntimeout: 3", "did you mean 'timeout_s'"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\nretry_on: 429", "must be a list"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}", "needs answer_path"),
+    ("type: grpc\nurl: x", "unknown target type 'grpc'"),
+    ("url: [unclosed", "not valid YAML or JSON"),
+])
+def test_bad_target_files_get_clear_messages(text, message):
+    with pytest.raises(TargetFileError) as exc:
+        parse_target_file(text)
+    assert message in str(exc.value)
+
+
+def test_cli_audits_through_a_target_file(custom, tmp_path, monkeypatch, capsys):
+    """--target-file reaches the target (estimate-only stops before any query; a bad file is a clear error)."""
+    from app.cli import main
+
+    docs = tmp_path / "docs.csv"
+    docs.write_text("id,text\na," + " ".join(f"word{i}" for i in range(120)) + "\n")
+    bad = tmp_path / "t.yaml"
+    bad.write_text("type: http\nurl: http://127.0.0.1:1/ask\nbody: {q: hi}\nanswer_path: $.a\n")
+    rc = main(["audit", "--target-file", str(bad), "--docs", str(docs), "--method", "mba",
+               "--store", str(tmp_path / "s.sqlite")])
+    assert rc == 2 and "{{prompt}}" in capsys.readouterr().err
+    shipped = str(ROOT / "assets/targets/http_custom.yaml")
+    rc = main(["audit", "--target-file", shipped, "--docs", str(docs), "--method", "mba", "--estimate-only"])
+    assert rc == 0 and "estimated cost" in capsys.readouterr().err
+    # the target the CLI builds from the file, with the key from the environment
+    from app.cli import _target
+
+    monkeypatch.setenv("RPA_SERVE_API_KEY", KEY)
+    t = _target(argparse.Namespace(target_file=shipped, target=None))
+    assert isinstance(t, HttpTarget) and t.url == "http://127.0.0.1:8100/ask" and KEY not in t.name
+
+
+def test_custom_api_takes_one_key_per_client():
+    url, stop = serve_in_thread(StubRag(), api_key=["first-client-key-1", KEY], api="custom")
+    try:
+        assert _target(url).complete(_chat(max_tokens=1)).text == "The"
+        assert _target(url, env={"RPA_SERVE_API_KEY": "first-client-key-1"}).complete(_chat(max_tokens=1)).text == "The"
+        with pytest.raises(AuthenticationFailed):
+            _target(url, env={"RPA_SERVE_API_KEY": "third-key"}).complete(_chat(max_tokens=1))
+    finally:
+        stop()

@@ -1,0 +1,243 @@
+"""Text-only methods against fake targets: one that holds the documents beats one that does not.
+
+The "knowing" target answers from the documents it holds (yes to true
+statements, the document's own words to questions and continuations); the
+"ignorant" one answers like a chatbot without them. Every method must rank
+the first above the second, abstain with a reason on empty answers, and
+count its queries as ``query_cost`` says.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from audit_core.documents import Document
+from audit_core.methods import create_method
+from audit_core.methods.base import Calibration
+from audit_core.methods.text_edits import STOPWORDS, split_sentences
+from audit_core.target.base import ChatRequest, Completion, Target, Usage
+
+DOCS = [
+    Document("a", "Patient: Doctor, I have had a dry cough for three days and it is getting worse at night. "
+                  "Doctor: This could be acute bronchitis. A chest X-ray is necessary and we should check your "
+                  "oxygen level. Rest is important and warm fluids can help."),
+    Document("b", "Question: What is tinnitus? Answer: Tinnitus is a common ringing in the ears. It is often "
+                  "mild but it can be severe in older adults. A hearing test is usually the first step and "
+                  "loud noise should be avoided."),
+    Document("c", "Patient: I have had swollen ankles for two weeks and I feel tired. Doctor: Swollen ankles "
+                  "can be an early sign of heart failure. An echocardiogram is the best test and a low salt "
+                  "diet is helpful. Contact Dr. Maria Lopez at maria.lopez@clinic.example or 555-201-7788."),
+    Document("d", "Question: What causes migraine? Answer: Migraine is a strong headache that often comes with "
+                  "nausea. Bright light and sudden stress are common triggers. A regular sleep schedule is "
+                  "helpful and rare cases need a neurologist."),
+]
+
+
+def _words(s: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", s.lower()) if w not in STOPWORDS}
+
+
+def _user(req: ChatRequest) -> str:
+    return req.messages[-1][1]
+
+
+class FakeRag(Target):
+    """Answers from the documents it holds, or (holding none) like a generic chatbot."""
+
+    name = "fake-rag"
+
+    def __init__(self, docs: list[Document], answer_empty: bool = False):
+        super().__init__()
+        self.docs = docs
+        self.answer_empty = answer_empty
+        self.seen: list[ChatRequest] = []
+
+    def _doc_for(self, text: str) -> Document | None:
+        w = _words(text)
+        best = max(self.docs, key=lambda d: len(w & _words(d.text)), default=None)
+        return best if best is not None and len(w & _words(best.text)) >= 2 else None
+
+    def complete(self, req: ChatRequest) -> Completion:
+        self.seen.append(req)
+        q = _user(req)
+        return Completion("" if self.answer_empty else self.answer(q), None, Usage(10, 5))
+
+    def answer(self, q: str) -> str:
+        doc = self._doc_for(q)
+        if "Is the following information correct?" in q:  # DCMI: the whole (perhaps altered) document
+            stated = q.split("\n\n", 1)[1]
+            if doc is None:
+                return "Yes."
+            return "Yes." if stated == doc.text else "No."
+        if "answer yes, no, or I don't know" in q:  # IA
+            if doc is None:
+                return "I don't know."
+            asked = _words(q.replace("Please answer yes, no, or I don't know.", ""))
+            asked -= {"true"}
+            return "Yes." if asked <= _words(doc.text) else "No."
+        if "Here is the beginning of a text" in q:  # continuations (robustness, extraction)
+            prefix = q.split("\n\n")[1]
+            if doc is None:
+                ws = prefix.split()  # follows the query's wording: a shorter query, other words
+                return "Sorry, " + " ".join(ws[len(ws) % 3::3][:10])
+            rest = doc.text.split(prefix.split()[-1], 1)[-1]
+            return rest.strip()[:200]
+        if "Complete the paragraph" in q:  # S-RAG probes
+            prefix = q.split("\n\n", 1)[1]
+            if doc is None or not doc.text.startswith(prefix):
+                return "the"
+            return doc.text[len(prefix):].strip()[:30]
+        # a broad question (MEntA)
+        if doc is None:
+            return "That depends on many things; please ask your doctor."
+        sents = split_sentences(doc.text)
+        return max(sents, key=lambda s: len(_words(s) & _words(q)))
+
+
+TEXT_ONLY = ["interrogation", "entailment", "perturbation", "robustness", "extraction", "srag_sampled"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path))
+
+
+class BagOfWords:
+    """A stand-in for the sentence embedder (unit-norm hashed word counts): these tests check the
+    methods' logic, not MiniLM; the slow tests use the real embedder."""
+
+    def encode(self, texts, **kw):
+        import numpy as np
+
+        out = np.zeros((len(texts), 512))
+        for i, t in enumerate(texts):
+            for w in re.findall(r"[a-z0-9]+", t.lower()):
+                out[i, hash(w) % 512] += 1
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+
+@pytest.fixture(autouse=True)
+def _bag_of_words_embedder(monkeypatch):
+    from audit_core import models
+
+    monkeypatch.setattr(models, "load_embedder", lambda name="all-minilm-l6-v2": BagOfWords())
+
+
+@pytest.fixture
+def cheap_segment(monkeypatch):
+    """S-RAG's segmentation without the proxy model: the last five words are the probes."""
+    from audit_core.methods import srag
+    from audit_core.methods.srag import Probe
+    from audit_core.scoring import split_words
+
+    def seg(text, cfg, lm=None):
+        words = split_words(text)
+        return [Probe(w, i, text[:s].rstrip(), 0.1) for i, (w, s, _) in enumerate(words)][-5:]
+
+    monkeypatch.setattr(srag, "segment", seg)
+
+
+def _docs_for(name: str) -> list[Document]:
+    return [DOCS[2]] if name == "extraction" else DOCS
+
+
+def _score(m, doc, target) -> float:
+    obs = m.probe(doc, target)
+    assert obs.skipped is None, obs.skipped
+    if m.name == "srag_sampled":
+        feats, reason, _ = m.features(obs)
+        assert reason is None
+        return feats["mean_prob"]
+    s, ev, reason = m.observation_score(obs)
+    assert s is not None and 0.0 <= s <= 1.0, reason
+    return s
+
+
+@pytest.mark.parametrize("name", TEXT_ONLY)
+def test_a_target_that_holds_the_document_scores_higher(name, cheap_segment):
+    m = create_method(name)
+    for doc in _docs_for(name):
+        knows = FakeRag(DOCS)
+        ignorant = FakeRag([])
+        hi, lo = _score(m, doc, knows), _score(m, doc, ignorant)
+        assert hi > lo, (name, doc.id, hi, lo)
+        cost = m.query_cost(doc.n_words)
+        assert cost is not None and 0 < len(knows.seen) <= cost.queries
+        assert all(not r.logprobs for r in ignorant.seen if name != "perturbation")
+
+
+@pytest.mark.parametrize("name", [n for n in TEXT_ONLY if n not in ("srag_sampled", "extraction")])
+def test_prepare_on_a_shadow_then_decide(name):
+    """Calibrated on 'shadow' documents, the threshold calls a held document a member and an absent one not."""
+    m = create_method(name)
+    members, nonmembers = DOCS[:2], DOCS[2:]
+    shadow = FakeRag(members)
+    cal = m.prepare([m.probe(d, shadow) for d in members], [m.probe(d, shadow) for d in nonmembers])
+    assert cal.threshold is not None and cal.shadow_auc == 1.0
+    target = FakeRag([DOCS[3]])
+    yes, no = m.score(m.probe(DOCS[3], target), cal), m.score(m.probe(DOCS[0], target), cal)
+    assert (yes.decision, no.decision) == (True, False), (yes, no)
+
+
+@pytest.mark.parametrize("name", TEXT_ONLY)
+def test_empty_answers_make_the_method_abstain_with_a_reason(name, cheap_segment):
+    m = create_method(name)
+    doc = _docs_for(name)[0]
+    obs = m.probe(doc, FakeRag(DOCS, answer_empty=True))
+    res = m.score(obs, Calibration(name, threshold=0.5, shadow_auc=0.9))
+    assert res.decision is None and res.score is None
+    assert res.reason and ("empty" in res.reason or "no signal" in res.reason)
+
+
+def test_a_shadow_without_signal_withholds_the_decision():
+    m = create_method("interrogation")
+    obs = m.probe(DOCS[0], FakeRag(DOCS))
+    res = m.score(obs, Calibration("interrogation", threshold=0.5, shadow_auc=0.45))
+    assert res.score is not None and res.decision is None and "no signal" in res.reason
+
+
+def test_i_dont_know_is_penalised_five_times():
+    class Says(Target):
+        def __init__(self, text):
+            super().__init__()
+            self.text = text
+
+        def complete(self, req):
+            return Completion(self.text, None, Usage(1, 1))
+
+    m = create_method("interrogation")
+    idk = m.observation_score(m.probe(DOCS[0], Says("I don't know.")))
+    yes = m.observation_score(m.probe(DOCS[0], Says("Yes.")))
+    assert idk[1]["raw_score"] == pytest.approx(-5.0)  # 0 correct - 5 x 100% "I don't know"
+    n_true = sum(q["expected"] == "yes" for q in yes[1]["answers"])
+    assert yes[1]["raw_score"] == pytest.approx(n_true / len(yes[1]["answers"]))
+    assert yes[0] > idk[0]
+    # a refusal counts as "I don't know" too
+    ref = m.observation_score(m.probe(DOCS[0], Says("I'm sorry, I cannot help with that.")))
+    assert ref[1]["idk_share"] == 1.0
+
+
+def test_extraction_skips_documents_without_personal_data_at_no_cost():
+    m = create_method("extraction")
+    t = FakeRag(DOCS)
+    obs = m.probe(DOCS[0], t)
+    assert obs.skipped.startswith("no_personal_data") and not t.seen
+    res = m.score(obs, Calibration("extraction"))
+    assert res.decision is None and res.reason.startswith("no_personal_data")
+
+
+def test_extraction_finds_personal_data_and_reads_verbatim_reproduction():
+    from audit_core.methods.extraction import find_personal_data, reproduced
+
+    items = find_personal_data(DOCS[2].text)
+    assert [(i.kind, i.value) for i in items] == [("name", "Maria Lopez"), ("email", "maria.lopez@clinic.example"),
+                                                 ("phone", "555-201-7788")]
+    assert reproduced({"kind": "phone", "value": "555-201-7788"}, "call 555 201 7788 today")
+    assert not reproduced({"kind": "phone", "value": "555-201-7788"}, "call 555-201-7789")
+    # uncalibrated (no personal data on the shadow): any verbatim reproduction decides
+    m = create_method("extraction")
+    cal = m.prepare([], [])
+    assert m.score(m.probe(DOCS[2], FakeRag(DOCS)), cal).decision is True
+    assert m.score(m.probe(DOCS[2], FakeRag([])), cal).decision is False

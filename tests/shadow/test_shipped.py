@@ -1,0 +1,212 @@
+"""The shipped default shadow preparation (assets/preparation/, issue 18).
+
+The shipped files are raw probe results named by their preparation key. These
+tests check that (1) every shipped key is the key the current code computes
+for the configuration it was built for, so a changed method (probes, version,
+parameters) without a rebuild fails here; (2) the README's first audit finds
+its observations shipped; (3) prepare_shadow uses them instead of probing, and
+probes as before when the configuration differs; (4) re-probing a few shipped
+shadow documents with today's code gives the shipped observations.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+
+import pytest
+
+import shadow.prepare as prepare
+from audit_core.methods.base import Calibration, Observation
+from shadow import shipped
+from shadow.prepare import ShadowConfig, prepare_shadow
+
+
+@pytest.fixture(scope="module")
+def corpus_hash() -> str:
+    from shadow.corpus import corpus_hash as h
+
+    return h(ShadowConfig().corpus_docs())
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict:
+    m = shipped.read_manifest()
+    if not m:
+        pytest.skip("no default preparation is shipped yet (assets/preparation/manifest.json): "
+                    "build it with scripts/build_default_preparation.py")
+    return m
+
+
+def _entry(manifest: dict, method: str, params: dict, size: str, style: str) -> str:
+    for key, e in manifest.items():
+        if (e["method"], e["params"], e["size"], e["style"]) == (method, params, size, style):
+            return key
+    pytest.fail(f"no shipped preparation for {method} {params} {size} {style}")
+
+
+def test_every_shipped_key_is_the_key_of_its_configuration_today(manifest, corpus_hash):
+    stale = []
+    for key, entry in manifest.items():
+        prep = shipped.from_manifest(entry)
+        if shipped.key_of(prep, corpus_hash) != key:
+            stale.append(f"{prep.label()} ({key})")
+            continue
+        path = shipped.shipped_file(key)
+        assert path.exists(), path
+        with gzip.open(path, "rt") as fh:
+            raw = json.load(fh)
+        assert raw["key"] == key
+        n_m, n_n, n_g = shipped.SHIPPED_SIZES[entry["size"]]
+        want = (n_m, n_n) if entry["method"] in ("srag", "rag_mia", "mink") else (n_g, n_g)
+        assert (len(raw["members"]), len(raw["nonmembers"])) == want
+    assert not stale, ("these shipped preparations no longer match the code (a method's probes, version or "
+                       "defaults changed): run scripts/build_default_preparation.py -- " + "; ".join(stale))
+    # nothing shipped that the manifest does not list
+    listed = {shipped.shipped_file(k).name for k in manifest}
+    assert {p.name for p in shipped.SHIPPED_DIR.glob("*.json.gz")} == listed
+
+
+def test_the_readme_first_audit_is_shipped(manifest, corpus_hash):
+    """The app's quick audit of the demo target (S-RAG + MBA) needs no shadow probing."""
+    from app.sidebar import AUDIT_SIZES
+    from audit_core.methods import create_method
+    from shadow.demo import mba_elicitation_for
+
+    assert {k: tuple(v) for k, v in AUDIT_SIZES.items()} == shipped.SHIPPED_SIZES
+    n_m, n_n, n_g = AUDIT_SIZES["quick"]
+    cfg = ShadowConfig(n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g, top_k_docs=4)
+    # as the app's sidebar builds them (app/sidebar.py _advanced)
+    srag = create_method("srag", bins=10)
+    mba = create_method("mba", n_masks=10, gamma=0.5, elicitation=mba_elicitation_for(True))
+    for m in (srag, mba):
+        key = prepare.preparation_key(m, cfg, corpus_hash)
+        assert key in manifest, f"{m.name}: {key} not shipped"
+        assert shipped.load_shipped(key) is not None
+
+
+def test_prepare_uses_shipped_observations_and_probes_a_different_configuration(
+        corpus_hash, tmp_path, monkeypatch):
+    prep_cfg = shipped.DefaultPreparation("mba", (("elicitation", "continue"),), "quick", "completion")
+    key = shipped.key_of(prep_cfg, corpus_hash)
+    mem = [Observation("mba", f"m{i}", data={"masks": i}) for i in range(3)]
+    non = [Observation("mba", f"n{i}", data={"masks": -i}) for i in range(3)]
+    folder = tmp_path / "assets"
+    shipped.write_shipped(key, prep_cfg, mem, non, folder)
+    monkeypatch.setattr(shipped, "SHIPPED_DIR", folder)
+    assert shipped.read_manifest(folder)[key]["method"] == "mba"
+
+    class Probed(Exception):
+        pass
+
+    def no_probing(cfg, kb):
+        raise Probed
+
+    monkeypatch.setattr(prepare, "build_shadow_rag", no_probing)
+    calibrated = []
+    monkeypatch.setattr(prepare, "_calibrate",
+                        lambda method, m, n, f: calibrated.append((m, n)) or Calibration(method.name, 0.5))
+    cfg = prep_cfg.shadow_config()
+    got = prepare_shadow([prep_cfg.create_method()], cfg, root=tmp_path / "cache")
+    assert got.keys["mba"] == key and got.from_cache["mba"]
+    assert got.observations["mba"] == {"members": mem, "nonmembers": non} and calibrated == [(mem, non)]
+    # copied into the cache: the next start reads the cache
+    assert (tmp_path / "cache" / key / "observations.json").exists()
+
+    # another size is another key: nothing shipped, so the shadow is probed as before
+    with pytest.raises(Probed):
+        prepare_shadow([prep_cfg.create_method()], ShadowConfig(n_members=60, n_nonmembers=60,
+                                                                n_per_class_generative=31), root=tmp_path / "b")
+    # another MBA parameter too
+    with pytest.raises(Probed):
+        prepare_shadow([shipped.DefaultPreparation("mba", (("n_masks", 12), ("elicitation", "continue")), "quick",
+                                                   "completion").create_method()], cfg, root=tmp_path / "c")
+    # and the shipped files can be ignored
+    with pytest.raises(Probed):
+        prepare_shadow([prep_cfg.create_method()], cfg, root=tmp_path / "d", use_shipped=False)
+    # a file renamed to another key is not taken for it
+    other = "0" * len(key)
+    (folder / f"{other}.json.gz").write_bytes(shipped.shipped_file(key, folder).read_bytes())
+    assert shipped.load_shipped(other, folder) is None and shipped.load_shipped(key, folder) == (mem, non)
+
+
+def _same(a, b, path="obs") -> list[str]:
+    """Differences between two JSON values; floats (log-probabilities) within 1e-3."""
+    if isinstance(a, float) or isinstance(b, float):
+        ok = (isinstance(a, (int, float)) and isinstance(b, (int, float))
+              and (math.isclose(a, b, abs_tol=1e-3) or (math.isinf(a) and a == b)))
+        return [] if ok else [f"{path}: {a!r} != {b!r}"]
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return [f"{path}: keys {sorted(a)} != {sorted(b)}"]
+        return [d for k in a for d in _same(a[k], b[k], f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} items != {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _same(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
+def _reprobe(prep_cfg: shipped.DefaultPreparation, observations) -> None:
+    """Probe the documents of ``observations`` again, on the shadow prepare_shadow builds, and compare."""
+    from shadow.corpus import split_members
+
+    cfg = prep_cfg.shadow_config()
+    docs = cfg.corpus_docs()
+    half = len(docs) // 2
+    kb, outside = split_members(docs, half, len(docs) - half, cfg.seed)
+    by_id = {d.id: d for d in list(kb) + list(outside)}
+    rag = prepare.build_shadow_rag(cfg, kb)
+    m = prep_cfg.create_method()
+    for shipped_obs in observations:
+        fresh = prepare._probe(m, [by_id[shipped_obs.doc_id]], rag, cfg, lambda n=1: None)[0]
+        diffs = _same(shipped_obs.to_json(), fresh.to_json())
+        assert not diffs, f"{shipped_obs.doc_id}: " + "; ".join(diffs[:5])
+
+
+@pytest.mark.parametrize("method,params,n_docs", [("srag", {}, 2), ("mba", {"elicitation": "continue"}, 1)])
+def test_shipped_observations_are_what_the_code_probes_today(manifest, method, params, n_docs):
+    """Re-probe shipped shadow members and a non-member with the build's own code path."""
+    key = _entry(manifest, method, params, "quick", "completion")
+    mem, non = shipped.load_shipped(key)
+    _reprobe(shipped.from_manifest(manifest[key]), mem[:n_docs] + non[:1])
+
+
+@pytest.mark.slow
+def test_the_build_script_ships_what_prepare_shadow_probes(tmp_path, monkeypatch):
+    """The script end to end on a tiny shadow: its file is the shadow's observations, re-probing agrees."""
+    import importlib.util
+
+    monkeypatch.setitem(shipped.SHIPPED_SIZES, "tiny", (3, 3, 2))
+    spec = importlib.util.spec_from_file_location("build_default_preparation",
+                                                  shipped.ROOT / "scripts" / "build_default_preparation.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out, work = tmp_path / "out", tmp_path / "work"
+    assert script.main(["--sizes", "tiny", "--styles", "completion", "--methods", "srag",
+                        "--out", str(out), "--work", str(work)]) == 0
+    manifest = shipped.read_manifest(out)
+    (key, entry), = manifest.items()
+    assert entry["method"] == "srag" and entry["size"] == "tiny" and (entry["members"], entry["nonmembers"]) == (3, 3)
+    mem, non = shipped.load_shipped(key, out)
+    cached = json.loads((work / key / "observations.json").read_text())
+    assert [o.to_json() for o in mem] == cached["members"] and [o.to_json() for o in non] == cached["nonmembers"]
+    first = shipped.shipped_file(key, out).read_bytes()
+    _reprobe(shipped.from_manifest(entry), mem[:1] + non[:1])
+
+    # a second run finds the key shipped and probes nothing; the bytes stay the same
+    assert script.main(["--sizes", "tiny", "--styles", "completion", "--methods", "srag",
+                        "--out", str(out), "--work", str(work)]) == 0
+    assert shipped.shipped_file(key, out).read_bytes() == first
+
+    # a stale entry (its configuration now has another key) is removed
+    manifest[key]["params"] = {"bins": 12}
+    (out / shipped.MANIFEST).write_text(json.dumps(manifest))
+    assert script.remove_stale(out, _hash()) == [key]
+    assert not shipped.shipped_file(key, out).exists() and shipped.read_manifest(out) == {}
+
+
+def _hash() -> str:
+    from shadow.corpus import corpus_hash
+
+    return corpus_hash(ShadowConfig().corpus_docs())
