@@ -157,6 +157,15 @@ class MembershipMethod:
     def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:  # pragma: no cover
         raise NotImplementedError
 
+    def restore(self, saved: dict, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
+        """The calibration of ``saved`` (a ``Calibration.to_json`` of these very observations), ready to score.
+
+        The default calibrates again: for a threshold method that is cheap and
+        needs nothing from the file. A method with an expensive, trained part
+        (S-RAG) overrides this to fit only what cannot be stored as data.
+        """
+        return self.prepare(members, nonmembers)
+
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:  # pragma: no cover
         raise NotImplementedError
 

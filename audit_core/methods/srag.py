@@ -309,21 +309,9 @@ class SragMethod(MembershipMethod):
         hundred rows a fit takes seconds, BENCHMARKS.md); a budget split k + 1
         ways left a fit on a busy machine with no usable model.
         """
-        import pandas as pd
-
         from audit_core.evidence.calibration import DEFAULT_FPR, apply_evidence, fit_evidence, oof_predictions
 
-        rows, labels = [], []
-        for lab, group in ((1, members), (0, nonmembers)):
-            for o in group:
-                f, _, _ = self.features(o)
-                if f is not None:
-                    rows.append(f)
-                    labels.append(lab)
-        if len(set(labels)) < 2 or min(labels.count(0), labels.count(1)) < 4:
-            raise ValueError("S-RAG needs at least 4 usable shadow members and 4 non-members to train")
-        df = pd.DataFrame(rows)
-        df["member"] = labels
+        df, labels = self._training_frame(members, nonmembers)
         y = np.asarray(labels)
         folds = int(min(SRAG_CV_FOLDS, (y == 1).sum(), (y == 0).sum()))
 
@@ -350,6 +338,41 @@ class SragMethod(MembershipMethod):
             model=predictor,
         )
         return apply_evidence(cal, evidence, DEFAULT_FPR)
+
+    def _training_frame(self, members: Sequence[Observation], nonmembers: Sequence[Observation]):
+        """Features of the usable shadow documents (a DataFrame with a ``member`` column) and their labels."""
+        import pandas as pd
+
+        rows, labels = [], []
+        for lab, group in ((1, members), (0, nonmembers)):
+            for o in group:
+                f, _, _ = self.features(o)
+                if f is not None:
+                    rows.append(f)
+                    labels.append(lab)
+        if len(set(labels)) < 2 or min(labels.count(0), labels.count(1)) < 4:
+            raise ValueError("S-RAG needs at least 4 usable shadow members and 4 non-members to train")
+        df = pd.DataFrame(rows)
+        df["member"] = labels
+        return df, labels
+
+    def restore(self, saved: dict, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
+        """Refit only the final classifier; the out-of-fold scores, threshold and Platt fit are read from ``saved``.
+
+        The k fold models exist only to produce out-of-fold scores, which are
+        data and stored; the final model is code and never stored (nothing is
+        unpickled from the cache), so it is the one fit a load pays for. A
+        saved calibration that does not describe these observations is not
+        trusted: the whole preparation runs again.
+        """
+        df, labels = self._training_frame(members, nonmembers)
+        params = saved.get("params") or {}
+        if (params.get("oof_labels") != [int(x) for x in labels] or "evidence" not in params
+                or params.get("feature_columns") != list(df.columns.drop("member"))):
+            return self.prepare(members, nonmembers)
+        cal = Calibration(**saved)
+        cal.model = train_predictor(df, self.config)
+        return cal
 
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
         """The classifier's probability for the document, decided at the calibration's false-positive rate.
