@@ -2,9 +2,16 @@
 
     ./run cli audit --target demo --docs assets/sample_documents.csv
     ./run cli audit --target https://host/v1 --model my-model --docs my.csv --method srag,mba
+    ./run cli audit --target demo --docs my.csv --controls never_published.csv --fpr 0.01
     ./run cli audit --target-file my_api.yaml --docs my.csv   # any HTTP API (audit_core.target)
     ./run cli prepare --method srag          # shadow preparation only (cached)
+    ./run cli canaries make --kit my-kit.json --n 20 --out to_publish.txt
+    ./run cli canaries audit --kit my-kit.json --target https://host/v1 --model my-model
     ./run cli runs                            # past audits in the store
+
+Every "member" call is made at a stated false-positive rate (--fpr, default
+5%); controls (--controls: documents you never published, or a ``control``
+column in --docs) add one collection-level test of all your documents.
 
 The API key comes from the environment variable named by --api-key-env
 (default OPENAI_API_KEY) and is sent only to the --target host (redirects are
@@ -60,18 +67,32 @@ def _progress_bar():
     return progress
 
 
-def _load_docs(path: str, text_column: str | None, id_column: str | None):
+def _load_docs(path: str, text_column: str | None, id_column: str | None, with_controls: bool = False):
+    """Documents and row problems of a CSV/JSONL file; with ``with_controls``, also the rows whose
+    ``control`` column is true (documents the owner declares never published), as a third value."""
     from audit_core.documents import documents_from_table, guess_id_column, guess_text_column, read_csv_bytes
 
     data = Path(path).read_bytes()
     if path.endswith(".jsonl"):
         from shadow.corpus import load_corpus
 
-        return load_corpus(path), []
+        return (load_corpus(path), [], []) if with_controls else (load_corpus(path), [])
     df = read_csv_bytes(data)
+    controls = []
+    flag = next((c for c in df.columns if str(c).strip().lower() == "control"), None)
+    if with_controls and flag is not None:
+        is_control = df[flag].astype(str).str.strip().str.lower().isin(["1", "true", "yes", "y", "x"])
+        rest = df[~is_control].drop(columns=[flag])
+        ctl = df[is_control].drop(columns=[flag])
+        df = rest
     text_col = text_column or guess_text_column(df)
     id_col = id_column if id_column is not None else guess_id_column(df, text_col)
     batch = documents_from_table(df, text_col, id_col)
+    if with_controls and flag is not None and len(ctl):
+        controls = documents_from_table(ctl, text_col, id_col).documents
+        controls = [type(c)(f"control-{c.id}", c.text) for c in controls]
+    if with_controls:
+        return batch.documents, batch.problems(), controls
     return batch.documents, batch.problems()
 
 
@@ -186,18 +207,43 @@ def _audit_config(args):
     if unknown:  # cmd_audit reports it as a plain 'error: ...'
         raise ValueError(f"unknown method(s) in --run-without-signal: {', '.join(unknown)}; "
                          f"choose from {', '.join(METHODS)}")
-    return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params, run_without_signal=insist)
+    return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params, run_without_signal=insist,
+                       fpr=args.fpr)
+
+
+def _print_collection(collection: dict) -> None:
+    """The collection-level line first: what the owner's documents together show."""
+    if not collection:
+        return
+    n, m = collection.get("n_documents", 0), collection.get("n_controls", 0)
+    if collection.get("p_value") is None:
+        print(f"your collection: no collection-level test ({collection.get('note', '')})")
+        return
+    power = collection.get("power")
+    pw = "" if power is None else f"; power {power:.2f} at p <= {collection.get('alpha', 0.05):g}"
+    print(f"your collection: member evidence p = {collection['p_value']:.2g}, from {n} documents against {m} "
+          f"controls ({collection.get('controls_kind')}, {collection.get('method')}; "
+          f"effect size {collection['effect_size']:.2f}{pw})")
+
+
+def _print_power(method_power: dict, fpr: float) -> None:
+    for name, mp in method_power.items():
+        if mp.get("decides"):
+            pw = "n/a" if mp.get("power") is None else f"{mp['power']:.2f}"
+            print(f"{name}: decides at a {fpr:.0%} false-positive rate; shadow power (TPR) {pw}", file=sys.stderr)
+        else:
+            print(f"{name}: abstains: {mp.get('reason')}", file=sys.stderr)
 
 
 def cmd_audit(args) -> int:
     from audit_core.documents import DocumentInputError
-    from audit_core.models import ModelNotAvailableError
-    from audit_core.target.base import TargetError
-    from audit_core.audit import config_dict, run_audit
-    from shadow.prepare import prepare_shadow
 
     try:
-        docs, problems = _load_docs(args.docs, args.text_column, args.id_column)
+        docs, problems, controls = _load_docs(args.docs, args.text_column, args.id_column, with_controls=True)
+        if args.controls:
+            more, more_problems = _load_docs(args.controls, args.text_column, args.id_column)
+            controls += [type(c)(f"control-{c.id}", c.text) for c in more]
+            problems += more_problems
     except (DocumentInputError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -206,7 +252,23 @@ def cmd_audit(args) -> int:
     if not docs:
         print("error: no usable documents", file=sys.stderr)
         return 2
-    if args.target_file:  # a bad target file is bad input: said before the estimate, nothing sent
+    kind = "declared"
+    if args.generate_controls and not controls:
+        from audit_core.evidence.controls import generate_controls
+
+        print(f"rewriting {len(docs)} documents with a local model as controls (the weakest kind: "
+              "a rewrite differs in style from its original)", file=sys.stderr)
+        controls, kind = generate_controls(docs), "generated"
+    return _audit(args, docs, controls, kind)
+
+
+def _audit(args, docs, controls, controls_kind: str) -> int:
+    from audit_core.models import ModelNotAvailableError
+    from audit_core.target.base import TargetError
+    from audit_core.audit import config_dict, run_audit
+    from shadow.prepare import prepare_shadow
+
+    if getattr(args, "target_file", None):  # a bad target file is bad input: said before the estimate, nothing sent
         from audit_core.target import TargetFileError, load_target_file
 
         try:
@@ -214,9 +276,14 @@ def cmd_audit(args) -> int:
         except TargetFileError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+
     try:
         cfg = _audit_config(args)
-        _print_estimate(docs, cfg, args.target == "demo")
+        cfg.controls_kind = controls_kind
+        _print_estimate(list(docs) + list(controls), cfg, args.target == "demo")
+        if controls:
+            print(f"  (includes {len(controls)} controls, of which only one method's queries are sent)",
+                  file=sys.stderr)
     except ValueError as exc:  # unknown method, parameter out of range
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -235,7 +302,7 @@ def cmd_audit(args) -> int:
         run_id, resumed = history.resume_or_start_run(store, docs, target.name, config_dict(cfg))
         if resumed:
             print(f"resuming the unfinished audit {run_id[:8]}: its answers are not sent again", file=sys.stderr)
-        target = CachingTarget(target, store, run_id=run_id, reuse_days=args.reuse_days)
+        target = CachingTarget(target, store, run_id=run_id, reuse_days=getattr(args, "reuse_days", None))
         on_result = history.result_recorder(store, run_id)
         caps = target.capabilities()
         if caps.reachable:
@@ -247,7 +314,7 @@ def cmd_audit(args) -> int:
             for name, why in cannot.items():
                 print(f"  {name}: {why}", file=sys.stderr)
         result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result,
-                           capabilities=caps)
+                           controls=controls, capabilities=caps)
     except (TargetError, ModelNotAvailableError, ValueError) as exc:
         if run_id is not None:
             history.mark_failed(store, run_id, str(exc))
@@ -263,6 +330,8 @@ def cmd_audit(args) -> int:
         sent = "its queries were sent (--run-without-signal) but it does not vote" if name in cfg.run_without_signal \
             else "none of its queries were sent (--run-without-signal to send them anyway)"
         print(f"note: {name}: {why}; {sent}", file=sys.stderr)
+    _print_collection(result.collection)
+    _print_power(result.to_json()["method_power"], cfg.fpr)
     for v in result.verdicts:
         score = "   -  " if v.score is None else f"{v.score:6.3f}"
         print(f"{v.doc_id:>16}  {v.verdict:<13} {score}  {v.reason}")
@@ -274,8 +343,8 @@ def cmd_audit(args) -> int:
                 )
                 print(f"{'':>16}  S-RAG probed words: {words}")
             mba = result.results[v.doc_id].get("mba")
-            if mba is not None and mba.score is not None:
-                print(f"{'':>16}  MBA accuracy: {mba.score:.2f}")
+            if mba is not None and mba.evidence.get("accuracy") is not None:
+                print(f"{'':>16}  MBA accuracy: {mba.evidence['accuracy']:.2f}")
     for name, cal in result.calibrations.items():
         if cal.shadow_auc is not None:
             print(f"shadow validation AUC of {name}: {cal.shadow_auc:.3f}", file=sys.stderr)
@@ -333,6 +402,36 @@ def cmd_prepare(args) -> int:
     return 0
 
 
+def cmd_canaries_make(args) -> int:
+    from audit_core.evidence.canaries import new_kit, save_kit
+
+    if Path(args.kit).exists() and not args.force:
+        print(f"error: {args.kit} exists; a kit's seed is its only copy (use --force to replace it)", file=sys.stderr)
+        return 2
+    kit = new_kit(args.n)
+    save_kit(kit, args.kit)
+    text = "\n\n".join(d.text for d in kit.published())
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    else:
+        print(text)
+    print(f"kit {kit.kit_id}: {kit.n} canaries to publish{' written to ' + args.out if args.out else ' above'}; "
+          f"their {kit.n} never-published siblings are regenerated from {args.kit} at audit time. Keep that file "
+          "private: it holds the seed, and never leaves this computer.", file=sys.stderr)
+    return 0
+
+
+def cmd_canaries_audit(args) -> int:
+    from audit_core.evidence.canaries import load_kit
+
+    try:
+        kit = load_kit(args.kit)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return _audit(args, kit.published(), kit.siblings(), "canaries")
+
+
 def _days(value: str) -> int:
     """--reuse-days: a whole number of days, 0 or more."""
     try:
@@ -359,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--target-style", choices=["completion", "chat"],
                        help="how the target's model answers: 'completion' (continues the text, a base model) or "
                             "'chat' (an instruct model, which may restate the text first); the shadow mirrors it")
+        p.add_argument("--fpr", type=float, default=0.05, choices=[0.01, 0.05, 0.1],
+                       help="false-positive rate of every per-document member call (default 0.05)")
         p.add_argument("--mba-elicitation", choices=["fill_in", "continue"],
                        help="how MBA asks for hidden words: 'fill_in' (one cloze request, the paper's; default for "
                             "endpoints) or 'continue' (one request per mask; default for the demo target)")
@@ -383,6 +484,11 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--store", help="SQLite store of answers and runs (default: $RPA_AUDIT_DB or "
                                    "RPA_CACHE_DIR/audits.sqlite, the app's)")
     a.add_argument("--estimate-only", action="store_true", help="print the estimated cost and stop")
+    a.add_argument("--controls", metavar="FILE",
+                   help="CSV/JSONL of documents you never published: the collection-level test's controls "
+                        "(or mark such rows with a 'control' column in --docs)")
+    a.add_argument("--generate-controls", action="store_true",
+                   help="without controls: rewrite your documents with a local model as (weaker) controls")
     a.add_argument("--run-without-signal", metavar="METHODS",
                    help="send these methods' queries even when their shadow shows no signal (they still do not "
                         "vote); by default such a method sends nothing")
@@ -392,6 +498,29 @@ def main(argv: list[str] | None = None) -> int:
                         "reuses its own answers)")
     common(a)
     a.set_defaults(func=cmd_audit)
+
+    c = sub.add_parser("canaries", help="canary kit: make canaries to publish, later audit them")
+    csub = c.add_subparsers(dest="canaries_cmd", required=True)
+    cm = csub.add_parser("make", help="make a kit: canaries to publish and a private seed file")
+    cm.add_argument("--kit", required=True, help="where to write the kit (keep it private: it holds the seed)")
+    cm.add_argument("--n", type=int, default=20, help="canaries to publish (as many siblings stay unpublished)")
+    cm.add_argument("--out", help="write the canaries to publish here (default: print them)")
+    cm.add_argument("--force", action="store_true", help="replace an existing kit file")
+    cm.set_defaults(func=cmd_canaries_make)
+    ca = csub.add_parser("audit", help="audit a kit's published canaries against their never-published siblings")
+    ca.add_argument("--kit", required=True)
+    ca.add_argument("--target", required=True, help="'demo' or an OpenAI-compatible base URL")
+    ca.add_argument("--model")
+    ca.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    ca.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])
+    ca.add_argument("--evidence", action="store_true")
+    ca.add_argument("--out")
+    ca.add_argument("--report-dir", help="write the shareable PDF/JSON/CSV here")
+    ca.add_argument("--no-redact", action="store_true")
+    ca.add_argument("--store")
+    ca.add_argument("--estimate-only", action="store_true")
+    common(ca)
+    ca.set_defaults(func=cmd_canaries_audit)
 
     p = sub.add_parser("prepare", help="prepare (and cache) the shadow RAG calibration")
     p.add_argument("--force", action="store_true")

@@ -21,6 +21,7 @@ import streamlit as st  # noqa: E402
 
 from app.resources import show_warmup  # noqa: E402
 from app.sidebar import render_sidebar  # noqa: E402
+from app.tab_canaries import render_canaries_tab  # noqa: E402
 from app.tab_documents import render_documents_tab  # noqa: E402
 from app.tab_history import render_history_tab  # noqa: E402
 from app.tab_results import render_results_tab  # noqa: E402
@@ -36,7 +37,10 @@ show_warmup()  # the default audit's models load in the background while documen
 
 settings = render_sidebar()
 running_banner()
-tab_docs, tab_run, tab_results, tab_history = st.tabs(["1 Documents", "2 Run", "3 Results", "History"])
+tab_docs, tab_run, tab_results, tab_history, tab_canaries = st.tabs(
+    ["1 Documents", "2 Run", "3 Results", "History", "Canaries"])
+with tab_canaries:
+    render_canaries_tab()
 with tab_docs:
     render_documents_tab()
 with tab_results:

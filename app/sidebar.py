@@ -34,6 +34,7 @@ class Settings:
     methods: list[str]
     shadow: object  # shadow.prepare.ShadowConfig
     method_params: dict[str, dict] = field(default_factory=dict)
+    fpr: float = 0.05  # per-document false-positive rate (audit_core.evidence.calibration.FPR_CHOICES)
     #: reuse answers other audits received within this many days; None: this audit's own only
     reuse_days: int | None = None
 
@@ -53,7 +54,8 @@ class Settings:
     def audit_config(self):
         from audit_core.audit import AuditConfig
 
-        return AuditConfig(methods=list(self.methods), shadow=self.shadow, method_params=self.method_params)
+        return AuditConfig(methods=list(self.methods), shadow=self.shadow, method_params=self.method_params,
+                           fpr=self.fpr)
 
     def config_dict(self) -> dict:
         """The audit configuration as plain data, as the store keeps it (no key)."""
@@ -262,8 +264,8 @@ def _advanced(kind: str) -> tuple[dict[str, dict], int]:
         masks = st.number_input("M: MBA masks per document", 5, 20, 10, key="n_masks",
                                 help="Words hidden per document (MBA paper: 5-20, 10 by default).")
         gamma = st.number_input("γ: MBA share of masks to guess right", 0.05, 1.0, 0.5, step=0.05, key="gamma",
-                                help="Used only if the shadow lacks a class; otherwise the threshold is fitted "
-                                     "on the shadow (MBA paper: about 0.5).")
+                                help="The paper's fixed threshold (about 0.5), kept for the record: decisions use "
+                                     "a threshold set on the shadow for the chosen false-positive rate.")
         default = mba_elicitation_for(kind == DEMO)
         elicitation = st.selectbox(
             "MBA: how to ask for the hidden words", ELICITATIONS, index=ELICITATIONS.index(default),
@@ -302,12 +304,19 @@ def render_sidebar() -> Settings:
                                  help="S-RAG and MBA are the audit's methods; the others are published baselines.")
         aux = _aux_corpus()
         n_m, n_n, n_g = _shadow_sizes()
+        from audit_core.evidence.calibration import DEFAULT_FPR, FPR_CHOICES
+
+        fpr = st.radio("False-positive rate", FPR_CHOICES, index=FPR_CHOICES.index(DEFAULT_FPR), key="fpr",
+                       horizontal=True, format_func=lambda f: f"{f:.0%}",
+                       help="At most this share of documents that are NOT in the target's knowledge base may be "
+                            "called members (set on the shadow RAG). Lower means fewer false accusations and "
+                            "less power; 1% needs a standard-size shadow (99 non-members at least).")
         params, top_k = _advanced(kind)
         shadow = ShadowConfig(aux_corpus=aux, n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g,
                               top_k_docs=top_k)
         settings = Settings(kind, base_url, model, list(methods), shadow,
                             {m: p for m, p in params.items() if m in methods},
-                            reuse_days=_reuse_days() if kind == ENDPOINT else None)
+                            reuse_days=_reuse_days() if kind == ENDPOINT else None, fpr=float(fpr))
         st.header("Connection")
         _connection_check(settings)
     return settings

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, Callable, Sequence
 
 from audit_core.documents import Document
+from audit_core.evidence.calibration import DEFAULT_FPR, with_fpr
+from audit_core.evidence.statement import what_this_shows
 from audit_core.methods import create_method
 from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, no_signal_reason,
                                      takes_top_logprobs)
@@ -40,6 +42,10 @@ class AuditConfig:
     #: methods probed even when their shadow calibration shows no signal (the user
     #: insisted); any other method without signal sends no query (``no_signal_reason``)
     run_without_signal: list[str] = field(default_factory=list)
+    #: per-document false-positive rate (1%, 5% or 10%: audit_core.evidence.calibration.FPR_CHOICES)
+    fpr: float = DEFAULT_FPR
+    #: what the controls passed to run_audit are (audit_core.evidence.collection.CONTROL_KINDS)
+    controls_kind: str = "declared"
 
 
 @dataclass
@@ -66,6 +72,10 @@ class AuditResult:
     no_signal: dict = field(default_factory=dict)
     #: when the result was put together (``created`` is when the audit started)
     finished: str = ""
+    #: the collection-level test (``collection_summary``); empty dict when built by hand
+    collection: dict = field(default_factory=dict)
+    #: the per-document false-positive rate the decisions were made at
+    fpr: float | None = None
 
     def to_json(self) -> dict:
         return {
@@ -85,6 +95,10 @@ class AuditResult:
             "freshness": self.freshness,
             "no_signal": self.no_signal,
             "finished": self.finished,
+            "fpr": self.fpr,
+            "method_power": method_power(self.calibrations),
+            "collection": self.collection,
+            "what_this_shows": what_this_shows(self.fpr, self.collection),
         }
 
 
@@ -101,7 +115,62 @@ def config_dict(cfg: AuditConfig) -> dict:
     """The audit configuration as plain data (what the store and the report keep; no credentials)."""
     shadow = asdict(cfg.shadow) if cfg.shadow is not None and is_dataclass(cfg.shadow) else cfg.shadow
     return {"methods": list(cfg.methods), "shadow": shadow, "method_params": cfg.method_params,
-            "verdict": asdict(cfg.verdict), "run_without_signal": list(cfg.run_without_signal)}
+            "verdict": asdict(cfg.verdict), "run_without_signal": list(cfg.run_without_signal),
+            "fpr": cfg.fpr, "controls_kind": cfg.controls_kind}
+
+
+def method_power(calibrations: dict[str, Calibration]) -> dict[str, dict]:
+    """What each method's decisions are worth: its FPR, shadow power at it, shadow AUC and whether it decides.
+
+    ``power`` is the share of shadow members (out of fold) called members at
+    ``fpr``; ``decides`` is False when the method abstains (``reason``).
+    """
+    from audit_core.evidence.calibration import abstain_reason, power_at
+
+    out = {}
+    for name, cal in calibrations.items():
+        ev = (cal.params or {}).get("evidence") or {}
+        why = abstain_reason(cal)
+        out[name] = {"fpr": cal.fpr, "power": power_at(cal), "shadow_auc": cal.shadow_auc,
+                     "shadow_auc_ci": ev.get("auc_ci"), "decides": why is None, "reason": why}
+    return out
+
+
+def collection_summary(
+    docs: Sequence[Document],
+    results: dict[str, dict[str, MethodResult]],
+    controls: Sequence[Document],
+    control_results: dict[str, MethodResult],
+    method: str | None,
+    calibrations: dict[str, Calibration],
+    cfg: AuditConfig,
+) -> dict:
+    """The collection-level test as JSON (``evidence.collection``), or why there is none."""
+    from audit_core.evidence.canaries import sibling_calls
+    from audit_core.evidence.collection import collection_test, raw_score
+
+    probed = [c for c in controls if c.id in control_results]
+    if not probed or method is None:
+        why = ("no controls were given: add documents you never published (or canary siblings) to test the "
+               "collection as a whole" if not controls else
+               "no method ran, so there is nothing to compare" if method is None else
+               "the audit stopped before the controls were probed")
+        return {"p_value": None, "statistic": None, "effect_size": None, "n_documents": len(results),
+                "n_controls": len(controls), "power": None, "controls_kind": cfg.controls_kind if controls else None,
+                "method": method, "note": why}
+    ev = (calibrations[method].params or {}).get("evidence") or {}
+    doc_scores = [raw_score(results.get(d.id, {}).get(method)) for d in docs if d.id in results]
+    controls = probed
+    ctl_scores = [raw_score(control_results.get(c.id)) for c in controls]
+    res = collection_test(doc_scores, ctl_scores, method=method, controls_kind=cfg.controls_kind,
+                          member_raw=ev.get("member_raw", ()), nonmember_raw=ev.get("nonmember_raw", ()))
+    out = res.to_json()
+    # per document against the controls themselves: exact when the controls are exchangeable with them
+    calls = sibling_calls([s for s in doc_scores if s is not None], ctl_scores, cfg.fpr)
+    out["fpr"] = cfg.fpr
+    out["called_members"] = sum(1 for _, c in calls if c) if all(c is not None for _, c in calls) else None
+    out["control_scores"] = {c.id: raw_score(control_results.get(c.id)) for c in controls}
+    return out
 
 
 #: the stage during which the methods load their local models (de-quantizing them the first time)
@@ -208,8 +277,11 @@ def calibrate(cfg: AuditConfig, caps: Capabilities, prepare: Preparer, progress:
     """
     methods, not_run = select_methods(cfg, caps, progress)
     prep = prepare(methods, cfg.shadow, progress)
-    no_signal = {m.name: why for m in methods if (why := no_signal_reason(prep.calibrations.get(m.name)))}
-    return Calibrated(methods, not_run, dict(prep.calibrations), no_signal)
+    # every method decides at the audit's false-positive rate; one that cannot (no signal, or a shadow
+    # too small for that rate) is "no signal" here
+    cals = {name: with_fpr(c, cfg.fpr) for name, c in prep.calibrations.items()}
+    no_signal = {m.name: why for m in methods if (why := no_signal_reason(cals.get(m.name)))}
+    return Calibrated(methods, not_run, cals, no_signal)
 
 
 def run_audit(
@@ -222,6 +294,7 @@ def run_audit(
     on_result: Callable[[str, str, Observation, MethodResult], None] | None = None,
     capabilities: Capabilities | None = None,
     on_document: Callable[["AuditResult"], None] | None = None,
+    controls: Sequence[Document] = (),
 ) -> AuditResult:
     """Audit ``docs`` against ``target``.
 
@@ -236,7 +309,11 @@ def run_audit(
     A method whose shadow shows no signal (``no_signal_reason``) sends no
     query unless ``cfg.run_without_signal`` names it, and never votes.
     ``on_document`` receives the result so far after each document, so a
-    caller can show verdicts as they come.
+    caller can show verdicts as they come. Every method decides at
+    ``cfg.fpr``. ``controls`` (of kind ``cfg.controls_kind``) are probed
+    after the documents with the one pre-registered method
+    (``evidence.collection.choose_method``), and ``result.collection`` holds
+    the collection-level test.
     """
     if prepare is None:
         raise ValueError("run_audit needs a shadow preparation function (shadow.prepare.prepare_shadow)")
@@ -289,12 +366,34 @@ def run_audit(
             break
     if progress and not cancelled and stopped is None:
         progress("auditing documents", len(docs), len(docs))
-    return _result(target, created, cfg, caps, verdicts, results, observations, cal, docs, cancelled, stopped)
+    from audit_core.evidence.collection import choose_method
+    from audit_core.verdict import PRIMARY_ORDER
+
+    order = [cfg.verdict.primary, cfg.verdict.second] + [m for m in PRIMARY_ORDER if m not in
+                                                          (cfg.verdict.primary, cfg.verdict.second)]
+    coll_method = choose_method([m.name for m in methods], cal.calibrations, order)
+    control_results: dict[str, MethodResult] = {}
+    if controls and coll_method is not None and not cancelled and stopped is None:
+        m = next(x for x in methods if x.name == coll_method)
+        for j, c in enumerate(controls):
+            if cancel is not None and cancel.is_set():
+                cancelled = True
+                break
+            if progress:
+                progress("auditing controls", j, len(controls))
+            control_results[c.id] = m.score(probe_document(m, c, target, top_k), cal.calibrations[m.name])
+        if progress and not cancelled:
+            progress("auditing controls", len(controls), len(controls))
+    audited = [d for d in docs if d.id in results]
+    collection = collection_summary(audited, results, list(controls), control_results, coll_method,
+                                    cal.calibrations, cfg)
+    return _result(target, created, cfg, caps, verdicts, results, observations, cal, docs, cancelled, stopped,
+                   collection)
 
 
 def _result(target: Target, created: str, cfg: AuditConfig, caps: Capabilities, verdicts: list[Verdict],
             results: dict, observations: dict, cal: Calibrated, docs: Sequence[Document], cancelled: bool,
-            stopped: str | None) -> AuditResult:
+            stopped: str | None, collection: dict | None = None) -> AuditResult:
     """The audit result as it stands (copies of the growing containers, so a caller may keep it)."""
     return AuditResult(
         target=target.name,
@@ -313,4 +412,6 @@ def _result(target: Target, created: str, cfg: AuditConfig, caps: Capabilities, 
         freshness=freshness_of(target),
         no_signal=cal.no_signal,
         finished=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        collection=collection or {},
+        fpr=cfg.fpr,
     )

@@ -124,7 +124,7 @@ def _rebuild(record) -> dict[str, Any]:
     """An ``AuditResult.to_json()``-shaped dict from per-result rows (no calibrations)."""
     info = record.info
     params = info.params or {}
-    vcfg = VerdictConfig(**params.get("verdict", {}))
+    vcfg = VerdictConfig.from_json(params.get("verdict"))
     results: dict[str, dict[str, dict]] = {}
     observations: dict[str, dict[str, dict]] = {}
     for r in record.results:

@@ -851,3 +851,24 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
         out.append(P(f"<b>{esc(method_label(m))}:</b> {esc(line)}", "small"))
     out.append(Spacer(1, 8))
     return out
+
+
+def method_power_rows(result: dict) -> list[list[str]]:
+    """The method-power table of a result: what each method's calls are worth at the audit's FPR.
+
+    Header row first; one row per method of ``result["method_power"]``
+    (AuditResult.to_json). Empty when the result predates FPR control.
+    """
+    mp = result.get("method_power") or {}
+    if not mp:
+        return []
+    rows = [["Method", "False-positive rate", "Power (shadow TPR)", "Shadow AUC (out of fold) [95%]", "Decides"]]
+    for name, info in mp.items():
+        ci = info.get("shadow_auc_ci")
+        auc = "n/a" if info.get("shadow_auc") is None else (
+            f"{info['shadow_auc']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""))
+        fpr = "n/a" if info.get("fpr") is None else f"{info['fpr']:.0%}"
+        power = "n/a" if info.get("power") is None else f"{info['power']:.2f}"
+        rows.append([name, fpr, power, auc, "yes" if info.get("decides") else f"no: {info.get('reason')}"])
+    return rows
+

@@ -1,23 +1,39 @@
-"""Per-document verdicts from method results.
+"""Per-document verdicts from method results: the one place the combining rule is written down.
 
-A verdict is one of "member", "not found" or "inconclusive" -- never a bare
-guess. "not found" is deliberately not "not a member": a RAG can hold a
-document and still fail to retrieve it for our probes.
+A verdict is "member", "not found" or "inconclusive" -- never a bare guess.
+"not found" is deliberately not "not a member": a RAG can hold a document and
+still fail to retrieve it for our probes.
 
-Rules (S-RAG is the primary method, MBA the second opinion):
+Each method has already decided at the audit's false-positive rate (FPR) or
+abstained with its reason (``audit_core.evidence.calibration``): no signal on
+its shadow, a shadow too small for the rate, too many non-answers, failed
+calls, no logprobs. Only methods that decided vote. The voters are the
+primary (S-RAG) and the second opinion (MBA) when either decided; when
+neither did, the first baseline in ``PRIMARY_ORDER`` that decided.
 
-* a method that could not run (no logprobs, failed calls, too short) says why
-  and does not vote;
-* the primary method decides when it ran and either nobody else voted or the
-  second opinion agrees;
-* when the two disagree, the verdict is "inconclusive: methods disagree" unless
-  the primary is confident (probability outside [low, high]), in which case it
-  stands and the disagreement is reported;
-* with only the second opinion, its decision stands, marked as such.
+RULES (one row per case, tested row by row in tests/audit_core/test_verdict.py):
+
+====  ==========================================  ==============  =========================================
+row   voters' decisions                           verdict         why
+====  ==========================================  ==============  =========================================
+R1    nobody decided (or nobody ran)              inconclusive    every method's reason, joined
+R2    the first voter says member                 member          a member call keeps the FPR of the
+                                                                  method that made it; a dissenting
+                                                                  voter is reported, not counted
+R3    every voter says not found                  not found       --
+R4    the first voter says not found, a later     inconclusive    "methods disagree": calling it member
+      voter says member                                           would let either method's false
+                                                                  positives through (up to twice the
+                                                                  FPR); calling it not found would hide
+                                                                  a calibrated member call
+====  ==========================================  ==============  =========================================
+
+So every "member" verdict is one method's member call at the stated FPR: the
+verdict's false-positive rate is that method's, never the sum of two.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Sequence
 
 from audit_core.methods.base import MethodResult
@@ -26,16 +42,20 @@ MEMBER = "member"
 NOT_FOUND = "not found"
 INCONCLUSIVE = "inconclusive"
 
+#: who votes first when several methods decided (the primary and second opinion lead)
 PRIMARY_ORDER = ("srag", "mba", "rag_mia", "s2mia_m", "s2mia_t", "mink")
 
 
 @dataclass
 class VerdictConfig:
-    #: primary probability beyond which a disagreeing second opinion is overruled
-    confident_low: float = 0.2
-    confident_high: float = 0.8
     primary: str = "srag"
     second: str = "mba"
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "VerdictConfig":
+        """From stored configuration; keys of older versions (e.g. confidence bounds) are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (d or {}).items() if k in known})
 
 
 @dataclass
@@ -43,40 +63,46 @@ class Verdict:
     doc_id: str
     verdict: str
     reason: str
-    score: float | None  # combined membership score in [0, 1] (the primary's when it ran)
+    score: float | None  # the deciding method's calibrated probability
     methods: dict[str, dict] = field(default_factory=dict)  # method -> {score, decision, reason}
+    rule: str = ""  # which row of the rule table applied (R1-R4)
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
+def voters(results: Sequence[MethodResult], cfg: VerdictConfig) -> list[MethodResult]:
+    """The methods whose decisions count, in voting order (module docstring)."""
+    decided = {r.method: r for r in results if r.decision is not None}
+    lead = [decided[m] for m in (cfg.primary, cfg.second) if m in decided]
+    if lead:
+        return lead
+    order = [m for m in PRIMARY_ORDER if m not in (cfg.primary, cfg.second)]
+    order += sorted(m for m in decided if m not in order)
+    first = next((decided[m] for m in order if m in decided), None)
+    return [first] if first is not None else []
+
+
 def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | None = None) -> Verdict:
     cfg = cfg or VerdictConfig()
-    by = {r.method: r for r in results}
     summary = {r.method: {"score": r.score, "decision": r.decision, "reason": r.reason} for r in results}
-    ran = {m: r for m, r in by.items() if r.decision is not None}
-    if not ran:
-        reasons = "; ".join(f"{m}: {r.reason}" for m, r in by.items()) or "no method was run"
-        return Verdict(doc_id, INCONCLUSIVE, reasons, None, summary)
-
-    primary, second = ran.get(cfg.primary), ran.get(cfg.second)
-    if primary is None and second is None:
-        # only baselines ran: take the first available in a fixed order
-        name = next(m for m in PRIMARY_ORDER + tuple(ran) if m in ran)
-        r = ran[name]
-        return Verdict(doc_id, MEMBER if r.decision else NOT_FOUND, f"decided by {name} alone", r.score, summary)
-    if primary is None:
-        why = by[cfg.primary].reason if cfg.primary in by else f"{cfg.primary} was not run"
-        return Verdict(doc_id, MEMBER if second.decision else NOT_FOUND,
-                       f"{cfg.second} only ({cfg.primary}: {why})", second.score, summary)
-    label = MEMBER if primary.decision else NOT_FOUND
-    if second is None or second.decision == primary.decision:
-        agree = "" if second is None else f"; {cfg.second} agrees"
-        return Verdict(doc_id, label, f"{cfg.primary} probability {primary.score:.2f}{agree}", primary.score, summary)
-    confident = primary.score <= cfg.confident_low or primary.score >= cfg.confident_high
-    if confident:
-        return Verdict(doc_id, label,
-                       f"{cfg.primary} is confident ({primary.score:.2f}); {cfg.second} disagrees", primary.score, summary)
-    return Verdict(doc_id, INCONCLUSIVE,
-                   f"methods disagree: {cfg.primary} {primary.score:.2f}, {cfg.second} {second.score:.2f}",
-                   primary.score, summary)
+    vote = voters(results, cfg)
+    if not vote:  # R1
+        reasons = "; ".join(f"{r.method}: {r.reason}" for r in results) or "no method was run"
+        return Verdict(doc_id, INCONCLUSIVE, reasons, None, summary, "R1")
+    first, others = vote[0], vote[1:]
+    fpr = (first.evidence or {}).get("fpr")
+    at = f" at a {fpr:.0%} false-positive rate" if isinstance(fpr, float) else ""
+    alone = "" if first.method in (cfg.primary, cfg.second) else " alone"
+    if first.decision:  # R2
+        dissent = [r.method for r in others if not r.decision]
+        note = f"; {', '.join(dissent)} did not find it" if dissent else (
+            f"; {', '.join(r.method for r in others)} agrees" if others else "")
+        return Verdict(doc_id, MEMBER, f"{first.method}{alone} calls it a member{at}{note}", first.score, summary, "R2")
+    dissent = [r for r in others if r.decision]
+    if not dissent:  # R3
+        agree = f"; {', '.join(r.method for r in others)} agrees" if others else ""
+        return Verdict(doc_id, NOT_FOUND, f"{first.method}{alone} did not find it{at}{agree}", first.score, summary, "R3")
+    return Verdict(doc_id, INCONCLUSIVE,  # R4
+                   f"methods disagree: {first.method} did not find it, {', '.join(r.method for r in dissent)} "
+                   f"calls it a member", first.score, summary, "R4")

@@ -274,8 +274,10 @@ def mirror_note(method: MembershipMethod, cfg: ShadowConfig) -> dict | None:
 def _calibrate(method, mem, non, folder: Path) -> Calibration:
     """Calibrate on the shadow's observations and write calibration.json (data only).
 
-    S-RAG's classifier is trained again from the cached observations on every
-    load (seconds: RELIABILITY.md "Security") and kept in memory only.
+    S-RAG's final classifier is trained again from the cached observations on
+    every load (seconds: RELIABILITY.md "Security") and kept in memory only;
+    its out-of-fold scores and threshold are data in calibration.json, reused
+    (``method.restore``) when the file names these very observations by hash.
     Loading a trained predictor from the cache would mean unpickling files
     that whoever can write to the cache directory could replace, i.e. running
     their code; an old ``predictor/`` folder left by earlier versions is
@@ -288,8 +290,22 @@ def _calibrate(method, mem, non, folder: Path) -> Calibration:
             legacy.unlink()
         elif legacy.exists():
             shutil.rmtree(legacy)
+    digest = observations_digest(mem, non)
+    if cal_file.exists():
+        try:
+            saved = json.loads(cal_file.read_text())
+        except (OSError, ValueError):
+            saved = None
+        if isinstance(saved, dict) and saved.pop("observations_sha256", None) == digest:
+            return method.restore(saved, mem, non)
     cal = method.prepare(mem, non)
     tmp = cal_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cal.to_json(), default=str))
+    tmp.write_text(json.dumps({**cal.to_json(), "observations_sha256": digest}, default=str))
     tmp.replace(cal_file)
     return cal
+
+
+def observations_digest(mem: Sequence[Observation], non: Sequence[Observation]) -> str:
+    """SHA-256 of the observations a calibration was fitted on: a saved calibration is reused only for them."""
+    blob = json.dumps([[o.to_json() for o in mem], [o.to_json() for o in non]], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()

@@ -72,8 +72,10 @@ class Calibration:
     threshold: float | None = None
     member_scores: list[float] = field(default_factory=list)  # shadow members (for KDE plots)
     nonmember_scores: list[float] = field(default_factory=list)
-    shadow_auc: float | None = None  # validation AUC on held-out shadow documents
-    params: dict[str, Any] = field(default_factory=dict)
+    shadow_auc: float | None = None  # out-of-fold AUC on the shadow documents
+    params: dict[str, Any] = field(default_factory=dict)  # "evidence": audit_core.evidence.calibration.fit_evidence
+    #: the false-positive rate the threshold was set for (None: a hand-built threshold, no FPR statement)
+    fpr: float | None = None
     model: Any = None  # e.g. a trained classifier; not serialised by to_json
 
     def to_json(self) -> dict:
@@ -155,6 +157,15 @@ class MembershipMethod:
     def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:  # pragma: no cover
         raise NotImplementedError
 
+    def restore(self, saved: dict, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
+        """The calibration of ``saved`` (a ``Calibration.to_json`` of these very observations), ready to score.
+
+        The default calibrates again: for a threshold method that is cheap and
+        needs nothing from the file. A method with an expensive, trained part
+        (S-RAG) overrides this to fit only what cannot be stored as data.
+        """
+        return self.prepare(members, nonmembers)
+
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:  # pragma: no cover
         raise NotImplementedError
 
@@ -183,45 +194,25 @@ def takes_top_logprobs(fn) -> bool:
     return "top_logprobs" in inspect.signature(fn).parameters
 
 
-#: a shadow validation AUC below this is "about chance" (audit_core.report.auc_reading)
+#: a shadow validation AUC below this is "about chance" (audit_core.report.auc_reading); the rule for
+#: calibrations without out-of-fold evidence (audit_core.evidence.calibration.abstain_reason)
 NO_SIGNAL_AUC = 0.6
 
 
 def no_signal_reason(cal: Calibration | dict | None) -> str | None:
-    """Why a method must abstain although it has a score: its shadow showed no signal.
+    """Why a method must abstain although it has a score (audit_core.evidence.calibration.abstain_reason).
 
-    A threshold fitted on shadow scores that do not separate members from
-    non-members (validation AUC about chance, e.g. every score 0, or MBA's
-    0.52 against a target that does not fill in blanks) would call documents
-    members or not at random; such a method says "inconclusive", and the
-    audit sends none of its queries unless the user insists
-    (``audit_core.audit.run_audit``).
+    Its shadow validation showed no signal with confidence (the lower end of
+    the out-of-fold AUC's 95% interval at or below 0.6), or the shadow has too
+    few non-members to promise the chosen false-positive rate. Such a method
+    says "inconclusive", and the audit sends none of its queries unless the
+    user insists (``audit_core.audit.run_audit``). Takes a Calibration or its JSON.
     """
-    auc = cal.get("shadow_auc") if isinstance(cal, dict) else getattr(cal, "shadow_auc", None)
-    if isinstance(auc, (int, float)) and auc == auc and auc < NO_SIGNAL_AUC:
-        return (f"no signal: on the shadow RAG this method separated members from non-members no better "
-                f"than chance (validation AUC {auc:.2f})")
-    return None
+    if cal is None:
+        return None
+    if isinstance(cal, dict):
+        cal = Calibration(method=cal.get("method", ""), shadow_auc=cal.get("shadow_auc"),
+                          params=cal.get("params") or {}, fpr=cal.get("fpr"))
+    from audit_core.evidence.calibration import abstain_reason
 
-
-def best_threshold(member_scores: Sequence[float], nonmember_scores: Sequence[float], default: float) -> float:
-    """Threshold maximising balanced accuracy on shadow scores (score >= t means member).
-
-    Falls back to ``default`` (the paper's value) only when either class is
-    empty; the caller records which was used.
-    """
-    import numpy as np
-
-    m = np.asarray([s for s in member_scores if s is not None], dtype=float)
-    n = np.asarray([s for s in nonmember_scores if s is not None], dtype=float)
-    if len(m) == 0 or len(n) == 0:
-        return default
-    cands = np.unique(np.concatenate([m, n]))
-    # midpoints between distinct scores generalise better than the scores themselves
-    mids = np.concatenate([[cands[0] - 1e-9], (cands[:-1] + cands[1:]) / 2, [cands[-1] + 1e-9]])
-    best_t, best_acc = default, -1.0
-    for t in mids:
-        acc = 0.5 * ((m >= t).mean() + (n < t).mean())
-        if acc > best_acc + 1e-12:
-            best_t, best_acc = float(t), acc
-    return best_t
+    return abstain_reason(cal)

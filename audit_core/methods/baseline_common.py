@@ -10,7 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from audit_core.methods.base import Calibration, MethodResult, Observation, best_threshold, no_signal_reason
+from audit_core.evidence.answers import non_answer
+from audit_core.evidence.calibration import DEFAULT_FPR, apply_evidence, decide_raw, fit_evidence
+from audit_core.methods.base import Calibration, MethodResult, Observation
 from audit_core.scoring import split_words
 from audit_core.target.base import Completion
 
@@ -59,6 +61,8 @@ def unusable(method: str, obs: Observation) -> MethodResult | None:
     Skipped documents keep their skip reason; when no call succeeded, the
     reason is the code of the last failure and the full message goes to the
     evidence (messages never carry secrets: connectors build them without keys).
+    A reply that is empty, a refusal or "I don't know" (``evidence.answers``)
+    is a non-answer, not a low score: inconclusive with that reason.
     """
     if obs.skipped:
         return MethodResult(method, obs.doc_id, None, None, obs.skipped, {"skipped": obs.skipped})
@@ -69,6 +73,11 @@ def unusable(method: str, obs: Observation) -> MethodResult | None:
         last = errs[-1] if errs else "target_error: no response"
         return MethodResult(method, obs.doc_id, None, None, error_reason(last),
                             {"error": last, "failed_queries": obs.failed, "queries": obs.queries})
+    comp = last_completion(obs)
+    kind = non_answer(comp.text if comp is not None else None)
+    if kind is not None:
+        return MethodResult(method, obs.doc_id, None, None, f"non-answer ({kind}): the target did not answer",
+                            {"answer": comp.text if comp is not None else None, "non_answer": kind})
     return None
 
 
@@ -76,26 +85,31 @@ def shadow_auc(member_scores: Sequence[float], nonmember_scores: Sequence[float]
     """ROC AUC of a score on the shadow (None when a class is missing)."""
     if not member_scores or not nonmember_scores:
         return None
-    from sklearn.metrics import roc_auc_score
+    from audit_core.metrics import roc_auc
 
-    y = [1] * len(member_scores) + [0] * len(nonmember_scores)
-    return float(roc_auc_score(y, list(member_scores) + list(nonmember_scores)))
+    return roc_auc([1] * len(member_scores) + [0] * len(nonmember_scores),
+                   list(member_scores) + list(nonmember_scores))
 
 
 def fit_threshold(
     method: str,
     member_scores: Sequence[float | None],
     nonmember_scores: Sequence[float | None],
-    default: float | None,
+    default: float | None = None,
     params: dict | None = None,
+    source: str = "raw score: nothing is fitted to the shadow documents, so every score is out-of-fold",
 ) -> Calibration:
-    """Calibration of a one-score method: threshold maximising balanced accuracy on the shadow.
+    """Calibration of a one-score method at a stated false-positive rate (``evidence.calibration``).
 
-    The score is never fitted, only thresholded, so the AUC over all shadow
-    documents is already a held-out figure for the ranking. ``None`` scores
-    (inconclusive shadow documents) are left out and counted in ``params``.
-    ``default`` is used only when a class is empty; without a principled
-    default (None) the calibration has no threshold and scoring says so.
+    The raw score is never fitted, only thresholded, so the shadow scores are
+    out-of-fold as they stand (a trained method passes its k-fold predictions
+    and says so in ``source``). The threshold is the conformal one at
+    ``DEFAULT_FPR`` (another rate: ``evidence.calibration.with_fpr``), the
+    probability is Platt-scaled, and the method abstains unless its shadow AUC
+    clears the abstain rule. ``None`` scores (inconclusive shadow documents) are
+    left out and counted in ``params``. ``default`` (a paper's fixed
+    threshold) is no longer used to decide: without shadow validation a method
+    abstains; it is kept in ``params`` for the record.
     """
     m = [float(s) for s in member_scores if s is not None and math.isfinite(s)]
     n = [float(s) for s in nonmember_scores if s is not None and math.isfinite(s)]
@@ -103,23 +117,17 @@ def fit_threshold(
     p["shadow_members_used"] = len(m)
     p["shadow_nonmembers_used"] = len(n)
     p["shadow_inconclusive"] = (len(member_scores) - len(m)) + (len(nonmember_scores) - len(n))
-    if m and n:
-        threshold: float | None = best_threshold(m, n, default if default is not None else 0.5)
-        p["threshold_source"] = "shadow"
-    else:
-        threshold = default
-        p["threshold_source"] = "default" if default is not None else "none"
-    return Calibration(method, threshold=threshold, member_scores=m, nonmember_scores=n,
-                       shadow_auc=shadow_auc(m, n), params=p)
+    p["threshold_source"] = f"shadow: conformal threshold at a stated false-positive rate" if m and n else "none"
+    if default is not None:
+        p["paper_default_threshold"] = default
+    return apply_evidence(Calibration(method, params=p), fit_evidence(m, n, source=source), DEFAULT_FPR)
 
 
 def decide(method: str, obs: Observation, score: float, cal: Calibration, evidence: dict) -> MethodResult:
-    """Threshold a score in [0, 1]; inconclusive when the shadow gave no threshold."""
-    evidence = {**evidence, "threshold": cal.threshold}
-    if cal.threshold is None:
-        evidence["uncalibrated_score"] = score
-        return MethodResult(method, obs.doc_id, None, None, "uncalibrated", evidence)
-    no_signal = no_signal_reason(cal)
-    if no_signal is not None:
-        return MethodResult(method, obs.doc_id, score, None, no_signal, evidence)
-    return MethodResult(method, obs.doc_id, score, bool(score >= cal.threshold), None, evidence)
+    """Decide from a raw score: calibrated probability, conformal p-value, member at the calibration's FPR.
+
+    Inconclusive when the shadow gave no threshold or showed no signal (the
+    raw score stays in the evidence).
+    """
+    d = decide_raw(score, cal)
+    return MethodResult(method, obs.doc_id, d.score, d.decision, d.reason, {**evidence, **d.evidence})

@@ -5,8 +5,10 @@ A document is probed with a cloze test: M of its hardest words are hidden
 "continue" elicitation, to continue the text up to each hidden word). A RAG system that
 retrieves the document from its knowledge base fills the blanks correctly; one
 that does not can only guess. The membership score is the fraction of masks
-answered correctly; the threshold is fitted on the shadow RAG's members and
-non-members (the paper's gamma = 0.5 only when the shadow lacks a class).
+answered correctly; the threshold is set on the shadow RAG's non-members for a
+stated false-positive rate (``audit_core.evidence.calibration``; the paper's
+gamma = 0.5 is not used to decide). Empty, refused, "I don't know" or
+unreadable replies are non-answers, not wrong answers.
 
 Needs no logprobs, so it runs against any chat endpoint.
 """
@@ -17,8 +19,10 @@ from collections import Counter
 from typing import Callable, Sequence
 
 from audit_core.documents import Document
+from audit_core.evidence.answers import MAX_NON_ANSWER_SHARE, non_answer, too_many_non_answers
+from audit_core.evidence.calibration import decide_raw
 from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, QueryCost,
-                                     best_threshold, no_signal_reason, send_all, template_words)
+                                     send_all, template_words)
 from audit_core.methods.mba_masks import MaskGenerator, MaskPlan, MbaConfig, mask_label
 from audit_core.methods.mba_parse import is_correct, parse_mask_answers
 from audit_core.models import LocalLM
@@ -166,57 +170,59 @@ class MbaMethod(MembershipMethod):
     # ------------------------------------------------------------------ scoring
 
     def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
-        """Fit the accuracy threshold on shadow members / non-members (balanced accuracy)."""
-        from sklearn.metrics import roc_auc_score
+        """Calibrate the accuracy at a stated false-positive rate on shadow members / non-members.
 
-        provisional = Calibration(method=self.name, threshold=self.config.gamma)
-        m_res = [self.score(o, provisional) for o in members]
-        n_res = [self.score(o, provisional) for o in nonmembers]
-        m = [r.score for r in m_res if r.score is not None]
-        n = [r.score for r in n_res if r.score is not None]
-        both = bool(m) and bool(n)
-        threshold = best_threshold(m, n, default=self.config.gamma)
-        auc = float(roc_auc_score([1] * len(m) + [0] * len(n), m + n)) if both else None
-        return Calibration(
-            method=self.name,
-            threshold=threshold,
-            member_scores=m,
-            nonmember_scores=n,
-            shadow_auc=auc,
-            params={
-                "gamma_default": self.config.gamma,
-                "threshold_source": "shadow" if both else "paper_default",
-                "n_masks": self.config.n_masks,
-                "min_masks": self.config.min_masks,
-                "proxy_model": self.config.proxy_model,
-                "members_inconclusive": len(m_res) - len(m),
-                "nonmembers_inconclusive": len(n_res) - len(n),
-            },
-        )
+        Accuracy is a raw score (nothing is fitted), so the shadow's scores are
+        out-of-fold as they stand; ``fit_threshold`` sets the conformal
+        threshold, Platt probability and abstain rule. Shadow documents with
+        too many non-answers are left out, as audited ones are. Without both
+        classes there is no validation, and the method abstains (the paper's
+        gamma is kept in ``params`` only).
+        """
+        from audit_core.methods.baseline_common import fit_threshold
 
-    def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
-        """Fraction of masks the target filled in correctly; inconclusive on failure or a short document."""
+        m_raw = [self._accuracy(o)[0] for o in members]
+        n_raw = [self._accuracy(o)[0] for o in nonmembers]
+        cal = fit_threshold(self.name, m_raw, n_raw, default=self.config.gamma, params={
+            "n_masks": self.config.n_masks,
+            "min_masks": self.config.min_masks,
+            "proxy_model": self.config.proxy_model,
+            "max_non_answer_share": MAX_NON_ANSWER_SHARE,
+        })
+        cal.params["members_inconclusive"] = sum(x is None for x in m_raw)
+        cal.params["nonmembers_inconclusive"] = sum(x is None for x in n_raw)
+        return cal
+
+    def _accuracy(self, obs: Observation) -> tuple[float | None, dict, str | None]:
+        """Raw score (fraction of masks filled in correctly), its evidence, and why there is none.
+
+        A reply that is empty, a refusal, "I don't know" or unreadable for a
+        mask is a non-answer, not a wrong answer; a document with more than
+        ``MAX_NON_ANSWER_SHARE`` of them has no score (``too_many_non_answers``).
+        """
         if "plan" not in obs.data:
-            return MethodResult(self.name, obs.doc_id, None, None, "the observation carries no mask plan")
+            return None, {}, "the observation carries no mask plan"
         plan = MaskPlan.from_json(obs.data["plan"])
         evidence: dict = {"masked_text": plan.masked_text, "n_masks": plan.n_masks, "requested": plan.requested}
         if plan.reason:
             evidence["mask_shortfall"] = plan.reason
         if obs.skipped:
-            return MethodResult(self.name, obs.doc_id, None, None, obs.skipped, evidence)
+            return None, evidence, obs.skipped
         elicitation = obs.data.get("elicitation", "fill_in")
         expected = 1 if elicitation == "fill_in" else plan.n_masks
         if len(obs.responses) < expected or any(r is None for r in obs.responses):
             err = next((e for e in obs.errors if e), None) or "no request was sent"
-            return MethodResult(self.name, obs.doc_id, None, None, f"target call failed: {err}", evidence)
-        rows = []
+            return None, evidence, f"target call failed: {err}"
+        rows, kinds = [], []
         if elicitation == "fill_in":
             response = obs.responses[0]
             raw = response.get("text") or ""
+            whole = non_answer(raw)
             parsed = parse_mask_answers(raw, plan.n_masks, plan.masked_text)
             answered = len(parsed.answers)
             for a in plan.answers:
                 pred = parsed.get(a.index)
+                kinds.append(whole or (None if pred is not None else "unparseable"))
                 rows.append({"mask": mask_label(a.index), "expected": a.accepted, "predicted": pred,
                              "correct": is_correct(pred, a.accepted), "read_as": parsed.sources.get(a.index)})
         else:
@@ -227,23 +233,30 @@ class MbaMethod(MembershipMethod):
             for a, text in zip(plan.answers, texts):
                 pred = first_word(text)
                 answered += pred is not None
+                kinds.append(non_answer(text) or (None if pred is not None else "unparseable"))
                 rows.append({"mask": mask_label(a.index), "expected": a.accepted, "predicted": pred,
                              "correct": is_correct(pred, a.accepted), "read_as": "continuation"})
         correct = sum(r["correct"] for r in rows)
-        accuracy = correct / plan.n_masks
-        threshold = calibration.threshold if calibration.threshold is not None else self.config.gamma
-        if calibration.params.get("threshold_source", "paper_default") == "paper_default":
-            decision = accuracy > threshold  # the paper: more than gamma * M correct
-        else:
-            decision = accuracy >= threshold  # best_threshold's convention
         evidence.update({
             "rows": rows,
             "correct": correct,
             "answered": answered,
+            "non_answers": sum(k is not None for k in kinds),
             "elicitation": elicitation,
             "raw_answer": raw,
             "finish_reason": response.get("finish_reason"),
-            "threshold": threshold,
+            "accuracy": correct / plan.n_masks,
         })
-        no_signal = no_signal_reason(calibration)
-        return MethodResult(self.name, obs.doc_id, accuracy, None if no_signal else bool(decision), no_signal, evidence)
+        too_many = too_many_non_answers(kinds)
+        if too_many is not None:
+            return None, evidence, too_many
+        return correct / plan.n_masks, evidence, None
+
+    def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
+        """Fraction of masks filled in correctly, decided at the calibration's false-positive rate;
+        inconclusive on failure, a short document or too many non-answers."""
+        accuracy, evidence, why = self._accuracy(obs)
+        if accuracy is None:
+            return MethodResult(self.name, obs.doc_id, None, None, why, evidence)
+        d = decide_raw(accuracy, calibration)
+        return MethodResult(self.name, obs.doc_id, d.score, d.decision, d.reason, {**evidence, **d.evidence})

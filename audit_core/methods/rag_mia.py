@@ -16,7 +16,7 @@ from typing import Sequence
 
 from audit_core.documents import Document
 from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, QueryCost,
-                                     best_threshold, no_signal_reason, send_all, template_words)
+                                     no_signal_reason, send_all, template_words)
 from audit_core.methods.baseline_common import decide, fit_threshold, last_completion, unusable
 from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, NoLogprobs, Target, TokenLogprob
 
@@ -170,20 +170,30 @@ class RagMiaMethod(MembershipMethod):
         return (1.0 if answer else 0.0), ev
 
     def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
+        """Calibrate P(yes) at a stated false-positive rate (``fit_threshold``), and the bare
+        yes/no answer the same way for targets without logprobs (``params["evidence_text"]``)."""
+        from audit_core.evidence.calibration import fit_evidence
+
         ms = [self.observation_score(o) for o in members]
         ns = [self.observation_score(o) for o in nonmembers]
-        cal = fit_threshold(self.name, [s for s, _ in ms], [s for s, _ in ns], self.config.default_threshold)
-        # the threshold only applies to continuous scores; text answers follow the paper's rule
         lm = [s for s, e in ms if e["mode"] == "logprobs"]
         ln = [s for s, e in ns if e["mode"] == "logprobs"]
-        if lm and ln:
-            cal.threshold = best_threshold(lm, ln, self.config.default_threshold)
-            cal.params["threshold_source"] = "shadow_logprob_scores"
-        else:
-            cal.threshold = self.config.default_threshold
-            cal.params["threshold_source"] = "default"
+        cal = fit_threshold(self.name, lm, ln, self.config.default_threshold)
+        cal.params["threshold_source"] = "shadow_logprob_scores" if lm and ln else "none"
         cal.params["shadow_logprob_scores"] = len(lm) + len(ln)
         cal.params["shadow_text_scores"] = sum(e["mode"] == "text" for _, e in ms + ns)
+
+        def text_scores(group: Sequence[Observation]) -> list[float]:
+            out = []
+            for o in group:
+                comp = last_completion(o)
+                ans = parse_yes_no(comp.text) if comp is not None else None
+                if ans is not None:
+                    out.append(1.0 if ans else 0.0)
+            return out
+
+        cal.params["evidence_text"] = fit_evidence(text_scores(members), text_scores(nonmembers),
+                                                   source="the yes/no answer text: nothing is fitted")
         return cal
 
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
@@ -194,7 +204,14 @@ class RagMiaMethod(MembershipMethod):
         if score is None:
             return MethodResult(self.name, obs.doc_id, None, None, "unparseable_answer", ev)
         if ev["mode"] == "text":
-            # Anderson et al.: the binary answer is the membership decision
+            text_ev = calibration.params.get("evidence_text")
+            if text_ev is not None:
+                # a bare yes / no, against how often the shadow's non-members got a "yes"
+                from dataclasses import replace
+
+                text_cal = replace(calibration, params={**calibration.params, "evidence": text_ev})
+                return decide(self.name, obs, score, text_cal, {**ev, "decision_rule": "yes/no answer at a stated FPR"})
+            # a hand-built calibration: Anderson et al.'s rule, the binary answer is the decision
             no_signal = no_signal_reason(calibration)
             return MethodResult(self.name, obs.doc_id, score, None if no_signal else bool(score >= 0.5), no_signal,
                                 {**ev, "decision_rule": "answer text (yes = member)"})

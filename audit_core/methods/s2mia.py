@@ -20,15 +20,16 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from audit_core.documents import Document
 from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, QueryCost,
-                                     best_threshold, send_all, template_words)
-from audit_core.methods.baseline_common import decide, fit_threshold, last_completion, shadow_auc, split_halves, unusable
+                                     send_all, template_words)
+from audit_core.evidence.calibration import DEFAULT_FPR, apply_evidence, fit_evidence, fpr_key
+from audit_core.methods.baseline_common import decide, fit_threshold, last_completion, split_halves, unusable
 from audit_core.scoring import split_words
 from audit_core.target.base import ChatRequest, NoLogprobs, Target
 
@@ -241,8 +242,9 @@ class S2miaModelMethod(_S2miaBase):
         oof = cross_val_predict(self._new_model(), X, y, cv=folds, method="predict_proba")[:, 1]
         model = self._new_model().fit(X, y)
         m, n = oof[y == 1].tolist(), oof[y == 0].tolist()
-        return {"model": model, "threshold": best_threshold(m, n, 0.5), "auc": shadow_auc(m, n),
-                "member_scores": m, "nonmember_scores": n, "rows": int(len(y))}
+        ev = fit_evidence(m, n, source=f"{folds.get_n_splits()}-fold out-of-fold classifier probabilities")
+        return {"model": model, "threshold": ev["at_fpr"][fpr_key(DEFAULT_FPR)]["threshold_raw"], "auc": ev["auc"],
+                "evidence": ev, "rows": int(len(y))}
 
     def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
         fm = [f for f in extract_features(members, self.config.embedder) if isinstance(f, S2miaFeatures)]
@@ -264,18 +266,18 @@ class S2miaModelMethod(_S2miaBase):
             "embedder": self.config.embedder,
             "shadow_members_used": len(fm), "shadow_nonmembers_used": len(fn),
             "shadow_inconclusive": len(members) + len(nonmembers) - len(fm) - len(fn),
-            "models": {k: {"features": v["features"], "threshold": v["threshold"], "auc": v["auc"], "rows": v["rows"]}
-                       for k, v in models.items()},
+            "models": {k: {"features": v["features"], "threshold": v["threshold"], "auc": v["auc"], "rows": v["rows"],
+                           "evidence": v["evidence"]} for k, v in models.items()},
         }
         main = models.get("full") or models.get("reduced")
         if main is None:
             params["threshold_source"] = "none"
             return Calibration(self.name, params=params, model=None)
         params["threshold_source"] = "shadow_out_of_fold"
-        return Calibration(self.name, threshold=main["threshold"], member_scores=main["member_scores"],
-                           nonmember_scores=main["nonmember_scores"], shadow_auc=main["auc"], params=params,
-                           model={k: {"model": v["model"], "threshold": v["threshold"], "features": v["features"]}
-                                  for k, v in models.items()})
+        cal = Calibration(self.name, params=params,
+                          model={k: {"model": v["model"], "threshold": v["threshold"], "features": v["features"],
+                                     "key": k} for k, v in models.items()})
+        return apply_evidence(cal, main["evidence"], DEFAULT_FPR)
 
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
         f = extract_features([obs], self.config.embedder)[0]
@@ -294,5 +296,9 @@ class S2miaModelMethod(_S2miaBase):
             return MethodResult(self.name, obs.doc_id, None, None, "uncalibrated", ev)
         x = np.array([f.vector(chosen["features"])], dtype=float)
         p = float(chosen["model"].predict_proba(x)[0, 1])
-        ev.update(features=chosen["features"], threshold=chosen["threshold"])
-        return MethodResult(self.name, obs.doc_id, p, bool(p >= chosen["threshold"]), None, ev)
+        ev.update(features=chosen["features"])
+        chosen_ev = (calibration.params.get("models") or {}).get(chosen.get("key"), {}).get("evidence")
+        if chosen_ev is None:  # a hand-built calibration: its own threshold, no FPR statement
+            ev["threshold"] = chosen["threshold"]
+            return MethodResult(self.name, obs.doc_id, p, bool(p >= chosen["threshold"]), None, ev)
+        return decide(self.name, obs, p, replace(calibration, params={**calibration.params, "evidence": chosen_ev}), ev)

@@ -36,7 +36,7 @@ import numpy as np
 
 from audit_core.documents import Document
 from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, QueryCost,
-                                     no_signal_reason, send_all, template_words)
+                                     send_all, template_words)
 from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, Target
 
 #: The audit prompt of section 4.2.2, verbatim; the document prefix follows it.
@@ -515,8 +515,53 @@ class SragMethod(MembershipMethod):
     # -- training on the shadow -----------------------------------------------
 
     def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
+        """Train the classifier on the shadow and calibrate it at a stated false-positive rate.
+
+        Every shadow document's score comes from a fold model that never saw it
+        (``SRAG_CV_FOLDS``-fold, stratified: ``oof_predictions``); the threshold,
+        power, Platt probability, abstain rule and KDE curves are fitted on
+        those out-of-fold scores (``evidence.calibration``), and the scores are
+        kept as data in the calibration JSON. The model that scores audited
+        documents is then trained on all shadow rows, as scikit-learn's
+        ``CalibratedClassifierCV(ensemble=False)`` does: cross-validated
+        predictions calibrate, the final fit uses every row. Each of the
+        k + 1 fits gets the AutoGluon budget ``time_limit_s`` (a cap: on a few
+        hundred rows a fit takes seconds, BENCHMARKS.md); a budget split k + 1
+        ways left a fit on a busy machine with no usable model.
+        """
+        from audit_core.evidence.calibration import DEFAULT_FPR, apply_evidence, fit_evidence, oof_predictions
+
+        df, labels = self._training_frame(members, nonmembers)
+        y = np.asarray(labels)
+        folds = int(min(SRAG_CV_FOLDS, (y == 1).sum(), (y == 0).sum()))
+
+        def fit_predict(train_idx, test_idx):
+            fold_model = train_predictor(df.iloc[train_idx], self.config)
+            return member_probability(fold_model, df.iloc[test_idx].drop(columns=["member"]))
+
+        oof = oof_predictions(len(df), labels, fit_predict, folds=folds, seed=self.config.seed)
+        predictor = train_predictor(df, self.config)
+        evidence = fit_evidence(oof[y == 1].tolist(), oof[y == 0].tolist(),
+                                source=f"{folds}-fold out-of-fold AutoGluon probabilities")
+        cal = Calibration(
+            method=self.name,
+            params={
+                "config": {k: v for k, v in asdict(self.config).items() if k != "prompt"},
+                "n_train": int(len(df)), "n_folds": folds,
+                "oof_scores": [float(x) for x in oof],
+                "oof_labels": [int(x) for x in labels],
+                "feature_columns": list(df.columns.drop("member")),
+                "best_model": _best_model_name(predictor),
+                "member_hist_mean": _mean_hist(df, 1, self.config.bins),
+                "nonmember_hist_mean": _mean_hist(df, 0, self.config.bins),
+            },
+            model=predictor,
+        )
+        return apply_evidence(cal, evidence, DEFAULT_FPR)
+
+    def _training_frame(self, members: Sequence[Observation], nonmembers: Sequence[Observation]):
+        """Features of the usable shadow documents (a DataFrame with a ``member`` column) and their labels."""
         import pandas as pd
-        from sklearn.metrics import roc_auc_score
 
         rows, labels = [], []
         for lab, group in ((1, members), (0, nonmembers)):
@@ -529,38 +574,35 @@ class SragMethod(MembershipMethod):
             raise ValueError("S-RAG needs at least 4 usable shadow members and 4 non-members to train")
         df = pd.DataFrame(rows)
         df["member"] = labels
-        rng = np.random.default_rng(self.config.seed)
-        val_mask = np.zeros(len(df), dtype=bool)
-        for lab in (0, 1):  # stratified hold-out
-            idx = np.flatnonzero(df["member"].to_numpy() == lab)
-            rng.shuffle(idx)
-            val_mask[idx[: max(2, int(round(len(idx) * self.config.validation_fraction)))]] = True
-        train, val = df[~val_mask], df[val_mask]
-        predictor = train_predictor(train, self.config)
-        val_scores = member_probability(predictor, val.drop(columns=["member"]))
-        auc = float(roc_auc_score(val["member"], val_scores))
-        all_scores = member_probability(predictor, df.drop(columns=["member"]))
-        return Calibration(
-            method=self.name,
-            threshold=0.5,
-            member_scores=[float(s) for s, l in zip(all_scores, labels) if l == 1],
-            nonmember_scores=[float(s) for s, l in zip(all_scores, labels) if l == 0],
-            shadow_auc=auc,
-            params={
-                "config": {k: v for k, v in asdict(self.config).items() if k != "prompt"},
-                "n_train": int((~val_mask).sum()), "n_validation": int(val_mask.sum()),
-                "validation_scores": [float(s) for s in val_scores],
-                "validation_labels": [int(x) for x in val["member"]],
-                "feature_columns": list(df.columns.drop("member")),
-                "best_model": _best_model_name(predictor),
-                "member_hist_mean": _mean_hist(df, 1, self.config.bins),
-                "nonmember_hist_mean": _mean_hist(df, 0, self.config.bins),
-            },
-            model=predictor,
-        )
+        return df, labels
+
+    def restore(self, saved: dict, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
+        """Refit only the final classifier; the out-of-fold scores, threshold and Platt fit are read from ``saved``.
+
+        The k fold models exist only to produce out-of-fold scores, which are
+        data and stored; the final model is code and never stored (nothing is
+        unpickled from the cache), so it is the one fit a load pays for. A
+        saved calibration that does not describe these observations is not
+        trusted: the whole preparation runs again.
+        """
+        df, labels = self._training_frame(members, nonmembers)
+        params = saved.get("params") or {}
+        if (params.get("oof_labels") != [int(x) for x in labels] or "evidence" not in params
+                or params.get("feature_columns") != list(df.columns.drop("member"))):
+            return self.prepare(members, nonmembers)
+        cal = Calibration(**saved)
+        cal.model = train_predictor(df, self.config)
+        return cal
 
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
+        """The classifier's probability for the document, decided at the calibration's false-positive rate.
+
+        ``score`` is the Platt-calibrated probability (``evidence.calibration``);
+        the classifier's own output is ``evidence["raw_score"]``.
+        """
         import pandas as pd
+
+        from audit_core.evidence.calibration import decide_raw
 
         feats, reason, words = self.features(obs)
         evidence: dict[str, Any] = {
@@ -573,13 +615,20 @@ class SragMethod(MembershipMethod):
         evidence["below_topk_share"] = feats["below_topk_share"]
         if calibration.model is None:
             return MethodResult(self.name, obs.doc_id, None, None, reason="no trained S-RAG classifier", evidence=evidence)
+        if "validation_scores" in calibration.params and "evidence" not in calibration.params:
+            # a cached calibration from before FPR control: its 0.5 threshold promises no false-positive rate
+            return MethodResult(self.name, obs.doc_id, None, None, evidence=evidence, reason=(
+                "uncalibrated: the cached S-RAG calibration predates false-positive-rate control; "
+                "prepare the shadow again (./run cli prepare --force)"))
         cols = calibration.params.get("feature_columns") or list(feats)
-        p = float(member_probability(calibration.model, pd.DataFrame([feats])[cols])[0])
-        thr = calibration.threshold if calibration.threshold is not None else 0.5
-        no_signal = no_signal_reason(calibration)
-        if no_signal:  # the probability is kept as evidence, the verdict is withheld
-            return MethodResult(self.name, obs.doc_id, p, None, reason=no_signal, evidence=evidence)
-        return MethodResult(self.name, obs.doc_id, p, p >= thr, evidence=evidence)
+        raw = float(member_probability(calibration.model, pd.DataFrame([feats])[cols])[0])
+        d = decide_raw(raw, calibration)
+        # the probability is kept as evidence when the verdict is withheld
+        return MethodResult(self.name, obs.doc_id, d.score, d.decision, reason=d.reason, evidence={**evidence, **d.evidence})
+
+
+#: k of the k-fold out-of-fold scores S-RAG's calibration is fitted on
+SRAG_CV_FOLDS = 5
 
 
 def _mean_hist(df, label: int, bins: int) -> list[float]:

@@ -47,3 +47,42 @@ def test_a_changed_probe_configuration_is_probed_again(tmp_path, monkeypatch):
     prepare_shadow([S2miaThresholdMethod(), S2miaModelMethod(S2miaConfig(use_logprobs=False))], cfg,
                    root=tmp_path)
     assert [name for name, _ in calls] == ["s2mia_t", "s2mia_t", "s2mia_m", "s2mia_m"]
+
+
+def test_a_cached_srag_calibration_refits_only_the_final_model(tmp_path, monkeypatch):
+    """Loading a preparation fits one classifier (the stored out-of-fold scores are reused), never k + 1;
+    a calibration file written for other observations is not trusted."""
+    import numpy as np
+    import pandas as pd
+    from sklearn.linear_model import LogisticRegression
+
+    from audit_core.methods import srag
+
+    rng = np.random.default_rng(1)
+    obs = [Observation("srag", f"s{i}", data={"f": {"a": float(rng.normal(1.5 * (i < 30), 1))}}) for i in range(60)]
+
+    class Model:
+        def __init__(self, df):
+            self.m = LogisticRegression().fit(df[["a"]], df["member"])
+
+        def predict_proba(self, X):
+            return pd.DataFrame(self.m.predict_proba(X[["a"]]), columns=[0, 1])
+
+    fits: list[int] = []
+    monkeypatch.setattr(srag, "train_predictor", lambda df, cfg: fits.append(len(df)) or Model(df))
+    monkeypatch.setattr(srag, "_best_model_name", lambda p: "logistic")
+    monkeypatch.setattr(srag, "_mean_hist", lambda df, label, bins: [])
+    method = srag.SragMethod()
+    monkeypatch.setattr(method, "features", lambda o: (o.data["f"], None, []))
+
+    first = prepare._calibrate(method, obs[:30], obs[30:], tmp_path)
+    assert fits == [48] * 5 + [60]
+    fits.clear()
+    again = prepare._calibrate(method, obs[:30], obs[30:], tmp_path)
+    assert fits == [60]  # the final model only
+    assert again.threshold == first.threshold and again.params["oof_scores"] == first.params["oof_scores"]
+    assert again.model is not None
+    fits.clear()
+    other = obs[:29] + [Observation("srag", "x", data={"f": {"a": 9.0}})]
+    prepare._calibrate(method, other, obs[30:], tmp_path)
+    assert fits == [48] * 5 + [60]  # other observations: calibrated from scratch

@@ -1,0 +1,68 @@
+"""Non-answers: an empty reply, a refusal or "I don't know" is not evidence of absence.
+
+A method that counted such a reply as a wrong answer would turn a target that
+refuses (or a filter that blanks replies) into a stream of "not found"
+verdicts. Every method that reads answer text asks ``non_answer`` first and
+treats a non-answer as missing data: a document with too many of them is
+inconclusive, with the reason. Unparseable replies are the parser's business
+(each method knows its own format) and are counted the same way by the caller.
+
+The patterns are deliberately narrow (whole refusal or ignorance phrases near
+the start of the reply): a genuine answer that happens to contain "sorry" later
+on must still count as an answer.
+"""
+from __future__ import annotations
+
+import re
+
+#: the reply opens with (or, when short, consists of) one of these
+_REFUSAL = re.compile(
+    r"^\W*(?:"
+    r"i(?:'|\u2019)?m sorry|i am sorry|sorry,|apologi[sz]e|unfortunately,? i"
+    r"|i (?:can(?:'|\u2019)?t|cannot|am unable to|(?:'|\u2019)?m unable to|won(?:'|\u2019)?t|am not able to|(?:'|\u2019)?m not able to)"
+    r" (?:help|assist|provide|answer|share|comply|complete|fulfil|continue|do that|disclose|reveal|reproduce)"
+    r"|as an ai\b|i must decline|i decline"
+    r")",
+    re.IGNORECASE,
+)
+_IGNORANCE = re.compile(
+    r"^\W*(?:"
+    r"i (?:do not|don(?:'|\u2019)?t) know|i(?:'|\u2019)?m not sure|i am not sure|not sure\b|unknown\W*$"
+    r"|(?:the )?(?:context|documents?|information)(?: provided)? (?:does|do) not (?:contain|mention|say|include)"
+    r"|there is no (?:information|mention)|no information\b|n/?a\W*$"
+    r")",
+    re.IGNORECASE,
+)
+
+
+def non_answer(text: str | None) -> str | None:
+    """Why ``text`` is not an answer ("empty", "refusal", "I don't know"), or None for an answer."""
+    if text is None or not text.strip() or not re.search(r"\w", text):
+        return "empty"
+    t = text.strip()
+    if _REFUSAL.search(t):
+        return "refusal"
+    if _IGNORANCE.search(t):
+        return "I don't know"
+    return None
+
+
+#: a document whose replies are more than this share non-answers is inconclusive
+MAX_NON_ANSWER_SHARE = 0.5
+
+
+def too_many_non_answers(kinds: list[str | None], max_share: float = MAX_NON_ANSWER_SHARE) -> str | None:
+    """The inconclusive reason when more than ``max_share`` of a document's replies are non-answers.
+
+    ``kinds`` has one entry per reply (or per hidden word): None for an answer,
+    else the kind of non-answer ("empty", "refusal", "I don't know", "unparseable").
+    """
+    bad = [k for k in kinds if k is not None]
+    if not kinds or len(bad) / len(kinds) <= max_share:
+        return None
+    counts: dict[str, int] = {}
+    for k in bad:
+        counts[k] = counts.get(k, 0) + 1
+    detail = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return (f"too many non-answers: {len(bad)} of {len(kinds)} replies were not answers ({detail}); "
+            f"a missing answer is not evidence that the document is absent")

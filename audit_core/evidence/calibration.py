@@ -1,0 +1,305 @@
+"""Per-document decisions at a stated false-positive rate, fitted on out-of-fold shadow scores.
+
+Every method hands this module one *raw* score per shadow document, computed
+without the document ever having been used to fit anything that scored it:
+
+* threshold methods (MBA, RAG-MIA, S2MIA-T, Min-k%) fit nothing but the
+  threshold, so their raw scores are out-of-fold by construction;
+* trained methods (S-RAG's AutoGluon classifier, S2MIA-M) pass k-fold
+  out-of-fold predictions (``oof_predictions``).
+
+From those scores ``fit_evidence`` derives, once, as plain JSON data:
+
+1. **The signal check (abstain rule).** The method decides only when the lower
+   end of the 95% stratified bootstrap interval of its out-of-fold shadow AUC
+   is above ``AbstainRule.min_auc_lower`` = 0.6. Why 0.6 and not 0.5: the
+   shadow is a stand-in for the target, and a ranking that is barely better
+   than chance on it has no margin left for the difference between the two;
+   a method with shadow AUC 0.52 (RAG-MIA in the benchmark) no longer calls 96
+   of 100 documents members.
+2. **A threshold per false-positive rate** (1%, 5% and 10%; the user picks,
+   default 5%): a document is called a member when its conformal p-value
+   against the shadow's non-members,
+   ``p = (1 + #{shadow non-members scoring >= s}) / (n0 + 1)``, is at most the
+   rate. If the audited document is a non-member whose score is exchangeable
+   with the shadow non-members', ``P(p <= alpha) <= alpha`` exactly, with no
+   assumption on the score's distribution. That exchangeability is the one
+   assumption: the shadow RAG stands in for the target's non-members, which is
+   why the benchmark measures the realised rate on the target
+   (BENCHMARKS.md, evidence section). With fewer than ``1 / alpha - 1``
+   shadow non-members no threshold can promise the rate; the method then
+   abstains at that rate and says so.
+3. **The method's power at that rate**: the share of shadow members (out of
+   fold) the threshold calls members.
+4. **A calibrated probability**: Platt scaling, i.e. scikit-learn's logistic
+   regression of the shadow label on the raw score. It is strictly monotone,
+   so it changes no ranking and no decision, and it keeps the KDE plots
+   smooth; it is a probability under the shadow's own member share (about
+   one half), which the report states. Isotonic regression was not used: on a
+   few hundred shadow documents it turns scores into a handful of steps.
+
+Nothing here ever sees an audited document: ``fit_evidence`` takes shadow
+scores only, and ``decide_raw`` reads the stored numbers without updating them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+#: false-positive rates a user can choose (app sidebar, CLI ``--fpr``)
+FPR_CHOICES: tuple[float, ...] = (0.01, 0.05, 0.10)
+DEFAULT_FPR = 0.05
+#: k of the k-fold out-of-fold predictions of trained methods
+DEFAULT_FOLDS = 5
+
+
+@dataclass(frozen=True)
+class AbstainRule:
+    """When a method may decide at all (module docstring, point 1)."""
+
+    #: the lower bound of the shadow AUC's interval must exceed this
+    min_auc_lower: float = 0.6
+    level: float = 0.95
+    n_boot: int = 1000
+    seed: int = 0
+
+
+ABSTAIN_RULE = AbstainRule()
+
+
+def fpr_key(fpr: float) -> str:
+    """The JSON key of a false-positive rate ("0.05")."""
+    return f"{float(fpr):g}"
+
+
+def check_fpr(fpr: float) -> float:
+    fpr = float(fpr)
+    if not any(math.isclose(fpr, c) for c in FPR_CHOICES):
+        raise ValueError(f"false-positive rate {fpr:g} is not offered; choose one of "
+                         f"{', '.join(f'{c:.0%}' for c in FPR_CHOICES)}")
+    return fpr
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def conformal_p_value(raw: float, nonmember_raw: Sequence[float]) -> float:
+    """(1 + #{shadow non-members with a score >= raw}) / (n0 + 1)."""
+    v = np.asarray(nonmember_raw, dtype=float)
+    return float((1 + int((v >= raw).sum())) / (len(v) + 1))
+
+
+def conformal_threshold(nonmember_raw: Sequence[float], fpr: float) -> float | None:
+    """The smallest raw score whose conformal p-value is at most ``fpr`` (None: no such score).
+
+    Members are ``raw >= threshold``. With non-member scores sorted from the
+    highest, v[0] >= v[1] >= ..., at most k = floor(fpr (n0 + 1)) - 1 of them
+    may score at or above a member, so the threshold is just above v[k].
+    """
+    v = np.sort(np.asarray(nonmember_raw, dtype=float))[::-1]
+    k = math.floor(fpr * (len(v) + 1) + 1e-9) - 1
+    if k < 0 or len(v) == 0:
+        return None
+    return float(np.nextafter(v[k], np.inf))
+
+
+def min_nonmembers(fpr: float) -> int:
+    """Fewest shadow non-members for which ``conformal_threshold`` exists at ``fpr``."""
+    return max(1, math.ceil(1.0 / fpr - 1 - 1e-9))
+
+
+def fit_platt(member_raw: Sequence[float], nonmember_raw: Sequence[float]) -> dict[str, float] | None:
+    """Platt scaling (scikit-learn's logistic regression on the raw score); None when a class is missing."""
+    if not member_raw or not nonmember_raw:
+        return None
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.asarray(list(member_raw) + list(nonmember_raw), dtype=float).reshape(-1, 1)
+    y = np.r_[np.ones(len(member_raw)), np.zeros(len(nonmember_raw))]
+    if np.ptp(x) == 0:
+        return {"a": 0.0, "b": float(math.log(len(member_raw) / len(nonmember_raw)))}
+    lr = LogisticRegression(C=1e4, max_iter=1000).fit(x, y)
+    return {"a": float(lr.coef_[0, 0]), "b": float(lr.intercept_[0])}
+
+
+def platt_probability(raw: float, platt: dict[str, float] | None) -> float:
+    if platt is None:
+        return float(raw)
+    z = platt["a"] * float(raw) + platt["b"]
+    return float(1.0 / (1.0 + math.exp(-z))) if z > -700 else 0.0
+
+
+def signal_check(member_raw: Sequence[float], nonmember_raw: Sequence[float],
+                 rule: AbstainRule = ABSTAIN_RULE) -> dict[str, Any]:
+    """Out-of-fold shadow AUC, its bootstrap interval, and whether the method may decide."""
+    from audit_core import metrics
+
+    if len(member_raw) < 2 or len(nonmember_raw) < 2:
+        return {"auc": None, "auc_ci": None, "signal": False,
+                "reason": (f"uncalibrated: the shadow gave {len(member_raw)} usable member(s) and "
+                           f"{len(nonmember_raw)} non-member(s); at least 2 of each are needed to validate")}
+    y = [1] * len(member_raw) + [0] * len(nonmember_raw)
+    s = list(member_raw) + list(nonmember_raw)
+    auc = metrics.roc_auc(y, s)
+    lo, hi = metrics.bootstrap_auc_ci(y, s, n=rule.n_boot, seed=rule.seed, level=rule.level)
+    ok = bool(math.isfinite(lo) and lo > rule.min_auc_lower)
+    reason = None if ok else (
+        f"no signal: on the shadow RAG this method's out-of-fold AUC is {auc:.2f} "
+        f"({rule.level:.0%} interval {lo:.2f}-{hi:.2f}); it decides only when the lower end is above "
+        f"{rule.min_auc_lower:.2f}")
+    return {"auc": float(auc), "auc_ci": [float(lo), float(hi)], "signal": ok, "reason": reason}
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+def fit_evidence(member_raw: Sequence[float], nonmember_raw: Sequence[float], *, source: str,
+                 rule: AbstainRule = ABSTAIN_RULE) -> dict[str, Any]:
+    """Everything a method needs to decide at a stated FPR, as JSON data (see the module docstring).
+
+    ``source`` says why the scores are out-of-fold ("k-fold out-of-fold
+    predictions", "raw score, nothing fitted"). Non-finite scores are dropped.
+    """
+    m = [float(x) for x in member_raw if x is not None and math.isfinite(x)]
+    n = [float(x) for x in nonmember_raw if x is not None and math.isfinite(x)]
+    platt = fit_platt(m, n)
+    at: dict[str, dict] = {}
+    for fpr in FPR_CHOICES:
+        t = conformal_threshold(n, fpr)
+        if t is None:
+            at[fpr_key(fpr)] = {"threshold_raw": None, "threshold": None, "power": None, "shadow_fpr": None,
+                                "reason": (f"too few shadow non-members for a {fpr:.0%} false-positive rate: "
+                                           f"{len(n)}, at least {min_nonmembers(fpr)} are needed")}
+            continue
+        at[fpr_key(fpr)] = {
+            "threshold_raw": t,
+            "threshold": platt_probability(t, platt),
+            "power": float(np.mean(np.asarray(m) >= t)) if m else None,
+            "shadow_fpr": float(np.mean(np.asarray(n) >= t)),
+            "reason": None,
+        }
+    return {
+        "source": source,
+        "rule": dataclasses.asdict(rule),
+        **{k: v for k, v in signal_check(m, n, rule).items()},
+        "platt": platt,
+        "member_raw": m,
+        "nonmember_raw": n,
+        "at_fpr": at,
+    }
+
+
+def apply_evidence(cal, evidence: dict[str, Any], fpr: float = DEFAULT_FPR):
+    """Fill a Calibration from ``fit_evidence``'s output: calibrated OOF scores (KDE), AUC, threshold at ``fpr``."""
+    cal.params["evidence"] = evidence
+    platt = evidence["platt"]
+    cal.member_scores = [platt_probability(x, platt) for x in evidence["member_raw"]]
+    cal.nonmember_scores = [platt_probability(x, platt) for x in evidence["nonmember_raw"]]
+    cal.shadow_auc = evidence["auc"]
+    return with_fpr(cal, fpr, copy=False)
+
+
+def with_fpr(cal, fpr: float, copy: bool = True):
+    """The calibration deciding at ``fpr`` (a copy unless ``copy=False``): threshold and ``fpr`` set."""
+    fpr = check_fpr(fpr)
+    out = dataclasses.replace(cal) if copy else cal
+    out.fpr = fpr
+    ev = (cal.params or {}).get("evidence")
+    if ev is not None:
+        out.threshold = ev["at_fpr"][fpr_key(fpr)]["threshold"]
+    return out
+
+
+def power_at(cal, fpr: float | None = None) -> float | None:
+    """The shadow TPR of a calibration's threshold at ``fpr`` (its own rate by default)."""
+    ev = (cal.params or {}).get("evidence")
+    if ev is None:
+        return None
+    return ev["at_fpr"][fpr_key(fpr if fpr is not None else (cal.fpr or DEFAULT_FPR))]["power"]
+
+
+# --------------------------------------------------------------------------- deciding
+
+
+@dataclass
+class Decision:
+    score: float | None  # calibrated probability (the raw score for a hand-built calibration)
+    decision: bool | None
+    reason: str | None
+    evidence: dict[str, Any]
+
+
+def abstain_reason(cal) -> str | None:
+    """Why a calibration may not decide at its FPR, or None."""
+    ev = (cal.params or {}).get("evidence")
+    if ev is None:
+        # a calibration built by hand or stored before FPR control: a point-AUC rule
+        from audit_core.methods.base import NO_SIGNAL_AUC
+
+        auc = cal.shadow_auc
+        if isinstance(auc, (int, float)) and auc == auc and auc < NO_SIGNAL_AUC:
+            return (f"no signal: on the shadow RAG this method separated members from non-members no better "
+                    f"than chance (validation AUC {auc:.2f})")
+        return None
+    if not ev["signal"]:
+        return ev["reason"]
+    return ev["at_fpr"][fpr_key(cal.fpr or DEFAULT_FPR)]["reason"]
+
+
+def decide_raw(raw: float, cal) -> Decision:
+    """Decide one audited document from its raw score; the calibration is only read."""
+    ev = (cal.params or {}).get("evidence")
+    if ev is None:  # hand-built: threshold on the raw score, no FPR statement
+        evidence = {"raw_score": raw, "threshold": cal.threshold}
+        if cal.threshold is None:
+            return Decision(None, None, "uncalibrated", {**evidence, "uncalibrated_score": raw})
+        why = abstain_reason(cal)
+        return Decision(raw, None if why else bool(raw >= cal.threshold), why, evidence)
+    fpr = cal.fpr or DEFAULT_FPR
+    at = ev["at_fpr"][fpr_key(fpr)]
+    prob = platt_probability(raw, ev["platt"])
+    evidence = {
+        "raw_score": raw,
+        "probability": prob,
+        "p_value": conformal_p_value(raw, ev["nonmember_raw"]),
+        "fpr": fpr,
+        "threshold": at["threshold"],
+        "threshold_raw": at["threshold_raw"],
+        "power": at["power"],
+    }
+    why = abstain_reason(cal)
+    if why is not None:
+        return Decision(prob, None, why, evidence)
+    return Decision(prob, bool(raw >= at["threshold_raw"]), None, evidence)
+
+
+# --------------------------------------------------------------------------- out-of-fold predictions
+
+
+def oof_predictions(
+    n_rows: int,
+    labels: Sequence[int],
+    fit_predict: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
+) -> np.ndarray:
+    """Out-of-fold scores: row i is scored by a model fitted on the folds without row i.
+
+    ``fit_predict(train_idx, test_idx)`` fits on ``train_idx`` and returns
+    scores for ``test_idx``. Folds are stratified (scikit-learn) and never
+    more than the smaller class allows.
+    """
+    from sklearn.model_selection import StratifiedKFold
+
+    y = np.asarray(labels)
+    k = int(min(folds, (y == 1).sum(), (y == 0).sum()))
+    if k < 2:
+        raise ValueError("out-of-fold scores need at least 2 rows of each class")
+    out = np.full(n_rows, np.nan)
+    for train_idx, test_idx in StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(n_rows), y):
+        out[test_idx] = np.asarray(fit_predict(train_idx, test_idx), dtype=float)
+    return out

@@ -1,0 +1,214 @@
+"""Canary kit: unique, natural-looking texts an owner embeds in what they publish.
+
+Per-document membership inference cannot by itself prove use: its
+false-positive rate depends on a counterfactual system nobody can observe
+(Zhang, Das, Kamath, Tramer, SaTML 2025). Canaries can. Before publishing, the
+owner generates 2n canaries from a secret seed; n of them, chosen at random by
+the same seed, are embedded in the publications, the other n (their siblings)
+are never shown to anyone. Later, an audit probes both sets the same way.
+
+* If the target never ingested the canaries, the published ones and their
+  siblings are exchangeable: same generator, independent draws, and which
+  ones were published was decided at random. So the collection test of
+  published against siblings (``evidence.collection``) has an exact p-value,
+  and a per-canary call "member when its conformal p-value against the
+  siblings is at most alpha" (``sibling_calls``) has a false-positive rate of
+  at most alpha -- sound by construction, with no shadow involved.
+* The seed never leaves the machine: the kit file holds it (written with
+  owner-only permissions), every text is regenerated from it, and nothing
+  here sends anything anywhere. Only the published canaries are meant to
+  leave, inside the owner's own publications.
+
+Texts are short stories of three sentences from templates and word lists,
+drawn with a random generator keyed by HMAC-SHA256(seed, index): deterministic
+for a seed, unrelated across seeds, and each carries an invented surname and
+numbers, so a canary is unique and its words are unpredictable unless the
+system has seen it (what S-RAG's hard-word probes and MBA's masks look for).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import hmac
+import json
+import os
+import random
+import secrets
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from audit_core.documents import Document
+
+_FIRST_F = ("Mireille", "Ingrid", "Oona", "Leontine", "Marisol", "Hedda", "Solveig", "Annika", "Ilse", "Renata",
+            "Philippa", "Liesel", "Wilhelmina", "Ottilie", "Zofia")
+_FIRST_M = ("Tobias", "Rafael", "Casimir", "Anselm", "Dorian", "Joaquim", "Cyprian", "Bertrand", "Matthias", "Emeric",
+            "Gideon", "Octavio", "Ambrose", "Florian", "Lucian")
+_SYL_A = ("Tov", "Ravel", "Brann", "Keld", "Mor", "Ash", "Dun", "Vell", "Orm", "Quist", "Hal", "Sten", "Fenn",
+          "Corv", "Lund", "Mar", "Esk", "Wyn", "Tarr", "Beck")
+_SYL_B = ("arek", "stok", "wick", "holm", "ender", "ery", "adine", "berg", "ovic", "mere", "sand", "ley", "ard",
+          "otti", "ström", "ival", "augh", "ette", "inger", "oway")
+_TOWN = ("Caldmoor", "Lindqvist Harbor", "East Wrenfield", "Port Aveline", "Haverstock", "Saltmarsh Cross",
+         "Upper Dunmere", "Kestrel Bay", "Oakhollow", "Brindlemouth", "Marrowgate", "Fennick Falls", "Ashby Vale",
+         "Greywater", "Thornbury Mill", "Colwen", "Redlake", "Hollin Ford", "Westmarch", "Pellham Quay")
+_STREET = ("Juniper Lane", "Cobbler's Row", "Mill Street", "Quarry Road", "Lantern Walk", "Orchard Close",
+           "Tannery Lane", "Bellfounder Street", "Heron Way", "Chapel Yard", "Ropewalk", "Saddler's Court")
+_PLACE = ("bakery", "bicycle repair shop", "bookbinding studio", "tea room", "pottery workshop", "music school",
+          "seed library", "clock repair shop", "framing gallery", "community darkroom", "violin workshop",
+          "map shop", "cheese cellar", "weaving studio")
+_OBJECT = ("copper kettles", "brass compasses", "hand-painted tiles", "glass fishing floats", "tin soldiers",
+           "pressed ferns", "pocket watches", "wooden spoons", "enamel badges", "paper lanterns",
+           "clay whistles", "silk bookmarks", "pewter thimbles", "ship bottles")
+_KIN = ("grandfather", "grandmother", "aunt", "uncle", "mother", "father", "godmother", "older brother")
+_JOB = ("ferryman", "lighthouse keeper", "beekeeper", "stonemason", "cartographer", "organ tuner", "blacksmith",
+        "postmistress", "bell ringer", "harbor pilot", "schoolteacher", "bookseller")
+_FOOD = ("cardamom buns", "plum dumplings", "rye crackers", "lemon tarts", "walnut bread", "ginger biscuits",
+         "apricot turnovers", "sesame rolls", "honey cake", "fig pastries")
+_DAY = ("Mondays", "Tuesdays", "Wednesdays", "Thursdays", "Fridays", "Saturdays", "Sundays")
+_MONTH = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+_COLOR = ("green", "blue", "yellow", "red", "grey", "white", "orange", "violet")
+_ANIMAL = ("a three-legged cat", "an old sheepdog", "a pair of canaries", "a tortoise", "a grey parrot",
+           "a lop-eared rabbit", "two ferrets", "a very loud goose")
+
+_OPENERS = (
+    "Last {month}, {name} opened a small {place} on {street} in {town}.",
+    "In {year}, {name} took over the {place} at number {num2} {street}, {town}.",
+    "{name} has run the {place} on {street} in {town} since the spring of {year}.",
+    "Everyone in {town} knows {name}, who keeps the {place} behind the {color} door on {street}.",
+)
+_MIDDLES = (
+    "{pron} still keeps {num} {objects} in the back room, one for every year {poss} {kin} worked as a {job}.",
+    "Above the counter hang {num} {objects} that {poss} {kin}, once a {job}, collected on the coast.",
+    "The shelves hold {num} {objects}, a habit {pron_l} picked up from {poss} {kin}, who was a {job} for decades.",
+    "{pron} inherited {num} {objects} from {poss} {kin}, a retired {job}, and refuses to sell a single one.",
+)
+_CLOSERS = (
+    "Neighbours say the {food} sell out before {hour} on {day}.",
+    "On {day} {animal} sleeps in the window while the {food} cool on the sill.",
+    "Regulars come on {day} for the {food}, which {pron_l} bakes from a recipe dated {year2}.",
+    "{animal_cap} guards the door, and the {food} are free for anyone who can name the {job}'s old boat.",
+)
+
+
+def _rng(seed: str, label: str) -> random.Random:
+    digest = hmac.new(bytes.fromhex(seed), label.encode(), hashlib.sha256).digest()
+    return random.Random(int.from_bytes(digest, "big"))
+
+
+def canary_text(seed: str, index: int) -> str:
+    """The canary number ``index`` of a seed (deterministic)."""
+    r = _rng(seed, f"canary:{index}")
+    she = r.random() < 0.5
+    animal = r.choice(_ANIMAL)
+    slots = {
+        "name": f"{r.choice(_FIRST_F if she else _FIRST_M)} {r.choice(_SYL_A)}{r.choice(_SYL_B)}",
+        "month": r.choice(_MONTH), "place": r.choice(_PLACE), "street": r.choice(_STREET),
+        "town": r.choice(_TOWN), "year": r.randint(1978, 2019), "year2": r.randint(1890, 1965),
+        "num": r.randint(11, 97), "num2": r.randint(2, 140), "color": r.choice(_COLOR), "objects": r.choice(_OBJECT),
+        "kin": r.choice(_KIN), "job": r.choice(_JOB), "food": r.choice(_FOOD), "day": r.choice(_DAY),
+        "hour": r.choice(("nine", "ten", "eleven", "noon")), "animal": animal,
+        "animal_cap": animal[0].upper() + animal[1:],
+        "pron": "She" if she else "He", "pron_l": "she" if she else "he", "poss": "her" if she else "his",
+    }
+    parts = (r.choice(_OPENERS), r.choice(_MIDDLES), r.choice(_CLOSERS))
+    return " ".join(p.format(**slots) for p in parts)
+
+
+@dataclass(frozen=True)
+class CanaryKit:
+    """A seed and how many canaries it makes: ``n`` to publish and ``n`` never-published siblings."""
+
+    seed: str  # 32 hex digits; secret, stays on this machine
+    n: int
+    created: str = ""
+
+    def __post_init__(self) -> None:
+        bytes.fromhex(self.seed)  # raises on a malformed seed
+        if self.n < 1:
+            raise ValueError("a canary kit needs at least one canary to publish")
+
+    @property
+    def kit_id(self) -> str:
+        """A public name for the kit that reveals nothing about the seed."""
+        return hashlib.sha256(("kit-id:" + self.seed).encode()).hexdigest()[:12]
+
+    def published_indices(self) -> list[int]:
+        """Which n of the 2n canaries are published: a random subset chosen by the seed."""
+        idx = list(range(2 * self.n))
+        _rng(self.seed, "assignment").shuffle(idx)
+        return sorted(idx[: self.n])
+
+    def _docs(self, indices: Sequence[int]) -> list[Document]:
+        return [Document(f"canary-{self.kit_id}-{i:04d}", canary_text(self.seed, i)) for i in indices]
+
+    def published(self) -> list[Document]:
+        """The canaries to embed in publications."""
+        return self._docs(self.published_indices())
+
+    def siblings(self) -> list[Document]:
+        """The never-published siblings: the audit's controls. Never publish these."""
+        pub = set(self.published_indices())
+        return self._docs([i for i in range(2 * self.n) if i not in pub])
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CanaryKit":
+        return cls(seed=d["seed"], n=int(d["n"]), created=d.get("created", ""))
+
+
+def new_kit(n: int = 20) -> CanaryKit:
+    """A fresh kit with a random 128-bit seed."""
+    return CanaryKit(secrets.token_hex(16), n, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+
+
+def save_kit(kit: CanaryKit, path: str | Path) -> Path:
+    """Write the kit (its seed) readable by its owner only."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(kit.to_json(), fh)
+    os.chmod(path, 0o600)
+    return path
+
+
+def load_kit(path: str | Path) -> CanaryKit:
+    try:
+        return CanaryKit.from_json(json.loads(Path(path).read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path} is not a canary kit file ({e.__class__.__name__})") from None
+
+
+def kits_dir() -> Path:
+    """Where the app keeps kits: inside the project's local cache, never uploaded."""
+    from audit_core.models import cache_dir
+
+    d = cache_dir() / "canaries"
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    return d
+
+
+def sibling_calls(canary_scores: Sequence[float | None], sibling_scores: Sequence[float | None],
+                  fpr: float) -> list[tuple[float | None, bool | None]]:
+    """Per published canary: (conformal p-value against the siblings, member at ``fpr``).
+
+    ``None`` for a canary without a score. With fewer than 1/fpr - 1
+    scored siblings no canary can be called at that rate (decision None).
+    """
+    from audit_core.evidence.calibration import conformal_p_value, min_nonmembers
+
+    sib = np.asarray([float(s) for s in sibling_scores if s is not None], dtype=float)
+    out: list[tuple[float | None, bool | None]] = []
+    for s in canary_scores:
+        if s is None:
+            out.append((None, None))
+            continue
+        p = conformal_p_value(float(s), sib)
+        out.append((p, bool(p <= fpr) if len(sib) >= min_nonmembers(fpr) else None))
+    return out

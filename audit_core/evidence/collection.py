@@ -1,0 +1,239 @@
+"""The collection-level test: are the owner's documents, together, more member-like than controls?
+
+An owner usually asks about a collection ("were my posts used?"), and that
+question has far more power than any single document (dataset inference,
+Maini et al. 2024): small per-document shifts add up over many documents.
+
+**The pre-registered statistic (one per run).** A one-sided two-sample
+permutation test of "the owner's documents score higher than the controls"
+with Savage (exponential) scores (``top_weighted_test``), on the raw score of
+ONE method, chosen before any audited score is seen by ``choose_method``: the
+first method in the verdict's order (S-RAG, MBA, then the baselines) that ran
+on this target and whose shadow validation passed the abstain rule, else the
+first that ran. It is never the smallest p-value over methods (that would
+inflate false positives by the number of methods).
+
+Why a rank test: it needs no distribution for the scores, which differ in
+kind between methods (probabilities, accuracies over ten masks with many
+ties), and its p-value is exact (all assignments, or a permutation p-value).
+Why Savage scores rather than the Mann-Whitney U (equal weight to every
+rank): a RAG may hold only part of a collection, and then the evidence is a
+few documents at the very top of the ranking. In our simulation (binormal
+scores, per-document separation d = 3.1, i.e. AUC 0.986 as S-RAG's in the
+benchmark; 20 documents of which 5 members against 20 controls; 300
+collections) U rejected at 5% in 38% of them and Savage scores in 65%, with
+both at or under 5% under the null. The effect size reported is still the
+Mann-Whitney U / (n m) (``u_test``): the probability that a random document
+outscores a random control, 0.5 under the null.
+
+**Validity** needs only that, if none of the documents is in the target, the
+documents' and controls' scores are exchangeable, which is what the controls
+are for. Controls, in order of strength (``CONTROL_KINDS``):
+
+1. ``declared``: documents the owner declares were never published (a second
+   upload, or a ``control`` column); as strong as that declaration.
+2. ``canaries``: the canary audit (``evidence.canaries``): the published
+   canaries against their never-published siblings from the same seed. Which
+   sibling was published was decided at random, so exchangeability holds by
+   construction and the p-value is exact (Zhang et al., SaTML 2025).
+3. ``generated``: rewrites of the owner's own documents by a local model; they
+   cannot be in the target, but a rewrite is not exchangeable with its
+   original (style, length, wording), so this test carries that bias, which
+   BENCHMARKS.md measures and the note states.
+
+**Power** is what the test could detect at this size: the share of simulated
+collections of the same n and m, drawn from the method's out-of-fold shadow
+scores (documents from shadow members, controls from shadow non-members),
+that reach p <= alpha -- for a collection of members, and for one in which a
+quarter of the documents are members.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+
+#: how strong each kind of control is, strongest first (module docstring)
+CONTROL_KINDS: dict[str, str] = {
+    "declared": "documents you declared were never published",
+    "canaries": "never-published canary siblings from the same seed (random assignment: exact by construction)",
+    "generated": "rewrites of your documents by a local model (weaker: a rewrite differs in style from its original)",
+}
+#: significance level of the collection test
+ALPHA = 0.05
+#: simulated collections per power estimate, and permutations per simulated test
+N_SIM = 400
+POWER_PERMUTATIONS = 999
+
+
+@dataclass
+class CollectionResult:
+    p_value: float | None
+    statistic: float | None  # sum of the documents' Savage scores (top_weighted_test)
+    effect_size: float | None  # U / (n m): P(a document outscores a control)
+    n_documents: int
+    n_controls: int
+    power: float | None  # at alpha, if every document were a member
+    controls_kind: str
+    method: str | None
+    note: str
+    alpha: float = ALPHA
+    power_quarter_members: float | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _finite(xs: Sequence[float | None]) -> np.ndarray:
+    return np.asarray([float(x) for x in xs if x is not None and math.isfinite(float(x))], dtype=float)
+
+
+#: permutations for a Monte Carlo p-value (p = (1 + #as extreme) / (R + 1) is valid for any R)
+N_PERMUTATIONS = 9999
+#: up to this many document/control assignments the p-value enumerates them all (exact)
+EXACT_LIMIT = 20000
+
+
+def u_test(documents: Sequence[float], controls: Sequence[float], seed: int = 0) -> tuple[float, float]:
+    """One-sided Mann-Whitney U (documents greater): (U, p), valid in finite samples.
+
+    Without ties the p-value is the exact null distribution of U; with ties
+    (MBA's accuracies, saturated probabilities) a seeded permutation test of U.
+    No normal approximation: at 20 against 20 it rejected a true null slightly
+    more often than 5% in our simulation.
+    """
+    from scipy.stats import PermutationMethod, mannwhitneyu
+
+    d, c = np.asarray(documents, dtype=float), np.asarray(controls, dtype=float)
+    tied = len(np.unique(np.concatenate([d, c]))) < len(d) + len(c)
+    how = PermutationMethod(n_resamples=N_PERMUTATIONS, rng=np.random.default_rng(seed)) if tied else "exact"
+    res = mannwhitneyu(d, c, alternative="greater", method=how)
+    return float(res.statistic), float(res.pvalue)
+
+
+def savage_scores(pooled: np.ndarray) -> np.ndarray:
+    """Exponential (Savage) scores of a pooled sample: the rank-r value from the top weighs sum_{j>=r} 1/j.
+
+    The highest value gets 1 + 1/2 + ... + 1/N, the lowest 1/N; their mean is 1.
+    Tied values share the mean of their scores.
+    """
+    from scipy.stats import rankdata
+
+    N = len(pooled)
+    by_rank = np.cumsum(1.0 / np.arange(N, 0, -1))  # ascending rank 1..N -> sum_{j=N-r+1}^{N} 1/j
+    ordinal = rankdata(pooled, method="ordinal").astype(int)
+    a = by_rank[ordinal - 1]
+    _, groups = np.unique(pooled, return_inverse=True)
+    means = np.bincount(groups, weights=a) / np.bincount(groups)
+    return means[groups]
+
+
+def top_weighted_test(documents: Sequence[float], controls: Sequence[float], seed: int = 0,
+                      n_permutations: int | None = None) -> tuple[float, float]:
+    """One-sided Savage (exponential-scores) permutation test: (statistic, p).
+
+    The statistic is the sum of the documents' Savage scores in the pooled
+    ranking; the p-value is exact (all assignments) when there are at most
+    ``EXACT_LIMIT`` of them, else a seeded Monte Carlo permutation p-value
+    (1 + #as large) / (R + 1), valid for any R. Ties are handled by mid-scores.
+    """
+    from itertools import combinations
+    from math import comb
+
+    d, c = np.asarray(documents, dtype=float), np.asarray(controls, dtype=float)
+    n, N = len(d), len(d) + len(c)
+    a = savage_scores(np.concatenate([d, c]))
+    t = float(a[:n].sum())
+    if comb(N, n) <= EXACT_LIMIT and n_permutations is None:
+        sums = np.array([a[list(ix)].sum() for ix in combinations(range(N), n)])
+        return t, float(np.mean(sums >= t - 1e-12))
+    rng = np.random.default_rng(seed)
+    R = n_permutations or N_PERMUTATIONS
+    idx = np.argsort(rng.random((R, N)), axis=1)[:, :n]
+    sums = a[idx].sum(axis=1)
+    return t, float((1 + np.sum(sums >= t - 1e-12)) / (R + 1))
+
+
+def simulated_power(member_raw: Sequence[float], nonmember_raw: Sequence[float], n: int, m: int,
+                    member_share: float = 1.0, alpha: float = ALPHA, n_sim: int = N_SIM, seed: int = 0) -> float | None:
+    """Share of simulated collections (n documents, m controls) the pre-registered test finds at p <= alpha.
+
+    Documents are drawn from shadow member scores (a ``member_share`` of
+    them; the rest from non-member scores), controls from non-member scores,
+    with replacement; each collection goes through ``top_weighted_test``
+    itself (with ``POWER_PERMUTATIONS`` permutations, enough to tell p <= 0.05).
+    """
+    mem, non = _finite(member_raw), _finite(nonmember_raw)
+    if n < 1 or m < 1 or len(mem) == 0 or len(non) == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    k = int(round(member_share * n))
+    hits = 0
+    for i in range(n_sim):
+        docs = np.concatenate([rng.choice(mem, size=k), rng.choice(non, size=n - k)])
+        ctl = rng.choice(non, size=m)
+        hits += top_weighted_test(docs, ctl, seed=i, n_permutations=POWER_PERMUTATIONS)[1] <= alpha
+    return hits / n_sim
+
+
+def collection_test(
+    documents: Sequence[float | None],
+    controls: Sequence[float | None],
+    *,
+    method: str | None,
+    controls_kind: str,
+    member_raw: Sequence[float] = (),
+    nonmember_raw: Sequence[float] = (),
+    alpha: float = ALPHA,
+    seed: int = 0,
+    note: str = "",
+) -> CollectionResult:
+    """The owner's documents' scores against the controls' scores (module docstring).
+
+    ``None`` scores (inconclusive documents) are left out and counted in the note.
+    """
+    if controls_kind not in CONTROL_KINDS:
+        raise ValueError(f"unknown kind of controls '{controls_kind}'; one of {', '.join(CONTROL_KINDS)}")
+    d, c = _finite(documents), _finite(controls)
+    dropped = (len(documents) - len(d)) + (len(controls) - len(c))
+    notes = [f"one-sided Savage (top-weighted rank) permutation test on {method}'s score; "
+             f"controls: {CONTROL_KINDS[controls_kind]}"]
+    if dropped:
+        notes.append(f"{dropped} inconclusive document(s) or control(s) left out")
+    if note:
+        notes.append(note)
+    if len(d) < 2 or len(c) < 2:
+        notes.append("too few scored documents or controls for a test (2 of each at least)")
+        return CollectionResult(None, None, None, len(d), len(c), None, controls_kind, method, "; ".join(notes), alpha)
+    u, _ = u_test(d, c, seed)
+    t, p = top_weighted_test(d, c, seed)
+    power = simulated_power(member_raw, nonmember_raw, len(d), len(c), 1.0, alpha, seed=seed)
+    quarter = simulated_power(member_raw, nonmember_raw, len(d), len(c), 0.25, alpha, seed=seed)
+    if power is not None:
+        notes.append(f"power at p <= {alpha:g} from the shadow's out-of-fold scores: {power:.2f} if every document "
+                     f"were a member, {quarter:.2f} if a quarter were")
+    return CollectionResult(p, t, u / (len(d) * len(c)), len(d), len(c), power, controls_kind, method,
+                            "; ".join(notes), alpha, quarter)
+
+
+def choose_method(ran: Sequence[str], calibrations: dict, order: Sequence[str]) -> str | None:
+    """The pre-registered method: first in ``order`` that ran and whose shadow showed signal, else first that ran.
+
+    Depends on the shadow and on which methods the target allows, never on
+    an audited document's score.
+    """
+    candidates = [m for m in order if m in ran] + [m for m in ran if m not in order]
+    for m in candidates:
+        ev = (getattr(calibrations.get(m), "params", None) or {}).get("evidence") or {}
+        if ev.get("signal"):
+            return m
+    return candidates[0] if candidates else None
+
+
+def raw_score(result) -> float | None:
+    """The raw score a method decided from (its calibrated probability when no raw one was kept)."""
+    if result is None or result.score is None:
+        return None
+    return (result.evidence or {}).get("raw_score", result.score)

@@ -1,0 +1,23 @@
+"""What an audit can and cannot show, in plain words, for the report and the JSON export."""
+from __future__ import annotations
+
+
+def what_this_shows(fpr: float | None, collection: dict | None) -> str:
+    """The plain statement that goes with every result (the report shows it, the JSON keeps it)."""
+    rate = f"{fpr:.0%}" if fpr else "a stated rate"
+    parts = [
+        f"Each 'member' call is made so that, among documents that are NOT in the target's knowledge base, "
+        f"at most {rate} would be called members. That rate is set on a shadow RAG we built, so it holds for "
+        "the target only as far as the target's answers to documents it does not hold resemble the shadow's; "
+        "the benchmark measures how far that goes.",
+        "'Not found' is not 'not used': a system can hold a document and still not retrieve it for our probes, "
+        "and a method's power (the share of shadow members it finds at that rate) says how often that happens.",
+        "Membership inference cannot by itself prove that a system used a document; it gives evidence whose "
+        "false-positive rate is stated. The strongest evidence is a test of your whole collection against "
+        "controls that were never published (documents you kept back, or canary siblings), because there the "
+        "false-positive rate holds by construction.",
+    ]
+    if collection and collection.get("p_value") is not None:
+        parts.append(f"Your collection: p = {collection['p_value']:.2g} from {collection.get('n_documents')} "
+                     f"documents against {collection.get('n_controls')} controls ({collection.get('controls_kind')}).")
+    return " ".join(parts)

@@ -1,0 +1,338 @@
+"""Evidence benchmark (issue 17): realised false-positive rates, the collection test, canaries.
+
+    python scripts/bench_evidence.py --bench-out runs/bench-evidence            # (a) + (b) from stored scores
+    python scripts/bench_evidence.py --bench-out runs/bench-evidence --canaries 100   # + (c), probes the shadow RAG
+
+(a) Per-document decisions: on the benchmark's held-out test documents
+    (``shadow.bench`` output: ``scores.jsonl``, scored with the calibration of
+    this code), the realised FPR of every method at the requested 5% (and 1%,
+    10% from the thresholds stored in each calibration), with the shadow's
+    promised power and the realised TPR.
+(b) The collection test (``top_weighted_test``), simulated from those stored per-document scores (no
+    target query): >= 1,000 collections of 20 non-members against 20
+    controls (FPR) and of 5 members + 15 non-members against 20 controls
+    (power), on the primary method's score. Documents and controls are drawn
+    without replacement from the held-out non-members when there are enough
+    (35), with replacement otherwise (said in the output). With
+    ``--pool shadow`` the pool is the method's out-of-fold shadow scores.
+(c) Canaries: 2n canaries from a fixed benchmark seed, none of them in the
+    target (the shadow RAG, which never saw them), probed with S-RAG through
+    the real code. Reported: the shadow-calibrated per-canary FPR at 5% over
+    all 2n, and the sibling-calibrated FPR (``sibling_calls``) and the
+    collection test's rejection rate over 1,000 random published/sibling splits.
+
+Writes a JSON of every number (``--out``) and, with ``--update-benchmarks-md``,
+the evidence section of BENCHMARKS.md.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from audit_core.evidence.calibration import FPR_CHOICES, fpr_key  # noqa: E402
+from audit_core.evidence.collection import top_weighted_test  # noqa: E402
+
+
+def load_rows(bench_out: Path, defense: str = "none") -> list[dict]:
+    rows = {}
+    path = bench_out / "scores.jsonl"
+    if not path.exists():
+        return []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            if r.get("defense", "none") == defense:
+                rows[(r["method"], r["doc_id"])] = r  # the last row of a key wins, as in shadow.bench
+    return list(rows.values())
+
+
+def calibrations(cache: Path) -> dict[str, dict]:
+    """The newest stored calibration of each method under ``cache/shadow``."""
+    out: dict[str, tuple[float, dict]] = {}
+    for f in (cache / "shadow").glob("*/calibration.json"):
+        d = json.loads(f.read_text())
+        if (d.get("params") or {}).get("evidence") is None:
+            continue
+        t = f.stat().st_mtime
+        if d["method"] not in out or t > out[d["method"]][0]:
+            out[d["method"]] = (t, d)
+    return {m: d for m, (_, d) in out.items()}
+
+
+# --------------------------------------------------------------------------- (a)
+
+
+def realised_fpr(rows: list[dict], cals: dict[str, dict]) -> dict[str, dict]:
+    """Per method: realised FPR / TPR on the held-out test documents at each offered rate."""
+    out = {}
+    for method in sorted({r["method"] for r in rows}):
+        rs = [r for r in rows if r["method"] == method]
+        non = [r for r in rs if r["label"] == 0]
+        mem = [r for r in rs if r["label"] == 1]
+        cal = cals.get(method) or {}
+        ev = (cal.get("params") or {}).get("evidence") or {}
+        res = {"n_members": len(mem), "n_nonmembers": len(non), "shadow_auc": ev.get("auc"),
+               "shadow_auc_ci": ev.get("auc_ci"), "decides": ev.get("signal"), "abstain_reason": ev.get("reason"),
+               "at_fpr": {}}
+        for fpr in FPR_CHOICES:
+            at = (ev.get("at_fpr") or {}).get(fpr_key(fpr)) or {}
+            t = at.get("threshold")
+            if fpr == 0.05:  # the decisions the method itself made (its reason when it abstained)
+                dn = [r["decision"] for r in non if r["decision"] is not None]
+                dm = [r["decision"] for r in mem if r["decision"] is not None]
+            elif t is not None and ev.get("signal"):
+                dn = [r["score"] >= t for r in non if r["score"] is not None]
+                dm = [r["score"] >= t for r in mem if r["score"] is not None]
+            else:
+                dn = dm = []
+            res["at_fpr"][fpr_key(fpr)] = {
+                "realised_fpr": float(np.mean(dn)) if dn else None, "decided_nonmembers": len(dn),
+                "false_positives": int(sum(dn)),
+                "realised_tpr": float(np.mean(dm)) if dm else None, "shadow_power": at.get("power"),
+                "reason": at.get("reason") if t is None else None,
+            }
+        out[method] = res
+    return out
+
+
+def heldout_shadow_fpr(member_raw: list[float], nonmember_raw: list[float], fpr: float = 0.05,
+                       reps: int = 1000, seed: int = 0) -> dict:
+    """(a) without target scores: the threshold set on half of the out-of-fold shadow non-members,
+    the FPR measured on the other half (and the TPR on the members), over random halvings."""
+    from audit_core.evidence.calibration import conformal_threshold
+
+    rng = np.random.default_rng(seed)
+    m, n = np.asarray(member_raw, float), np.asarray(nonmember_raw, float)
+    fprs, tprs = [], []
+    for _ in range(reps):
+        perm = rng.permutation(n)
+        calib, test = perm[: len(n) // 2], perm[len(n) // 2:]
+        t = conformal_threshold(calib, fpr)
+        if t is None:
+            return {"reason": f"{len(calib)} calibration non-members are too few for {fpr:.0%}"}
+        fprs.append(float(np.mean(test >= t)))
+        tprs.append(float(np.mean(m >= t)))
+    return {"reps": reps, "fpr_requested": fpr, "calibration_nonmembers": len(n) // 2,
+            "test_nonmembers": len(n) - len(n) // 2, "mean_fpr": float(np.mean(fprs)),
+            "fpr_q05_q95": [float(np.quantile(fprs, 0.05)), float(np.quantile(fprs, 0.95))],
+            "mean_tpr": float(np.mean(tprs))}
+
+
+# --------------------------------------------------------------------------- (b)
+
+
+def simulate_collections(members: list[float], nonmembers: list[float], n_sim: int, seed: int = 0,
+                         n_docs: int = 20, n_members: int = 5, n_controls: int = 20, alpha: float = 0.05) -> dict:
+    rng = np.random.default_rng(seed)
+    m, n = np.asarray(members, float), np.asarray(nonmembers, float)
+    need = n_docs - n_members + n_controls
+    replace = len(n) < need or len(m) < n_members
+    fp = tp = 0
+    for i in range(n_sim):
+        if replace:
+            docs0, ctl0 = rng.choice(n, n_docs), rng.choice(n, n_controls)
+            docs1 = np.r_[rng.choice(m, n_members), rng.choice(n, n_docs - n_members)]
+            ctl1 = rng.choice(n, n_controls)
+        else:
+            perm = rng.permutation(n)
+            docs0, ctl0 = perm[:n_docs], perm[n_docs:n_docs + n_controls]
+            perm = rng.permutation(n)
+            docs1 = np.r_[rng.permutation(m)[:n_members], perm[:n_docs - n_members]]
+            ctl1 = perm[n_docs - n_members:need]
+        fp += top_weighted_test(docs0, ctl0, seed=i)[1] <= alpha
+        tp += top_weighted_test(docs1, ctl1, seed=i)[1] <= alpha
+    return {"n_collections": n_sim, "fpr": fp / n_sim, "power_5_of_20": tp / n_sim,
+            "pool_members": len(m), "pool_nonmembers": len(n),
+            "draws": "with replacement (pool too small)" if replace else "without replacement"}
+
+
+# --------------------------------------------------------------------------- (c)
+
+
+def canary_experiment(n: int, shadow_size: int, n_splits: int, fpr: float = 0.05) -> dict:
+    """Probe 2n never-published canaries on the shadow RAG with S-RAG; FPRs by shadow and by siblings."""
+    import hashlib
+    import random
+
+    from audit_core.evidence.canaries import CanaryKit, sibling_calls
+    from audit_core.evidence.calibration import with_fpr
+    from audit_core.evidence.collection import raw_score
+    from audit_core.methods.srag import SragMethod
+    from shadow.corpus import split_members
+    from shadow.prepare import ShadowConfig, build_shadow_rag, prepare_shadow
+
+    kit = CanaryKit(hashlib.sha256(b"rpa evidence benchmark canaries").hexdigest()[:32], n)
+    canaries = kit.published() + kit.siblings()
+    cfg = ShadowConfig(n_members=shadow_size, n_nonmembers=shadow_size, n_per_class_generative=15)
+    method = SragMethod()
+    cal = with_fpr(prepare_shadow([method], cfg).calibrations["srag"], fpr)
+    docs = cfg.corpus_docs()
+    half = len(docs) // 2
+    kb, _ = split_members(docs, half, len(docs) - half, cfg.seed)
+    rag = build_shadow_rag(cfg, kb)
+    t0 = time.time()
+    obs = method.probe_many(canaries, rag, top_logprobs=cfg.top_logprobs)
+    results = [method.score(o, cal) for o in obs]
+    probe_s = time.time() - t0
+    scores = [raw_score(r) for r in results]
+    decided = [r.decision for r in results if r.decision is not None]
+    rnd = random.Random(0)
+    idx = list(range(len(canaries)))
+    rates, rejections = [], 0
+    for s in range(n_splits):
+        rnd.shuffle(idx)
+        pub, sib = [scores[i] for i in idx[:n]], [scores[i] for i in idx[n:]]
+        calls = sibling_calls(pub, sib, fpr)
+        rates.append(float(np.mean([bool(c) for _, c in calls if c is not None])) if calls else float("nan"))
+        pub_ok = [x for x in pub if x is not None]
+        sib_ok = [x for x in sib if x is not None]
+        rejections += top_weighted_test(pub_ok, sib_ok, seed=s)[1] <= 0.05
+    return {
+        "n_canaries": len(canaries), "probe_seconds": probe_s,
+        "shadow_calibrated": {"fpr_requested": fpr, "decided": len(decided),
+                              "false_positives": int(sum(decided)),
+                              "realised_fpr": float(np.mean(decided)) if decided else None,
+                              "abstained": sum(r.decision is None for r in results),
+                              "reasons": sorted({r.reason for r in results if r.reason})[:3]},
+        "sibling_calibrated": {"splits": n_splits, "canaries_per_split": n,
+                               "mean_fpr": float(np.nanmean(rates)), "max_fpr": float(np.nanmax(rates)),
+                               "collection_test_rejection_rate": rejections / n_splits},
+    }
+
+
+# --------------------------------------------------------------------------- output
+
+
+def markdown(res: dict) -> str:
+    lines = [f"Command: `{res['command']}`  ", f"Date: {res['date']}; machine: {res['machine']}  ", ""]
+    a = res.get("a") or {}
+    if a:
+        lines += ["**(a) Per-document decisions on the benchmark's held-out test documents** "
+                  f"({res.get('bench_note', '')})", "",
+                  "| method | shadow AUC (out of fold) [95% CI] | decides | requested FPR | realised FPR (FP / decided non-members) | shadow power | realised TPR |",
+                  "|---|---|---|---|---|---|---|"]
+        for m, r in a.items():
+            ci = r.get("shadow_auc_ci")
+            auc = "n/a" if r["shadow_auc"] is None else f"{r['shadow_auc']:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+            for k, at in r["at_fpr"].items():
+                rf = "n/a" if at["realised_fpr"] is None else f"{at['realised_fpr']:.3f} ({at['false_positives']} / {at['decided_nonmembers']})"
+                pw = "n/a" if at["shadow_power"] is None else f"{at['shadow_power']:.2f}"
+                tp = "n/a" if at["realised_tpr"] is None else f"{at['realised_tpr']:.2f}"
+                dec = "yes" if r["decides"] else f"no ({(r.get('abstain_reason') or at.get('reason') or '')[:60]})"
+                lines.append(f"| {m} | {auc} | {dec} | {float(k):.0%} | {rf} | {pw} | {tp} |")
+        lines.append("")
+    a_sh = res.get("a_shadow") or {}
+    if a_sh:
+        lines += ["**(a, shadow) Held-out shadow documents**: the 5% threshold set on a random half of a "
+                  "method's out-of-fold shadow non-members, the false-positive rate measured on the other half, "
+                  "1,000 halvings (this checks the calibration, not the shift from shadow to target):", "",
+                  "| method | non-members (calibration + test) | requested FPR | mean realised FPR [5%, 95% of halvings] | mean TPR |",
+                  "|---|---|---|---|---|"]
+        for m, r in a_sh.items():
+            if "reason" in r:
+                lines.append(f"| {m} | - | 5% | n/a ({r['reason']}) | n/a |")
+                continue
+            q = r["fpr_q05_q95"]
+            lines.append(f"| {m} | {r['calibration_nonmembers']} + {r['test_nonmembers']} | 5% | "
+                         f"{r['mean_fpr']:.3f} [{q[0]:.2f}, {q[1]:.2f}] | {r['mean_tpr']:.2f} |")
+        lines.append("")
+    b = res.get("b")
+    if b:
+        lines += [f"**(b) Collection test** (one-sided Savage-score permutation test on {b['method']}'s score, {b['pool']}; "
+                  f"{b['draws']}; pool {b['pool_members']} members, {b['pool_nonmembers']} non-members): "
+                  f"false-positive rate over {b['n_collections']:,} collections of 20 non-members against 20 "
+                  f"controls **{b['fpr']:.3f}**; power for 20 documents of which 5 members against 20 controls "
+                  f"**{b['power_5_of_20']:.3f}**.", ""]
+    c = res.get("c")
+    if c:
+        sc, sb = c["shadow_calibrated"], c["sibling_calibrated"]
+        rf = "n/a" if sc["realised_fpr"] is None else f"{sc['realised_fpr']:.3f} ({sc['false_positives']} / {sc['decided']})"
+        lines += [f"**(c) Canaries** ({c['n_canaries']} never-published canaries on the shadow RAG, S-RAG, "
+                  f"{c['probe_seconds'] / 60:.1f} min of probing): S-RAG's shadow-calibrated calls at 5%: "
+                  f"realised FPR {rf}; calls against never-published siblings at 5% over "
+                  f"{sb['splits']:,} random published/sibling splits: mean FPR **{sb['mean_fpr']:.3f}** "
+                  f"(max {sb['max_fpr']:.3f} in one split); the collection test rejected at p <= 0.05 in "
+                  f"{sb['collection_test_rejection_rate']:.3f} of the splits.", ""]
+    return "\n".join(lines)
+
+
+def update_benchmarks_md(text: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
+    start, end = "<!-- evidence:start -->", "<!-- evidence:end -->"
+    md = path.read_text()
+    block = f"{start}\n{text}\n{end}"
+    if start in md and end in md:
+        md = md[: md.index(start)] + block + md[md.index(end) + len(end):]
+    else:
+        md = md.rstrip() + "\n\n## Evidence: false-positive control, collection test, canaries (issue 17)\n\n" + block + "\n"
+    path.write_text(md)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bench-out", default=str(ROOT / "runs" / "bench-evidence"), help="a shadow.bench output folder")
+    ap.add_argument("--cache", help="RPA_CACHE_DIR the benchmark used (default: this process's)")
+    ap.add_argument("--primary", default="srag", help="method whose score the collection test uses")
+    ap.add_argument("--pool", choices=["target", "shadow"], default="target",
+                    help="(b) from the target's held-out scores, or the primary's out-of-fold shadow scores")
+    ap.add_argument("--collections", type=int, default=1000)
+    ap.add_argument("--canaries", type=int, default=0, help="(c): n published-role + n siblings (0: skip)")
+    ap.add_argument("--canary-shadow-size", type=int, default=40, help="shadow per class for S-RAG in (c)")
+    ap.add_argument("--splits", type=int, default=1000)
+    ap.add_argument("--out", default=str(ROOT / "runs" / "bench-evidence.json"))
+    ap.add_argument("--update-benchmarks-md", action="store_true")
+    args = ap.parse_args(argv)
+
+    import os
+
+    if args.cache:
+        os.environ["RPA_CACHE_DIR"] = args.cache
+    from audit_core.models import cache_dir
+
+    res: dict = {"command": "python scripts/bench_evidence.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                 "date": _dt.date.today().isoformat(),
+                 "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
+    rows = load_rows(Path(args.bench_out))
+    cals = calibrations(cache_dir())
+    if rows:
+        res["a"] = realised_fpr(rows, cals)
+        res["bench_note"] = f"{args.bench_out}, {len(rows)} rows"
+    res["a_shadow"] = {m: heldout_shadow_fpr(c["params"]["evidence"]["member_raw"],
+                                             c["params"]["evidence"]["nonmember_raw"])
+                       for m, c in cals.items() if c["params"]["evidence"]["nonmember_raw"]}
+    b_pool = None
+    if args.pool == "target" and rows:
+        prim = [r for r in rows if r["method"] == args.primary and r["score"] is not None]
+        b_pool = ([r["score"] for r in prim if r["label"] == 1], [r["score"] for r in prim if r["label"] == 0],
+                  "the target's held-out test documents")
+    elif args.primary in cals:
+        ev = cals[args.primary]["params"]["evidence"]
+        b_pool = (ev["member_raw"], ev["nonmember_raw"], "the shadow's out-of-fold scores (not the target's)")
+    if b_pool and b_pool[0] and len(b_pool[1]) >= 2:
+        t0 = time.time()
+        res["b"] = simulate_collections(b_pool[0], b_pool[1], args.collections) | {
+            "method": args.primary, "pool": b_pool[2], "seconds": time.time() - t0}
+    if args.canaries:
+        res["c"] = canary_experiment(args.canaries, args.canary_shadow_size, args.splits)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1, default=str))
+    text = markdown(res)
+    print(text)
+    if args.update_benchmarks_md:
+        update_benchmarks_md(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

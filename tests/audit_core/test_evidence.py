@@ -1,0 +1,486 @@
+"""Evidence (issue 17): FPR-controlled calibration, out-of-fold scores, the abstain rule, non-answers,
+the verdict rule table, the collection test and canaries. No model is loaded here."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from audit_core.documents import Document
+from audit_core.evidence import calibration as C
+from audit_core.evidence.answers import non_answer, too_many_non_answers
+from audit_core.evidence.canaries import CanaryKit, canary_text, load_kit, new_kit, save_kit, sibling_calls
+from audit_core.evidence.collection import choose_method, collection_test, savage_scores, top_weighted_test, u_test
+from audit_core.methods.base import Calibration, MembershipMethod, MethodResult, Observation
+from audit_core.target.base import Capabilities, ChatRequest, Completion, Target, Usage
+from audit_core.verdict import INCONCLUSIVE, MEMBER, NOT_FOUND, VerdictConfig, decide
+
+
+def _separated(n: int = 100, shift: float = 2.0, seed: int = 0) -> tuple[list[float], list[float]]:
+    rng = np.random.default_rng(seed)
+    return (rng.normal(shift, 1, n).tolist(), rng.normal(0, 1, n).tolist())
+
+
+# --------------------------------------------------------------------------- calibration at a stated FPR
+
+
+def test_conformal_threshold_admits_at_most_the_rate_on_the_shadow_and_on_fresh_nonmembers():
+    rng = np.random.default_rng(1)
+    realised = []
+    for _ in range(400):
+        shadow_n = rng.normal(size=60)
+        t = C.conformal_threshold(shadow_n, 0.05)
+        # on the shadow itself: at most floor(0.05 * 61) - 1 = 2 non-members at or above it
+        assert (shadow_n >= t).sum() <= 2
+        realised.append(float((rng.normal(size=200) >= t).mean()))
+    # exchangeable fresh non-members: the expected rate is at most 5% (conformal guarantee)
+    assert np.mean(realised) <= 0.05 + 0.005
+    assert np.mean(realised) > 0.02  # and the threshold is not needlessly strict
+
+
+def test_too_few_shadow_nonmembers_for_a_rate_means_no_threshold_and_a_reason():
+    assert C.min_nonmembers(0.05) == 19 and C.min_nonmembers(0.01) == 99 and C.min_nonmembers(0.10) == 9
+    assert C.conformal_threshold(list(range(18)), 0.05) is None
+    assert C.conformal_threshold(list(range(19)), 0.05) is not None
+    m, n = _separated(50)
+    ev = C.fit_evidence(m, n, source="test")
+    assert ev["at_fpr"]["0.01"]["threshold"] is None and "99" in ev["at_fpr"]["0.01"]["reason"]
+    cal = C.apply_evidence(Calibration("x"), ev)
+    assert C.decide_raw(5.0, C.with_fpr(cal, 0.05)).decision is True
+    low = C.decide_raw(5.0, C.with_fpr(cal, 0.01))
+    assert low.decision is None and "too few shadow non-members" in low.reason
+
+
+def test_power_is_the_shadow_tpr_at_the_threshold_and_grows_with_the_rate():
+    m, n = _separated(200, shift=1.5)
+    ev = C.fit_evidence(m, n, source="test")
+    for key, at in ev["at_fpr"].items():
+        assert at["power"] == pytest.approx(np.mean(np.asarray(m) >= at["threshold_raw"]))
+        assert at["shadow_fpr"] <= float(key)
+    assert ev["at_fpr"]["0.01"]["power"] <= ev["at_fpr"]["0.05"]["power"] <= ev["at_fpr"]["0.1"]["power"]
+
+
+def test_platt_probability_is_monotone_and_calibration_is_plain_json():
+    m, n = _separated(100, shift=1.0)
+    cal = C.apply_evidence(Calibration("x"), C.fit_evidence(m, n, source="test"))
+    xs = np.linspace(-3, 4, 50)
+    probs = [C.platt_probability(x, cal.params["evidence"]["platt"]) for x in xs]
+    assert all(a < b for a, b in zip(probs, probs[1:])) and 0 < probs[0] < 0.5 < probs[-1] < 1
+    back = Calibration(**json.loads(json.dumps(cal.to_json())))
+    assert C.decide_raw(1.3, back) == C.decide_raw(1.3, cal)
+
+
+def test_calibration_never_sees_an_audited_document():
+    """run_audit calibrates on the shadow only and scoring leaves the calibration as it was.
+
+    The preparation records every document it was given; if an audited
+    document reached it, or scoring updated the threshold, this test fails.
+    """
+    from audit_core.audit import AuditConfig, run_audit
+
+    rng = np.random.default_rng(3)
+    shadow_m = [Observation("toy", f"sm{i}", data={"raw": float(rng.normal(2, 1))}) for i in range(60)]
+    shadow_n = [Observation("toy", f"sn{i}", data={"raw": float(rng.normal(0, 1))}) for i in range(60)]
+    seen_by_prepare: set[str] = set()
+    prepared: dict[str, Calibration] = {}
+    before: dict[str, str] = {}
+
+    class Prep:
+        def __init__(self, cals):
+            self.calibrations = cals
+
+    def prepare(methods, shadow_cfg, progress):
+        m = methods[0]
+        seen_by_prepare.update(o.doc_id for o in shadow_m + shadow_n)
+        prepared["toy"] = m.prepare(shadow_m, shadow_n)
+        before["toy"] = json.dumps(prepared["toy"].to_json(), sort_keys=True)
+        return Prep({"toy": prepared["toy"]})
+
+    docs = [Document(f"d{i}", f"text of document {i} " * 3) for i in range(20)]
+    controls = [Document(f"c{i}", f"text of control {i} " * 3) for i in range(20)]
+    target = _ToyTarget({d.id: 10.0 for d in docs[:10]})
+    import audit_core.audit as audit_mod
+
+    orig = audit_mod.create_method
+    audit_mod.create_method = lambda name, **kw: _ToyMethod()
+    try:
+        result = run_audit(docs, target, AuditConfig(methods=["toy"], fpr=0.05), prepare=prepare,
+                           capabilities=Capabilities(reachable=True, logprobs=False, max_top_logprobs=0),
+                           controls=controls)
+    finally:
+        audit_mod.create_method = orig
+    audited = {d.id for d in docs} | {c.id for c in controls}
+    assert seen_by_prepare and not (seen_by_prepare & audited)
+    assert json.dumps(prepared["toy"].to_json(), sort_keys=True) == before["toy"]  # scoring changed nothing
+    cal = result.calibrations["toy"]
+    assert cal.params["evidence"]["nonmember_raw"] == [o.data["raw"] for o in shadow_n]
+    # documents with a huge raw score are members at 5%; the others mostly not
+    called = [v.verdict for v in result.verdicts]
+    assert called[:10] == [MEMBER] * 10 and called[10:].count(MEMBER) <= 3
+    coll = result.to_json()["collection"]
+    assert coll["method"] == "toy" and coll["n_documents"] == 20 and coll["n_controls"] == 20
+    assert coll["p_value"] < 0.01 and coll["controls_kind"] == "declared" and 0 <= coll["power"] <= 1
+    assert result.to_json()["fpr"] == 0.05 and result.to_json()["method_power"]["toy"]["decides"] is True
+
+
+class _ToyTarget(Target):
+    """Answers a number: the raw score of the document (10 for 'members', else noise)."""
+
+    name = "toy"
+
+    def __init__(self, members: dict[str, float]):
+        super().__init__()
+        self.members = members
+        self.rng = np.random.default_rng(5)
+
+    def complete(self, request: ChatRequest) -> Completion:
+        doc_id = request.messages[-1][1]
+        value = self.members.get(doc_id, float(self.rng.normal(0, 1)))
+        return Completion(str(value), None, Usage(1, 1))
+
+
+class _ToyMethod(MembershipMethod):
+    name = "toy"
+
+    def probe(self, doc, target):
+        obs = Observation(self.name, doc.id)
+        obs.add({}, target.complete(ChatRequest.chat([{"role": "user", "content": doc.id}])))
+        obs.data["raw"] = float(obs.responses[0]["text"])
+        return obs
+
+    def prepare(self, members, nonmembers):
+        from audit_core.methods.baseline_common import fit_threshold
+
+        return fit_threshold(self.name, [o.data["raw"] for o in members], [o.data["raw"] for o in nonmembers])
+
+    def score(self, obs, calibration):
+        from audit_core.methods.baseline_common import decide as decide_score
+
+        return decide_score(self.name, obs, obs.data["raw"], calibration, {})
+
+    def query_cost(self, n_words):
+        return None
+
+
+# --------------------------------------------------------------------------- out-of-fold scores
+
+
+def test_oof_predictions_never_score_a_row_with_a_model_that_saw_it():
+    y = [1] * 12 + [0] * 12
+    calls = []
+
+    def fit_predict(train, test):
+        assert not set(train) & set(test)
+        calls.append((set(train), set(test)))
+        return np.full(len(test), 0.5)
+
+    out = C.oof_predictions(24, y, fit_predict, folds=4)
+    assert len(calls) == 4 and set().union(*(t for _, t in calls)) == set(range(24)) and not np.isnan(out).any()
+
+
+def test_srag_kde_uses_out_of_fold_scores_which_differ_from_in_sample(monkeypatch):
+    """A model that memorises its rows scores them perfectly in sample; the stored (KDE) scores are out of fold."""
+    pd = pytest.importorskip("pandas")
+    from sklearn.tree import DecisionTreeClassifier
+
+    from audit_core.methods import srag
+
+    rng = np.random.default_rng(0)
+    obs, labels = [], []
+    for i in range(60):
+        lab = int(i < 30)
+        obs.append(Observation("srag", f"s{i}", data={"f": {"a": float(rng.normal(0.8 * lab, 1)),
+                                                              "b": float(rng.normal(0, 1))}}))
+        labels.append(lab)
+
+    class Tree:
+        def __init__(self, df):
+            self.m = DecisionTreeClassifier(random_state=0).fit(df.drop(columns=["member"]), df["member"])
+
+        def predict_proba(self, X):
+            return pd.DataFrame(self.m.predict_proba(X), columns=[0, 1])
+
+    trained_on: list[int] = []
+
+    def fake_train(df, cfg):
+        trained_on.append(len(df))
+        return Tree(df)
+
+    monkeypatch.setattr(srag, "train_predictor", fake_train)
+    monkeypatch.setattr(srag, "_best_model_name", lambda p: "tree")
+    monkeypatch.setattr(srag, "_mean_hist", lambda df, label, bins: [])
+    method = srag.SragMethod()
+    monkeypatch.setattr(method, "features", lambda o: (o.data["f"], None, []))
+    cal = method.prepare(obs[:30], obs[30:])
+    assert trained_on == [48] * 5 + [60]  # five fold models on 4/5 of the rows, then the final model on all
+    oof = np.asarray(cal.params["oof_scores"])
+    final = srag.member_probability(cal.model, pd.DataFrame([o.data["f"] for o in obs])[["a", "b"]])
+    assert set(np.unique(final)) <= {0.0, 1.0} and (final == np.asarray(labels)).all()  # in sample: perfect
+    assert not np.allclose(oof, final) and cal.shadow_auc < 0.95  # out of fold: honest
+    platt = cal.params["evidence"]["platt"]
+    expected_kde = sorted(C.platt_probability(x, platt) for x, lab in zip(oof, labels) if lab == 1)
+    assert sorted(cal.member_scores) == pytest.approx(expected_kde)
+    json.dumps(cal.to_json())  # the out-of-fold scores are data in the calibration JSON
+
+
+# --------------------------------------------------------------------------- abstain rule
+
+
+def test_abstain_rule_uses_the_lower_bound_of_the_shadow_auc():
+    rng = np.random.default_rng(2)
+    flat = C.fit_evidence(rng.normal(size=100).tolist(), rng.normal(size=100).tolist(), source="test")
+    assert flat["signal"] is False and flat["reason"].startswith("no signal")
+    # point AUC 0.72 but only 10 + 10 documents: the interval reaches below 0.6, so no decision
+    small = C.fit_evidence([i + 2.5 for i in range(10)], [float(i) for i in range(10)], source="test")
+    assert small["auc"] == pytest.approx(0.72) and small["auc_ci"][0] <= 0.6 and small["signal"] is False
+    m, n = _separated(100, shift=2.0)
+    strong = C.fit_evidence(m, n, source="test")
+    assert strong["signal"] is True and strong["auc_ci"][0] > 0.6
+    cal = C.apply_evidence(Calibration("x"), flat)
+    d = C.decide_raw(10.0, cal)
+    assert d.decision is None and d.reason.startswith("no signal") and d.score is not None  # score kept, no verdict
+
+
+# --------------------------------------------------------------------------- non-answers
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("", "empty"), ("   \n", "empty"), ("...", "empty"), (None, "empty"),
+    ("I'm sorry, but I can't help with that.", "refusal"), ("I cannot provide that information.", "refusal"),
+    ("As an AI, I do not have access.", "refusal"), ("I don't know.", "I don't know"),
+    ("The context does not mention this.", "I don't know"), ("Not sure", "I don't know"),
+    ("amoxicillin 500 mg twice a day", None), ("Yes", None), ("No", None),
+    ("Sorry for the delay, the dose is 5 mg", None),
+])
+def test_non_answer_detector(text, kind):
+    assert non_answer(text) == kind
+
+
+def test_too_many_non_answers_makes_a_document_inconclusive_with_the_reason():
+    assert too_many_non_answers([None] * 6 + ["refusal"] * 4) is None
+    why = too_many_non_answers([None] * 4 + ["refusal"] * 5 + ["unparseable"])
+    assert why.startswith("too many non-answers: 6 of 10") and "5 refusal" in why
+
+
+def _mba_observation(texts: list[str], elicitation: str) -> Observation:
+    from audit_core.methods.mba_masks import MaskAnswer, MaskPlan
+
+    words = ["alpha", "bravo", "charlie", "delta", "echo"]
+    answers = [MaskAnswer(i + 1, w, [w], 0, 0, 0, False) for i, w in enumerate(words)]
+    plan = MaskPlan(" ".join(f"[Mask_{i + 1}]" for i in range(5)), answers, 5)
+    obs = Observation("mba", "d", data={"plan": plan.to_json(), "elicitation": elicitation})
+    for t in texts:
+        obs.add({}, Completion(t, None, Usage(1, 1)))
+    return obs
+
+
+def test_mba_counts_refusals_and_empty_replies_as_non_answers_not_wrong_answers():
+    from audit_core.methods.mba import MbaMethod
+    from audit_core.methods.mba_masks import MbaConfig
+
+    mba = MbaMethod(MbaConfig(elicitation="continue"), lm=object())
+    cal = Calibration("mba", threshold=0.5)
+    refused = mba.score(_mba_observation(["I'm sorry, I can't help with that."] * 3 + ["", "delta"], "continue"), cal)
+    assert refused.decision is None and refused.score is None and refused.reason.startswith("too many non-answers")
+    wrong = mba.score(_mba_observation(["zulu", "yankee", "xray", "whiskey", "echo"], "continue"), cal)
+    assert wrong.decision is False and wrong.evidence["accuracy"] == pytest.approx(0.2)  # answers, just wrong
+    fill = MbaMethod(MbaConfig(), lm=object())
+    blank = fill.score(_mba_observation(["I don't know."], "fill_in"), cal)
+    assert blank.decision is None and "5 I don't know" in blank.reason
+
+
+def test_baseline_refusal_is_inconclusive_not_a_low_score():
+    from audit_core.methods.baseline_common import unusable
+
+    obs = Observation("mink", "d")
+    obs.add({}, Completion("I'm sorry, but I cannot help with that request.", None, Usage(1, 1)))
+    res = unusable("mink", obs)
+    assert res is not None and res.decision is None and res.reason.startswith("non-answer (refusal)")
+
+
+# --------------------------------------------------------------------------- verdict rule table
+
+
+def _r(method, decision, score=0.5, reason=None):
+    return MethodResult(method, "d", None if decision is None and reason else score, decision, reason, {"fpr": 0.05})
+
+
+@pytest.mark.parametrize("results, verdict, rule", [
+    # R1: nobody decided
+    ([], INCONCLUSIVE, "R1"),
+    ([_r("srag", None, reason="no signal: ..."), _r("mba", None, reason="too many non-answers: ...")], INCONCLUSIVE, "R1"),
+    # R2: the first voter says member
+    ([_r("srag", True, 0.9)], MEMBER, "R2"),
+    ([_r("srag", True, 0.9), _r("mba", False, 0.2)], MEMBER, "R2"),
+    ([_r("srag", True, 0.9), _r("mba", True, 0.8)], MEMBER, "R2"),
+    ([_r("srag", None, reason="no logprobs"), _r("mba", True, 0.8)], MEMBER, "R2"),
+    ([_r("rag_mia", True, 0.7), _r("mink", False, 0.1)], MEMBER, "R2"),  # baselines only: first in order
+    # R3: every voter says not found
+    ([_r("srag", False, 0.1)], NOT_FOUND, "R3"),
+    ([_r("srag", False, 0.1), _r("mba", False, 0.2), _r("rag_mia", True, 0.9)], NOT_FOUND, "R3"),  # baselines do not vote
+    ([_r("srag", None, reason="x"), _r("mba", False, 0.3)], NOT_FOUND, "R3"),
+    # R4: the first voter says not found, a later one member
+    ([_r("srag", False, 0.1), _r("mba", True, 0.9)], INCONCLUSIVE, "R4"),
+])
+def test_verdict_rule_table_row_by_row(results, verdict, rule):
+    v = decide("d", results)
+    assert (v.verdict, v.rule) == (verdict, rule), v.reason
+    if rule == "R4":
+        assert v.reason.startswith("methods disagree")
+    if rule == "R1" and results:
+        assert "no signal" in v.reason and "too many non-answers" in v.reason  # every reason is kept
+
+
+def test_verdict_config_ignores_keys_of_older_versions():
+    assert VerdictConfig.from_json({"confident_low": 0.2, "primary": "mba"}) == VerdictConfig(primary="mba")
+
+
+# --------------------------------------------------------------------------- collection test
+
+
+def test_collection_p_value_on_a_case_with_a_known_answer():
+    # every document above every control: U = n m; exact one-sided p = 1 / C(n + m, n)
+    u, p = u_test([3.0, 4.0], [1.0, 2.0])
+    assert u == 4 and p == pytest.approx(1 / 6)
+    u, p = u_test([5.0, 6.0, 7.0], [1.0, 2.0, 3.0, 4.0])
+    assert u == 12 and p == pytest.approx(1 / math.comb(7, 3))
+    t, p = top_weighted_test([3.0, 4.0], [1.0, 2.0])  # the pre-registered test: exact here too
+    assert t == pytest.approx((1 / 4 + 1 / 3 + 1 / 2 + 1) + (1 / 4 + 1 / 3 + 1 / 2)) and p == pytest.approx(1 / 6)
+    assert top_weighted_test([1.0, 2.0], [3.0, 4.0])[1] == 1.0
+    a = savage_scores(np.array([5.0, 1.0, 3.0, 3.0]))
+    assert a.mean() == pytest.approx(1.0) and a[2] == a[3] and a[0] > a[2] > a[1]
+    res = collection_test([0.9] * 10 + [0.8] * 10, [0.1] * 20, method="srag", controls_kind="declared")
+    assert res.effect_size == 1.0 and res.p_value == pytest.approx(1 / 10000)  # tied: permutation, 9,999 draws
+    assert collection_test([0.1] * 20, [0.9] * 20, method="srag", controls_kind="declared").p_value > 0.99
+
+
+def test_collection_test_weighs_a_few_members_at_the_top_more_than_mann_whitney():
+    """A RAG holding 5 of 20 documents: the Savage statistic finds them more often than U would."""
+    rng = np.random.default_rng(8)
+    sav = mw = 0
+    for i in range(150):
+        docs = np.r_[rng.normal(3.1, 1, 5), rng.normal(0, 1, 15)]
+        ctl = rng.normal(0, 1, 20)
+        sav += top_weighted_test(docs, ctl, seed=i, n_permutations=999)[1] <= 0.05
+        mw += u_test(docs, ctl)[1] <= 0.05
+    assert sav > mw + 20
+
+
+def test_collection_p_value_is_about_uniform_under_the_null():
+    rng = np.random.default_rng(11)
+    ps = np.array([collection_test(rng.normal(size=20), rng.normal(size=20), method="x",
+                                   controls_kind="declared").p_value for _ in range(400)])
+    assert abs(np.mean(ps <= 0.05) - 0.05) < 0.03 and abs(np.mean(ps <= 0.5) - 0.5) < 0.08
+    hist = np.histogram(ps, bins=4, range=(0, 1))[0]
+    assert hist.min() > 70  # no quarter of [0, 1] is starved
+
+
+def test_collection_power_comes_from_the_shadow_and_grows_with_signal():
+    weak_m, weak_n = _separated(200, shift=0.3)
+    strong_m, strong_n = _separated(200, shift=1.5)
+    kw = dict(method="x", controls_kind="declared")
+    weak = collection_test([0.0] * 20, [0.0] * 20, member_raw=weak_m, nonmember_raw=weak_n, **kw)
+    strong = collection_test([0.0] * 20, [0.0] * 20, member_raw=strong_m, nonmember_raw=strong_n, **kw)
+    assert weak.power < 0.5 < strong.power and strong.power_quarter_members < strong.power
+    with pytest.raises(ValueError):
+        collection_test([1.0], [0.0], method="x", controls_kind="whatever")
+
+
+def test_collection_method_is_chosen_from_the_shadow_not_from_audited_scores():
+    good = C.apply_evidence(Calibration("mba"), C.fit_evidence(*_separated(100), source="t"))
+    rng = np.random.default_rng(0)
+    flat = C.apply_evidence(Calibration("srag"), C.fit_evidence(rng.normal(size=50).tolist(),
+                                                                rng.normal(size=50).tolist(), source="t"))
+    order = ("srag", "mba", "rag_mia")
+    assert choose_method(["srag", "mba"], {"srag": flat, "mba": good}, order) == "mba"
+    assert choose_method(["srag", "mba"], {"srag": good, "mba": good}, order) == "srag"
+    assert choose_method(["srag"], {"srag": flat}, order) == "srag"  # nothing has signal: still one, fixed
+
+
+# --------------------------------------------------------------------------- canaries
+
+
+def test_canaries_are_reproducible_from_their_seed_and_distinct_across_seeds(tmp_path):
+    kit = new_kit(10)
+    again = CanaryKit(kit.seed, 10)
+    assert [d.text for d in kit.published()] == [d.text for d in again.published()]
+    assert [d.text for d in kit.siblings()] == [d.text for d in again.siblings()]
+    other = new_kit(10)
+    assert not {d.text for d in kit.published()} & {d.text for d in other.published() + other.siblings()}
+    pub, sib = kit.published(), kit.siblings()
+    assert len(pub) == len(sib) == 10 and not {d.id for d in pub} & {d.id for d in sib}
+    assert len({canary_text(kit.seed, i) for i in range(500)}) == 500  # unique
+    assert all(25 <= d.n_words <= 90 for d in pub + sib)  # long enough for S-RAG and MBA
+    path = save_kit(kit, tmp_path / "kit.json")
+    assert (path.stat().st_mode & 0o077) == 0 and load_kit(path) == kit  # owner-only file
+    assert kit.seed not in json.dumps([d.text for d in pub]) and kit.seed not in kit.kit_id
+    with pytest.raises(ValueError):
+        load_kit(tmp_path / "missing.json")
+
+
+def test_sibling_calls_have_a_false_positive_rate_of_at_most_the_rate():
+    rng = np.random.default_rng(4)
+    rates = []
+    for _ in range(300):
+        calls = sibling_calls(rng.normal(size=20).tolist(), rng.normal(size=40).tolist(), 0.05)
+        rates.append(np.mean([c for _, c in calls]))
+    assert np.mean(rates) <= 0.05 + 0.01
+    assert sibling_calls([1.0], [0.0] * 5, 0.05) == [(pytest.approx(1 / 6), None)]  # too few siblings: no call
+
+
+# --------------------------------------------------------------------------- report and CLI pieces
+
+
+def test_report_json_states_fpr_power_and_what_the_audit_shows():
+    from audit_core.evidence.statement import what_this_shows
+    from audit_core.report import method_power_rows
+
+    m, n = _separated(100)
+    cal = C.apply_evidence(Calibration("srag"), C.fit_evidence(m, n, source="t"))
+    from audit_core.audit import method_power
+
+    result = {"method_power": method_power({"srag": cal})}
+    rows = method_power_rows(result)
+    assert rows[0][0] == "Method" and rows[1][:3] == ["srag", "5%", f"{C.power_at(cal):.2f}"] and rows[1][4] == "yes"
+    assert method_power_rows({}) == []
+    text = what_this_shows(0.05, {"p_value": 0.003, "n_documents": 20, "n_controls": 20, "controls_kind": "declared"})
+    assert "at most 5%" in text and "cannot by itself prove" in text and "p = 0.003" in text
+
+
+def test_cli_prints_the_collection_line_first_and_makes_a_private_kit(tmp_path, capsys):
+    from app import cli
+
+    cli._print_collection({"p_value": 0.0042, "statistic": 30.1, "effect_size": 0.71, "n_documents": 20,
+                           "n_controls": 18, "power": 0.93, "controls_kind": "declared", "method": "srag"})
+    out = capsys.readouterr().out
+    assert out.startswith("your collection: member evidence p = 0.0042, from 20 documents against 18 controls")
+    kit_file, pub = tmp_path / "kit.json", tmp_path / "pub.txt"
+    assert cli.main(["canaries", "make", "--kit", str(kit_file), "--n", "4", "--out", str(pub)]) == 0
+    kit = load_kit(kit_file)
+    assert pub.read_text().strip().split("\n\n") == [d.text for d in kit.published()]
+    assert kit.seed not in capsys.readouterr().err
+    assert cli.main(["canaries", "make", "--kit", str(kit_file)]) == 2  # never overwrite a seed silently
+
+
+def test_a_cached_srag_calibration_from_before_fpr_control_abstains(monkeypatch):
+    pd = pytest.importorskip("pandas")
+    from audit_core.methods import srag
+
+    class Fixed:
+        def predict_proba(self, X):
+            return pd.DataFrame({0: [0.1] * len(X), 1: [0.9] * len(X)})
+
+    method = srag.SragMethod()
+    monkeypatch.setattr(method, "features", lambda o: ({"a": 1.0, **{f"count_{j}": 0.0 for j in range(10)},
+                                                        "below_topk_share": 0.0}, None, []))
+    old = Calibration("srag", 0.5, shadow_auc=0.95, model=Fixed(),
+                      params={"feature_columns": ["a"], "validation_scores": [0.1, 0.9]})
+    res = method.score(Observation("srag", "d"), old)
+    assert res.decision is None and res.reason.startswith("uncalibrated: the cached S-RAG calibration predates")
+    m, n = _separated(60)
+    new = C.apply_evidence(Calibration("srag", model=Fixed(), params={"feature_columns": ["a"]}),
+                           C.fit_evidence([x / 10 for x in m], [x / 10 for x in n], source="t"))
+    res = method.score(Observation("srag", "d"), new)
+    assert res.decision is not None and res.evidence["raw_score"] == pytest.approx(0.9) and res.evidence["fpr"] == 0.05
