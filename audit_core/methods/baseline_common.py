@@ -55,7 +55,7 @@ def error_reason(error: str) -> str:
     return error.split(":", 1)[0].strip() or "target_error"
 
 
-def unusable(method: str, obs: Observation) -> MethodResult | None:
+def unusable(method: str, obs: Observation, check_answer: bool = True) -> MethodResult | None:
     """An inconclusive result when the observation cannot be scored at all, else None.
 
     Skipped documents keep their skip reason; when no call succeeded, the
@@ -63,6 +63,9 @@ def unusable(method: str, obs: Observation) -> MethodResult | None:
     evidence (messages never carry secrets: connectors build them without keys).
     A reply that is empty, a refusal or "I don't know" (``evidence.answers``)
     is a non-answer, not a low score: inconclusive with that reason.
+    ``check_answer=False`` leaves that to methods that read several answers
+    and count their non-answers themselves (the text-only methods: IA scores
+    "I don't know" as the paper does).
     """
     if obs.skipped:
         return MethodResult(method, obs.doc_id, None, None, obs.skipped, {"skipped": obs.skipped})
@@ -73,6 +76,8 @@ def unusable(method: str, obs: Observation) -> MethodResult | None:
         last = errs[-1] if errs else "target_error: no response"
         return MethodResult(method, obs.doc_id, None, None, error_reason(last),
                             {"error": last, "failed_queries": obs.failed, "queries": obs.queries})
+    if not check_answer:
+        return None
     comp = last_completion(obs)
     kind = non_answer(comp.text if comp is not None else None)
     if kind is not None:

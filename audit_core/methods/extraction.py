@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from audit_core.documents import Document
-from audit_core.methods.base import Observation, QueryCost, template_words
+from audit_core.methods.base import Calibration, MethodResult, Observation, QueryCost, template_words
 from audit_core.methods.s2mia import PROMPT
+from audit_core.methods.baseline_common import unusable
 from audit_core.methods.textonly_base import ThresholdTextMethod, answers
 from audit_core.target.base import Target
 
@@ -99,6 +100,45 @@ class ExtractionMethod(ThresholdTextMethod):
             prompts.append(PROMPT.format(query=" ".join(before)))
         return self.send(doc, target, prompts, {"items": [vars(i) for i in items]}, self.config.max_tokens)
 
+    #: items whose exact reproduction cannot be guessed: a rule, not a threshold, decides on them
+    UNGUESSABLE = ("email", "phone")
+
+    def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
+        """A reproduced e-mail address or phone number decides "member" by itself.
+
+        Nobody guesses such a string digit for digit, so its false-positive rate
+        is negligible by construction and needs no shadow (whose public corpus
+        holds no personal data to calibrate on). Anything less (a name, or
+        nothing reproduced) is decided by the shadow calibration when it has
+        one, and is inconclusive otherwise: a target that did not repeat a
+        phone number has not shown that it lacks the document.
+        """
+        if unusable(self.name, obs, check_answer=False) is None:
+            hits = self.unprompted_reproductions(obs)
+            if hits:
+                share, ev, _ = self.observation_score(obs)
+                ev["unprompted"] = hits
+                ev["decision_rule"] = ("verbatim reproduction of an e-mail address or phone number "
+                                       "that the query did not contain")
+                return MethodResult(self.name, obs.doc_id, share, True, None, ev)
+        return super().score(obs, calibration)
+
+    def unprompted_reproductions(self, obs: Observation) -> list[str]:
+        """The document's e-mail addresses and phone numbers that an answer repeats although its query lacked them.
+
+        Any answer counts, not only the one asked about the item: a target that
+        answers the question before a name with the e-mail after it shows the
+        same thing.
+        """
+        items = [i for i in obs.data.get("items", []) if i["kind"] in self.UNGUESSABLE]
+        hits: list[str] = []
+        for req, answer in zip(obs.requests, answers(obs)):
+            query = " ".join(m["content"] for m in req.get("messages", []))
+            for it in items:
+                if answer and it["value"] not in hits and reproduced(it, answer) and not reproduced(it, query):
+                    hits.append(it["value"])
+        return hits
+
     def observation_score(self, obs: Observation) -> tuple[float | None, dict[str, Any], str | None]:
         rows = []
         for item, a in zip(obs.data.get("items", []), answers(obs)):
@@ -111,6 +151,4 @@ class ExtractionMethod(ThresholdTextMethod):
             return None, ev, "no signal: every answer was empty"
         share = sum(r["reproduced"] for r in rows) / len(rows)
         ev["reproduced_share"] = share
-        if share > 0:
-            ev["decision_rule"] = "verbatim reproduction of personal data absent from the query"
         return share, ev, None

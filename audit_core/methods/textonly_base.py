@@ -56,12 +56,12 @@ class ThresholdTextMethod(MembershipMethod):
                              params={"config": asdict(cfg) if is_dataclass(cfg) else {}})
 
     def _score_or_none(self, obs: Observation) -> float | None:
-        if unusable(self.name, obs) is not None:
+        if unusable(self.name, obs, check_answer=False) is not None:
             return None
         return self.observation_score(obs)[0]
 
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
-        bad = unusable(self.name, obs)
+        bad = unusable(self.name, obs, check_answer=False)
         if bad is not None:
             return bad
         score, ev, reason = self.observation_score(obs)

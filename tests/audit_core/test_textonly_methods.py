@@ -172,8 +172,11 @@ def test_a_target_that_holds_the_document_scores_higher(name, cheap_segment):
 def test_prepare_on_a_shadow_then_decide(name):
     """Calibrated on 'shadow' documents, the threshold calls a held document a member and an absent one not."""
     m = create_method(name)
-    members, nonmembers = DOCS[:2], DOCS[2:]
-    shadow = FakeRag(members)
+    # a threshold at a 5% false-positive rate needs at least 19 shadow non-members: copies of the
+    # documents under other ids stand in for a shadow of that size
+    members = [Document(f"{d.id}~{i}", d.text) for i in range(12) for d in DOCS[:2]]
+    nonmembers = [Document(f"{d.id}~{i}", d.text) for i in range(12) for d in DOCS[2:]]
+    shadow = FakeRag(DOCS[:2])
     cal = m.prepare([m.probe(d, shadow) for d in members], [m.probe(d, shadow) for d in nonmembers])
     assert cal.threshold is not None and cal.shadow_auc == 1.0
     target = FakeRag([DOCS[3]])
@@ -236,8 +239,11 @@ def test_extraction_finds_personal_data_and_reads_verbatim_reproduction():
                                                  ("phone", "555-201-7788")]
     assert reproduced({"kind": "phone", "value": "555-201-7788"}, "call 555 201 7788 today")
     assert not reproduced({"kind": "phone", "value": "555-201-7788"}, "call 555-201-7789")
-    # uncalibrated (no personal data on the shadow): any verbatim reproduction decides
+    # uncalibrated (no personal data on the shadow): a reproduced e-mail or phone number decides by
+    # itself; nothing reproduced clears nothing (inconclusive, never "not found")
     m = create_method("extraction")
     cal = m.prepare([], [])
-    assert m.score(m.probe(DOCS[2], FakeRag(DOCS)), cal).decision is True
-    assert m.score(m.probe(DOCS[2], FakeRag([])), cal).decision is False
+    held = m.score(m.probe(DOCS[2], FakeRag(DOCS)), cal)
+    assert held.decision is True and "e-mail" in held.evidence["decision_rule"]
+    absent = m.score(m.probe(DOCS[2], FakeRag([])), cal)
+    assert absent.decision is None and absent.reason
