@@ -9,9 +9,10 @@ abstained with its reason (``audit_core.evidence.calibration``): no signal on
 its shadow, a shadow too small for the rate, too many non-answers, failed
 calls, no logprobs. Only methods that decided vote. The voters are the
 primary (S-RAG) and the second opinion (MBA) when either decided; when
-neither did, the first baseline in ``PRIMARY_ORDER`` that decided.
+neither did, the first method in ``PRIMARY_ORDER`` that decided (text-only
+methods before the baselines).
 
-RULES (one row per case, tested row by row in tests/audit_core/test_verdict.py):
+RULES (one row per case, tested row by row in tests/audit_core/test_evidence.py):
 
 ====  ==========================================  ==============  =========================================
 row   voters' decisions                           verdict         why
@@ -36,14 +37,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Sequence
 
+from audit_core.methods import METHODS
 from audit_core.methods.base import MethodResult
 
 MEMBER = "member"
 NOT_FOUND = "not found"
 INCONCLUSIVE = "inconclusive"
 
-#: who votes first when several methods decided (the primary and second opinion lead)
-PRIMARY_ORDER = ("srag", "mba", "rag_mia", "s2mia_m", "s2mia_t", "mink")
+#: the registry's roles in voting order: the primary and second opinion lead, then the text-only
+#: methods (built for targets where those two cannot run), then the published baselines
+ROLE_ORDER = ("primary", "second opinion", "text-only", "baseline")
+#: who votes first when several methods decided: by role, then in registry order
+PRIMARY_ORDER = tuple(sorted(METHODS, key=lambda m: ROLE_ORDER.index(METHODS[m].role)))
 
 
 @dataclass

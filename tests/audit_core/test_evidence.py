@@ -317,6 +317,9 @@ def _r(method, decision, score=0.5, reason=None):
     ([_r("srag", True, 0.9), _r("mba", True, 0.8)], MEMBER, "R2"),
     ([_r("srag", None, reason="no logprobs"), _r("mba", True, 0.8)], MEMBER, "R2"),
     ([_r("rag_mia", True, 0.7), _r("mink", False, 0.1)], MEMBER, "R2"),  # baselines only: first in order
+    # a text-only method votes before the baselines where S-RAG and MBA could not decide
+    ([_r("srag", None, reason="no logprobs"), _r("rag_mia", False, 0.1), _r("interrogation", True, 0.9)],
+     MEMBER, "R2"),
     # R3: every voter says not found
     ([_r("srag", False, 0.1)], NOT_FOUND, "R3"),
     ([_r("srag", False, 0.1), _r("mba", False, 0.2), _r("rag_mia", True, 0.9)], NOT_FOUND, "R3"),  # baselines do not vote

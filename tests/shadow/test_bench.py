@@ -198,10 +198,10 @@ def test_the_combined_verdict_costs_what_its_two_methods_cost():
 
 
 def test_the_table_counts_undecided_combined_verdicts():
-    """Where S-RAG (unsure) and MBA disagree the verdict is inconclusive: it keeps a score for
-    the AUC but has no decision, and the table must say so beside its accuracy."""
+    """Where S-RAG finds nothing and MBA calls a member the verdict is inconclusive (rule R4): it keeps a
+    score for the AUC but has no decision, and the table must say so beside its accuracy."""
     rows = []
-    for i, (label, srag, mba) in enumerate([(1, 0.9, 0.9), (1, 0.6, 0.1), (0, 0.1, 0.1), (0, 0.2, 0.2)]):
+    for i, (label, srag, mba) in enumerate([(1, 0.9, 0.9), (1, 0.4, 0.9), (0, 0.1, 0.1), (0, 0.2, 0.2)]):
         for method, score in (("srag", srag), ("mba", mba)):
             rows.append({"defense": "none", "method": method, "doc_id": f"d{i}", "label": label, "score": score,
                          "decision": score >= 0.5, "reason": None})
