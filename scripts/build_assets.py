@@ -151,6 +151,7 @@ Built by `.venv/bin/python scripts/build_assets.py` from the public corpora in
 | `aux_medquad.jsonl` | {aux_n} MedQuAD question–answer texts, {aux_lo}–{aux_hi} words; JSONL `{{"id","text","source"}}` | abachaa/MedQuAD | CC BY 4.0, see `aux_medquad.LICENSE.md` |
 | `demo_kb.jsonl` | {demo_n} GenMedGPT-5k patient–doctor dialogues, {demo_lo}–{demo_hi} words; same format | Kent0n-Li/ChatDoctor (`chatdoctor5k.json`) | Apache-2.0 repository, research use only, see `demo_kb.LICENSE.md` |
 | `sample_documents.csv` | {sample_n} documents to upload (`id,text`): {m} from the demo KB, {k} not | as `demo_kb.jsonl` | as `demo_kb.jsonl` |
+| `preparation/<key>.json.gz`, `preparation/manifest.json` | the default shadow preparation: raw probe results (members, non-members; JSON, no model) of each method's default configuration on the shadow RAG over `aux_medquad.jsonl`, named by `shadow.prepare.preparation_key`; built by `scripts/build_default_preparation.py` | computed by this project from `aux_medquad.jsonl` with SmolLM2-135M-Instruct | as `aux_medquad.jsonl` (CC BY 4.0: texts of MedQuAD appear inside the probes) |
 | `sample_documents_truth.csv` | answer key (`id,truth,source_id`), `truth` = member / non-member | as `demo_kb.jsonl` | as `demo_kb.jsonl` |
 
 - The auxiliary corpus is public data from which the auditor builds its shadow

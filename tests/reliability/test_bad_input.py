@@ -174,4 +174,6 @@ def test_a_document_longer_than_the_target_context_is_inconclusive_with_the_reas
     assert "target errors: context_too_long x2" in text
     assert len(attempts) == 2  # refused once per method, never retried, never truncated behind the user's back
     first = next(ln for ln in text.splitlines() if ln.strip().startswith("q000"))
-    assert "inconclusive" not in first
+    # the short document fits: whatever its verdict (the 4 + 4 seed shadow is too small for a method to
+    # decide at a 5% false-positive rate), it is never blamed on the context
+    assert "context_too_long" not in first

@@ -188,7 +188,8 @@ def test_every_fault_gives_an_inconclusive_document_with_its_reason_and_bounded_
                             if EXPECTED[f][1] is not None and not (f == "no_logprobs" and m == "rag_mia")}
             assert set(resent) == failed_pairs | {(10, "rag_mia")}  # its logprob request was refused, not stored
             assert all(n == 1 for n in resent.values())
-            assert again.failures["target_errors"] == {} and again.failures["documents_without_decision"] == []
+            assert again.failures["target_errors"] == {}
+            assert all(_decided(r) for rs in again.results.values() for r in rs.values())  # no fault left
             record_figure("fault_rerun_requests_sent", sum(resent.values()))
             record_figure("fault_rerun_answered_from_store", again_target.cache_hits)
 
@@ -235,6 +236,6 @@ def test_wrong_model_or_key_at_the_start_fails_before_any_document_is_sent(rel_c
 
 
 def _decided(res) -> bool:
-    """A healthy answer is decided, unless the tiny seed shadow showed the method no signal (it then abstains
-    on purpose, never on a target fault)."""
-    return res.decision is not None or (res.reason or "").startswith("no signal")
+    """A healthy answer is decided, unless the tiny seed shadow cannot back a decision (no signal, or no
+    shadow answers of this kind to calibrate on): the method then abstains on purpose, never on a target fault."""
+    return res.decision is not None or (res.reason or "").startswith(("no signal", "uncalibrated"))
