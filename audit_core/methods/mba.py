@@ -15,7 +15,6 @@ Needs no logprobs, so it runs against any chat endpoint.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Callable, Sequence
 
 from audit_core.documents import Document
@@ -86,7 +85,8 @@ class MbaMethod(MembershipMethod):
     """Mask-based membership inference: cloze accuracy of the target on the document."""
 
     name = "mba"
-    version = "2"  # 2: a spelling correction counts only when it is the same word (issue 20)
+    version = "3"  # 2: a spelling correction counts only when it is the same word (issue 20);
+    # 3: each document's requests form their own batch (probe_many)
     requires_logprobs = False
 
     def __init__(self, config: MbaConfig | None = None, lm: LocalLM | None = None):
@@ -137,34 +137,23 @@ class MbaMethod(MembershipMethod):
 
     def probe_many(self, docs: Sequence[Document], target: Target,
                    progress: Callable[[int], None] | None = None) -> list[Observation]:
-        """Mask every document (batched proxy passes), then send all requests as one batch."""
+        """Mask every document (batched proxy passes), then send each document's requests as one batch.
+
+        One batch per document, not one for all: a shadow RAG in "shared"
+        retrieval mode pools the retrievals of nested queries, and "continue"
+        prefixes of different documents nest whenever the documents start
+        alike (every MedQuAD text opens "Question: What are the ..."). Pooled
+        across documents, a document's observation would depend on which
+        others were probed with it, so the shipped preparation could not be
+        reproduced one document at a time (tests/shadow/test_shipped.py).
+        """
         plans = self.generator.plan_many([d.text for d in docs])
         observations = [self._observation(d, p) for d, p in zip(docs, plans)]
-        todo = [i for i, o in enumerate(observations) if o.skipped is None]
-        if progress is not None and len(todo) < len(docs):
-            progress(len(docs) - len(todo))
-        # what send_all does, for every document at once: a single
-        # complete_many call lets the target batch or parallelise all requests
-        owner, requests = [], []
-        for i in todo:
-            reqs = build_requests(plans[i], self.config, docs[i].text)
-            owner += [i] * len(reqs)
-            requests += reqs
-        per_request = None
-        if progress is not None and requests:
-            left = Counter(owner)
-            seen = [0]
-
-            def per_request(n: int) -> None:  # report documents, not requests
-                for _ in range(n):
-                    i = owner[seen[0]]
-                    seen[0] += 1
-                    left[i] -= 1
-                    if left[i] == 0:
-                        progress(1)
-        outcomes = target.complete_many(requests, per_request) if requests else []
-        for i, req, out in zip(owner, requests, outcomes):
-            observations[i].add(req.to_json(), out)
+        for doc, plan, obs in zip(docs, plans, observations):
+            if obs.skipped is None:
+                send_all(target, build_requests(plan, self.config, doc.text), obs)
+            if progress is not None:
+                progress(1)
         return observations
 
     # ------------------------------------------------------------------ scoring

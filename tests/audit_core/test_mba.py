@@ -617,3 +617,35 @@ def test_spelling_variant_needs_a_slip_and_a_long_enough_word():
     assert not is_spelling_variant("fevar", "fever")  # 'a' for 'e' is no neighbouring key
     assert not is_spelling_variant("headache", "headaches", known=lambda w: True)  # a word in its own right
     assert is_spelling_variant("hedache", "headache")
+
+
+class BatchSensitiveTarget(ContinuingTarget):
+    """Answers with the hidden word only when the batch holds one document's requests.
+
+    Stands in for a shadow RAG in "shared" retrieval mode, which pools the
+    retrievals of nested queries within one ``complete_many`` call: "continue"
+    prefixes of documents that start alike nest across documents.
+    """
+
+    def __init__(self, members):
+        super().__init__(members)
+        self.batch_sizes: list[int] = []
+
+    def complete_many(self, requests, progress=None):
+        self.batch_sizes.append(len(requests))
+        prompts = [req.messages[-1][1] for req in requests]
+        longest = max(prompts, key=len)
+        if not all(longest.startswith(p) for p in prompts):  # requests of more than one document
+            return [Completion(text="mixed", tokens=None, usage=Usage(1, 1)) for _ in requests]
+        return super().complete_many(requests, progress)
+
+
+def test_a_documents_observation_does_not_depend_on_the_others_probed_with_it(mba_continue):
+    docs = [Document(f"m{i}", t) for i, t in enumerate(MEMBERS[:2])] + [Document("n0", NONMEMBERS[0])]
+    together = BatchSensitiveTarget(MEMBERS)
+    batch = mba_continue.probe_many(docs, together)
+    assert together.batch_sizes == [10, 10, 10]  # one batch per document
+    for doc, obs in zip(docs, batch):
+        alone = mba_continue.probe_many([doc], BatchSensitiveTarget(MEMBERS))[0]
+        assert obs.to_json() == alone.to_json()
+    assert mba_continue.score(batch[0], Calibration("mba", threshold=0.5)).score == 1.0
