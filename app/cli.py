@@ -70,30 +70,22 @@ def _progress_bar():
 def _load_docs(path: str, text_column: str | None, id_column: str | None, with_controls: bool = False):
     """Documents and row problems of a CSV/JSONL file; with ``with_controls``, also the rows whose
     ``control`` column is true (documents the owner declares never published), as a third value."""
-    from audit_core.documents import documents_from_table, guess_id_column, guess_text_column, read_csv_bytes
+    from audit_core.documents import (as_controls, documents_from_table, guess_id_column, guess_text_column,
+                                      read_csv_bytes, split_control_rows)
 
     data = Path(path).read_bytes()
     if path.endswith(".jsonl"):
         from shadow.corpus import load_corpus
 
         return (load_corpus(path), [], []) if with_controls else (load_corpus(path), [])
-    df = read_csv_bytes(data)
-    controls = []
-    flag = next((c for c in df.columns if str(c).strip().lower() == "control"), None)
-    if with_controls and flag is not None:
-        is_control = df[flag].astype(str).str.strip().str.lower().isin(["1", "true", "yes", "y", "x"])
-        rest = df[~is_control].drop(columns=[flag])
-        ctl = df[is_control].drop(columns=[flag])
-        df = rest
+    df, ctl = split_control_rows(read_csv_bytes(data)) if with_controls else (read_csv_bytes(data), None)
     text_col = text_column or guess_text_column(df)
     id_col = id_column if id_column is not None else guess_id_column(df, text_col)
     batch = documents_from_table(df, text_col, id_col)
-    if with_controls and flag is not None and len(ctl):
-        controls = documents_from_table(ctl, text_col, id_col).documents
-        controls = [type(c)(f"control-{c.id}", c.text) for c in controls]
-    if with_controls:
-        return batch.documents, batch.problems(), controls
-    return batch.documents, batch.problems()
+    if not with_controls:
+        return batch.documents, batch.problems()
+    controls = as_controls(documents_from_table(ctl, text_col, id_col).documents) if ctl is not None and len(ctl) else []
+    return batch.documents, batch.problems(), controls
 
 
 def _store_path(args) -> str:
@@ -236,13 +228,13 @@ def _print_power(method_power: dict, fpr: float) -> None:
 
 
 def cmd_audit(args) -> int:
-    from audit_core.documents import DocumentInputError
+    from audit_core.documents import DocumentInputError, as_controls
 
     try:
         docs, problems, controls = _load_docs(args.docs, args.text_column, args.id_column, with_controls=True)
         if args.controls:
             more, more_problems = _load_docs(args.controls, args.text_column, args.id_column)
-            controls += [type(c)(f"control-{c.id}", c.text) for c in more]
+            controls += as_controls(more)
             problems += more_problems
     except (DocumentInputError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,5 +1,6 @@
 """Tab "1 Documents": the data owner's texts, pasted or from a CSV, validated
-before anything runs (usable / too short / duplicate / empty rows)."""
+before anything runs (usable / too short / duplicate / empty rows), and
+optional declared controls for the collection-level test."""
 from __future__ import annotations
 
 import streamlit as st
@@ -55,19 +56,20 @@ def _wrong_column_message(df, text_col: str, batch) -> str | None:
 
 
 def _csv():
-    from audit_core.documents import DocumentInputError, documents_from_table, guess_id_column, guess_text_column, \
-        read_csv_bytes
+    """The uploaded CSV's documents, and the rows its ``control`` column marks as controls (or None)."""
+    from audit_core.documents import DocumentInputError, as_controls, documents_from_table, guess_id_column, \
+        guess_text_column, read_csv_bytes, split_control_rows
 
     up = st.file_uploader("CSV of your documents", type=["csv", "tsv", "txt"], key="csv_file",
                           help="One document per row; any delimiter (comma, semicolon, tab); UTF-8 or Windows encoding.")
     if up is None:
         st.info("Upload a CSV file with one document per row.")
-        return None
+        return None, None
     try:
-        df = read_csv_bytes(up.getvalue())
+        df, ctl = split_control_rows(read_csv_bytes(up.getvalue()))
     except DocumentInputError as exc:
         st.error(f"This file cannot be used: {exc}")
-        return None
+        return None, None
     columns = [str(c) for c in df.columns]
     text_guess = guess_text_column(df)
     id_guess = guess_id_column(df, text_guess)
@@ -80,21 +82,66 @@ def _csv():
     st.dataframe(df.head(5), hide_index=True)
     try:
         batch = documents_from_table(df, text_col, None if id_col == NO_ID else id_col)
+        controls = (as_controls(documents_from_table(ctl, text_col, None if id_col == NO_ID else id_col).documents)
+                    if ctl is not None and len(ctl) else None)
     except DocumentInputError as exc:
         st.error(str(exc))
-        return None
+        return None, None
     message = _wrong_column_message(df, text_col, batch)
     if message:
         st.error(message)
     _show_batch(batch, "row")
-    return batch
+    if controls is not None:
+        st.caption(f"{len(controls)} usable row(s) marked in the 'control' column are controls: texts you never "
+                   "published, audited only to compare your documents with.")
+    return batch, controls
+
+
+def _uploaded_controls():
+    """Controls from a second CSV: texts of the owner's that were never published anywhere."""
+    from audit_core.documents import DocumentInputError, as_controls, documents_from_table, guess_id_column, \
+        guess_text_column, read_csv_bytes
+
+    up = st.file_uploader("CSV of texts you never published (optional)", type=["csv", "tsv", "txt"],
+                          key="controls_file",
+                          help="Texts like yours (same kind, same style) that were never posted, sent or shared. "
+                               "The text column is guessed as for your documents.")
+    if up is None:
+        return None
+    try:
+        df = read_csv_bytes(up.getvalue())
+        text_col = guess_text_column(df)
+        batch = documents_from_table(df, text_col, guess_id_column(df, text_col))
+    except DocumentInputError as exc:
+        st.error(f"This controls file cannot be used: {exc}")
+        return None
+    _show_batch(batch, "control row")
+    if not batch.documents:
+        st.error(f"The controls file gives no usable text (column '{text_col}' was read as the texts).")
+        return None
+    return as_controls(batch.documents)
+
+
+def _controls_section(in_csv) -> list:
+    """Declared controls for the collection test: rows of the CSV marked 'control', and/or a second upload."""
+    with st.expander("Controls (optional): texts of yours that were never published", expanded=bool(in_csv)):
+        st.markdown("With controls, the audit also answers for your whole collection: *are your documents "
+                    "treated differently from texts the target cannot hold?* (one p-value, shown first in the "
+                    "results). Add a column named `control` (yes / 1 / x on the control rows) to your CSV, or "
+                    "upload them here. Without controls the results give per-document verdicts only.")
+        uploaded = _uploaded_controls()
+    controls = list(in_csv or []) + list(uploaded or [])
+    if controls:
+        st.success(f"{len(controls)} control(s) ready: they are probed after your documents.")
+    return controls
 
 
 def render_documents_tab() -> None:
     """Draw the tab; the usable documents go to st.session_state["documents"]."""
     st.subheader("Which texts do you want to check?")
     source = st.radio("Source", [PASTE, CSV], key="docs_source", horizontal=True, label_visibility="collapsed")
-    batch = _pasted() if source == PASTE else _csv()
+    batch, in_csv = (_pasted(), None) if source == PASTE else _csv()
     st.session_state["documents"] = list(batch.documents) if batch is not None else []
+    st.session_state["controls"] = _controls_section(in_csv)
     if batch is not None and batch.documents:
         st.success(f"{len(batch.documents)} document(s) ready. Go to tab 2 to run the audit.")

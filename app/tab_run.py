@@ -23,7 +23,7 @@ POLL_S = 1.0
 CHECK_PREFIX = "calibration-"
 
 
-def _estimate(settings: Settings, docs) -> None:
+def _estimate(settings: Settings, docs, controls=()) -> None:
     from audit_core.estimate import EstimateConfig, estimate_audit
 
     st.markdown("**Estimated cost on the target**")
@@ -47,6 +47,10 @@ def _estimate(settings: Settings, docs) -> None:
                "completion tokens are the most each answer may use. Preparing the shadow RAG runs locally and "
                "is cached after the first run. Answers already received (an audit cancelled and started "
                "again) are not sent again.")
+    if controls:
+        per_method = [estimate_audit(controls, [m], settings.method_params).queries for m in settings.methods]
+        st.caption(f"The {len(controls)} controls add at most {max(per_method)} queries: they are probed with one "
+                   "method only, the first that decides (primary, then second opinion, text-only, baselines).")
 
 
 def _known_capabilities(settings: Settings):
@@ -89,7 +93,7 @@ def _open_target(settings: Settings, store, target, run_id: str):
     return CachingTarget(target, store, run_id=run_id, reuse_days=settings.reuse_days)
 
 
-def _start(settings: Settings, docs) -> None:
+def _start(settings: Settings, docs, controls=()) -> None:
     from app.jobs import job_registry, start_job
     from app.resources import demo_lock, get_store, plain_error
     from audit_core import history
@@ -108,6 +112,8 @@ def _start(settings: Settings, docs) -> None:
         cfg.run_without_signal = _insisted(settings)
         config = settings.config_dict()
         config["run_without_signal"] = list(cfg.run_without_signal)
+        if controls:  # other controls are another audit (the run a re-run resumes must match them)
+            config["controls"] = [[c.id, c.content_hash()] for c in controls]
         # the same audit run again after a cancel or failure resumes its run (and reuses its answers)
         run_id, _ = history.resume_or_start_run(store, docs, target.name, config)
         probed = _open_target(settings, store, target, run_id)
@@ -127,7 +133,7 @@ def _start(settings: Settings, docs) -> None:
                 job.note_result(doc_id, method)
 
             result = run_audit(docs, probed, cfg, prepare_shadow, progress=job.progress, cancel=job.cancel,
-                               on_result=on_result, capabilities=caps,
+                               on_result=on_result, capabilities=caps, controls=list(controls),
                                on_document=lambda r: job.note_partial(r.to_json())).to_json()
             history.save_audit(store, run_id, result)
             return result
@@ -354,7 +360,9 @@ def render_run_tab(settings: Settings) -> None:
     if message:
         (st.error if message[0] == "error" else st.success)(message[1])
     docs = st.session_state.get("documents") or []
-    st.markdown(f"**Documents:** {len(docs)} · **Target:** {settings.target_label} · **Methods:** "
+    controls = st.session_state.get("controls") or []
+    st.markdown(f"**Documents:** {len(docs)} · **Controls:** {len(controls) or 'none'} · "
+                f"**Target:** {settings.target_label} · **Methods:** "
                 + (", ".join(_label(m) for m in settings.methods) or "none"))
     s = settings.shadow
     st.caption(f"Shadow RAG: {s.n_members} members + {s.n_nonmembers} non-members "
@@ -369,9 +377,9 @@ def render_run_tab(settings: Settings) -> None:
     if caps is None:
         st.caption("Tip: 'Check connection' in the sidebar tells which methods this target supports.")
     if docs and settings.methods:
-        _estimate(settings, docs)
+        _estimate(settings, docs, controls)
     if settings.methods:
         _calibration_section(settings)
     ready = bool(docs and settings.methods and not settings.missing_target)
     if st.button("Start audit", type="primary", disabled=not ready, key="start_audit"):
-        _start(settings, docs)
+        _start(settings, docs, controls)

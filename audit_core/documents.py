@@ -7,7 +7,7 @@ import io
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Sequence
 
 import pandas as pd
 
@@ -359,6 +359,31 @@ def documents_from_table(
     if id_column is not None:
         ids = ["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in df[id_column].tolist()]
     return _build_batch(texts, ids, min_words, "Row")
+
+
+#: values of a ``control`` column that mark a row as a control (a text the owner never published)
+CONTROL_COLUMN = "control"
+_CONTROL_TRUE = {"1", "true", "yes", "y", "x"}
+
+
+def split_control_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Split a table on its ``control`` column (any case): (the documents, the control rows or None).
+
+    A control is a text of the owner's that was never published, so it cannot
+    be in anyone's knowledge base; the collection test compares the documents
+    against them (audit_core.evidence.collection). The column itself is dropped
+    from both parts, so it is never guessed as the text or id column.
+    """
+    flag = next((c for c in df.columns if str(c).strip().lower() == CONTROL_COLUMN), None)
+    if flag is None:
+        return df, None
+    is_control = df[flag].astype(str).str.strip().str.lower().isin(_CONTROL_TRUE)
+    return df[~is_control].drop(columns=[flag]), df[is_control].drop(columns=[flag])
+
+
+def as_controls(documents: Sequence[Document]) -> list[Document]:
+    """Controls with ids of their own ("control-<id>"), so no control shares an id with a document."""
+    return [Document(f"control-{d.id}", d.text) for d in documents]
 
 
 _BLANK_LINE_RE = re.compile(r"\n[ \t\u00a0]*\n")

@@ -200,3 +200,41 @@ def test_a_method_without_signal_is_announced_before_the_run_and_sends_nothing(d
     assert len(demo.sent) == N_DOCS
     assert all(v["verdict"] == "inconclusive" for v in result["verdicts"])
     assert all(rs["rag_mia"]["score"] is not None for rs in result["results"].values())
+
+
+def test_controls_marked_in_the_csv_are_probed_after_the_documents_and_tested(demo):
+    """Issue 17 point 3(a) in the app: a 'control' column (or a second upload) gives the collection test."""
+    import csv
+    import io
+
+    demo.release.set()  # nothing is held in this test
+    rows = make_documents(N_DOCS + 3)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["id", "text", "Control"])
+    for i, (doc_id, text) in enumerate(rows):
+        w.writerow([doc_id, text, "yes" if i >= N_DOCS else ""])
+    at = _open_app()
+    at.multiselect(key="methods").set_value(["rag_mia"]).run()
+    at.radio(key="docs_source").set_value("Upload a CSV").run()
+    at.file_uploader(key="csv_file").set_value(("mine.csv", buf.getvalue().encode(), "text/csv")).run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="text_column").value == "text"  # the control column is never a candidate
+    assert "Control" not in at.selectbox(key="id_column").options
+    shown = _texts(at)
+    assert "3 control(s) ready" in " ".join(s.value for s in at.success)
+    assert f"{N_DOCS} document(s) ready" in " ".join(s.value for s in at.success)
+    assert "**Controls:** 3" in shown and "The 3 controls add at most 3 queries" in shown
+
+    at.button(key="start_audit").click().run()
+    result = _wait_for_result(at)
+    assert len(result["verdicts"]) == N_DOCS  # controls get no verdict of their own
+    assert len(demo.sent) == N_DOCS + 3  # one RAG-MIA probe each, controls after the documents
+    coll = result["collection"]
+    assert coll["n_documents"] == N_DOCS and coll["n_controls"] == 3 and coll["controls_kind"] == "declared"
+    assert set(coll["control_scores"]) == {f"control-{doc_id}" for doc_id, _ in rows[N_DOCS:]}
+
+    # a second upload adds to them
+    extra = "id,text\n" + "\n".join(f'x{i},"{t.replace("Record", "Entry")}"' for i, (_, t) in enumerate(rows[:2]))
+    at.file_uploader(key="controls_file").set_value(("never.csv", extra.encode(), "text/csv")).run()
+    assert "5 control(s) ready" in " ".join(s.value for s in at.success)

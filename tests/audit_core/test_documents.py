@@ -262,3 +262,29 @@ def test_a_header_without_rows_gets_a_clear_message(data):
         read_csv_bytes(data)
     message = str(err.value)
     assert "header row" in message and "no data rows" in message and "'text'" in message
+
+
+def test_control_rows_are_split_off_and_renamed():
+    from audit_core.documents import as_controls, documents_from_table, split_control_rows
+
+    long = "word " * 30
+    df = pd.DataFrame({"id": ["a", "b", "c", "d"], "text": [long + "one", long + "two", long + "three", long + "four"],
+                       " CONTROL ": ["", "Yes", "x", "no"]})
+    docs, ctl = split_control_rows(df)
+    assert list(docs["id"]) == ["a", "d"] and list(ctl["id"]) == ["b", "c"]
+    assert list(docs.columns) == list(ctl.columns) == ["id", "text"]
+    controls = as_controls(documents_from_table(ctl, "text", "id").documents)
+    assert [c.id for c in controls] == ["control-b", "control-c"] and controls[0].text.endswith("two")
+    same, none = split_control_rows(df.drop(columns=[" CONTROL "]))
+    assert none is None and len(same) == 4
+
+
+def test_the_cli_reads_controls_from_the_control_column(tmp_path):
+    from app.cli import _load_docs
+
+    long = "word " * 30
+    path = tmp_path / "mine.csv"
+    pd.DataFrame({"text": [long + "one", long + "two", long + "three"], "control": ["0", "1", ""]}).to_csv(path, index=False)
+    docs, problems, controls = _load_docs(str(path), None, None, with_controls=True)
+    assert [d.text.split()[-1] for d in docs] == ["one", "three"] and not problems
+    assert [c.text.split()[-1] for c in controls] == ["two"] and controls[0].id.startswith("control-")
