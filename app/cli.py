@@ -205,17 +205,11 @@ def _audit_config(args):
 
 def _print_collection(collection: dict) -> None:
     """The collection-level line first: what the owner's documents together show."""
-    if not collection:
-        return
-    n, m = collection.get("n_documents", 0), collection.get("n_controls", 0)
-    if collection.get("p_value") is None:
-        print(f"your collection: no collection-level test ({collection.get('note', '')})")
-        return
-    power = collection.get("power")
-    pw = "" if power is None else f"; power {power:.2f} at p <= {collection.get('alpha', 0.05):g}"
-    print(f"your collection: member evidence p = {collection['p_value']:.2g}, from {n} documents against {m} "
-          f"controls ({collection.get('controls_kind')}, {collection.get('method')}; "
-          f"effect size {collection['effect_size']:.2f}{pw})")
+    from audit_core.evidence.statement import collection_sentence
+
+    line = collection_sentence(collection)
+    if line:
+        print(line[0].lower() + line[1:])
 
 
 def _print_power(method_power: dict, fpr: float) -> None:

@@ -66,6 +66,13 @@ def _header(result: dict) -> None:
 
     st.caption(f"Target: {target_label(result)} · run at {result.get('created')} · methods: "
                + ", ".join(LABELS.get(m, m) for m in (result.get("config") or {}).get("methods", [])))
+    from audit_core.evidence.statement import collection_sentence
+
+    line = collection_sentence(result.get("collection"))
+    if line:  # first: what the collection as a whole shows (issue 17 point 3)
+        c = result["collection"]
+        strong = c.get("p_value") is not None and c["p_value"] <= c.get("alpha", 0.05)
+        (st.success if strong else st.info)(line)
     if result.get("rebuilt_from_rows"):
         st.warning("This audit stopped before it finished. The results below were saved as they arrived; "
                    "the shadow calibration (plots, validation AUC) was not saved.")

@@ -21,3 +21,27 @@ def what_this_shows(fpr: float | None, collection: dict | None) -> str:
         parts.append(f"Your collection: p = {collection['p_value']:.2g} from {collection.get('n_documents')} "
                      f"documents against {collection.get('n_controls')} controls ({collection.get('controls_kind')}).")
     return " ".join(parts)
+
+
+def collection_sentence(collection: dict | None) -> str | None:
+    """The collection-level conclusion in one line, shown before anything else (app, CLI); None without a test.
+
+    "Your collection: member evidence p = 0.003, from 20 documents against 20
+    controls (declared, S-RAG; effect size 0.81; power 0.90 at p <= 0.05)".
+    Without a p-value the line says why there is none (the test's note).
+    """
+    if not collection:
+        return None
+    n, m = collection.get("n_documents", 0), collection.get("n_controls", 0)
+    if collection.get("p_value") is None:
+        note = collection.get("note") or "no controls were probed"
+        return f"Your collection: no collection-level test ({note})."
+    from audit_core.methods import LABELS
+
+    method = collection.get("method")
+    power = collection.get("power")
+    pw = "" if power is None else f"; power {power:.2f} at p <= {collection.get('alpha', 0.05):g}"
+    eff = collection.get("effect_size")
+    es = "" if eff is None else f"; effect size {eff:.2f}"
+    return (f"Your collection: member evidence p = {collection['p_value']:.2g}, from {n} documents against {m} "
+            f"controls ({collection.get('controls_kind')}, {LABELS.get(method, method)}{es}{pw}).")
