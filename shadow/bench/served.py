@@ -24,6 +24,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def server_ready(api: str, root_url: str, key: str = BENCH_KEY) -> bool:
+    """Whether the reference server at ``root_url`` answers: its model list (OpenAI API), or for the
+    custom API (which has none) an empty POST /ask, refused as a bad body without running the model."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {key}", "X-Api-Key": key}
+    try:
+        if api == "custom":
+            return httpx.post(f"{root_url}/ask", headers=headers, timeout=2).status_code in (400, 422)
+        return httpx.get(f"{root_url}/v1/models", headers=headers, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 class ServedTarget:
     """``python -m shadow.serve`` in a child process on a loopback port.
 
@@ -33,8 +47,9 @@ class ServedTarget:
     """
 
     def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path,
-                 profile: str | None = None, paraphraser: str | None = None):
+                 profile: str | None = None, paraphraser: str | None = None, api: str = "openai"):
         self.port = _free_port()
+        self.api = api
         cmd = [sys.executable, "-m", "shadow.serve", "--corpus", str(kb_file), "--port", str(self.port),
                "--host", "127.0.0.1"]
         cmd += ["--profile", profile] if profile else ["--model", generator]
@@ -45,23 +60,18 @@ class ServedTarget:
         env = dict(os.environ, RPA_SERVE_API_KEY=BENCH_KEY, PYTHONPATH=str(ROOT))
         self.log = open(log_file, "ab")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        root = f"http://127.0.0.1:{self.port}"
+        self.base_url = root + "/v1" if api == "openai" else root
         self.model = generator
         self._wait()
 
     def _wait(self, timeout_s: float = 1800) -> None:
-        import httpx
-
         t0 = time.time()
         while time.time() - t0 < timeout_s:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the reference server exited with code {self.proc.returncode}; see {self.log.name}")
-            try:
-                r = httpx.get(f"{self.base_url}/models", headers={"Authorization": f"Bearer {BENCH_KEY}"}, timeout=2)
-                if r.status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
+            if server_ready(self.api, f"http://127.0.0.1:{self.port}"):
+                return
             time.sleep(1)
         raise RuntimeError("the reference server did not start in time")
 
@@ -86,10 +96,10 @@ class LazyServedTarget(Target):
     max_concurrency = 1
 
     def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path,
-                 profile: str | None = None, paraphraser: str | None = None):
+                 profile: str | None = None, paraphraser: str | None = None, api: str = "openai"):
         super().__init__()
         self.name = f"reference RAG ({profile or generator}, {defense or 'no defense'})"
-        self._args = (kb_file, generator, defense, log_file, profile, paraphraser)
+        self._args = (kb_file, generator, defense, log_file, profile, paraphraser, api)
         self._lock = threading.Lock()
         self.server: ServedTarget | None = None
         self._http: Target | None = None
@@ -102,8 +112,11 @@ class LazyServedTarget(Target):
                 import shadow.bench.served as served  # looked up at call time: tests replace it
 
                 self.server = served.ServedTarget(*self._args)
-                http = OpenAITarget(base_url=self.server.base_url, model=self.server.model, api_key=BENCH_KEY,
-                                    max_concurrency=1, timeout_s=600)
+                if self.server.api == "custom":
+                    http = custom_api_client(self.server.base_url)
+                else:
+                    http = OpenAITarget(base_url=self.server.base_url, model=self.server.model, api_key=BENCH_KEY,
+                                        max_concurrency=1, timeout_s=600)
                 http.account = self.account
                 self._http = http
             return self._http
@@ -117,12 +130,34 @@ class LazyServedTarget(Target):
             self.server, self._http = None, None
 
 
+#: the target file a user of the http-custom profile would write (assets/targets/)
+CUSTOM_TARGET_FILE = ROOT / "assets" / "targets" / "http_custom.yaml"
+
+
+def custom_api_client(root_url: str, key: str = BENCH_KEY) -> Target:
+    """The generic HTTP target over the http-custom server, built from the shipped target file.
+
+    The file is what the README tells a user to copy; only its URL (the port
+    is the benchmark's) and the key's environment change here, so the
+    benchmark goes through the same code path as the user's audit.
+    """
+    from dataclasses import replace
+
+    from audit_core.target import create_target, load_target_file
+
+    spec, config = load_target_file(CUSTOM_TARGET_FILE)
+    config = replace(config, url=root_url + "/ask", timeout_s=600)
+    return create_target(spec, config, environ={"RPA_SERVE_API_KEY": key})
+
+
 #: how a profile's API is served and reached, by TargetProfile.api: a function
 #: (profile, knowledge-base file, defense, log file, paraphraser) -> a Target with ``stop()``.
 #: The non-OpenAI API ("custom") registers its server and client here.
 API_SERVERS: dict[str, Callable[[TargetProfile, Path, str | None, Path, str | None], Target]] = {
     "openai": lambda prof, kb, defense, log, para: LazyServedTarget(kb, prof.rag.generator, defense, log,
                                                                     prof.name, para),
+    "custom": lambda prof, kb, defense, log, para: LazyServedTarget(kb, prof.rag.generator, defense, log,
+                                                                    prof.name, para, api="custom"),
 }
 
 

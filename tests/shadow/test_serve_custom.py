@@ -64,3 +64,20 @@ def test_custom_api_refuses_a_missing_key_and_a_bad_body(served):
     assert r.status_code == 400 and "extra" in r.json()["error"]["message"]
     r = httpx.post(url + "/ask", json={"question": "hi", "top_logprobs": 3}, headers={"X-Api-Key": KEY})
     assert r.status_code == 400 and "logprobs" in r.json()["error"]["message"]
+
+
+def test_the_benchmark_serves_and_reaches_the_custom_profile(served):
+    """shadow.bench wiring for http-custom: the readiness check and the client built from the shipped file."""
+    from shadow.bench import served as bench_served
+    from shadow.profiles import get_profile
+
+    url, rag = served
+    assert bench_served.cannot_serve(get_profile("http-custom")) is None
+    assert bench_served.server_ready("custom", url, key=KEY)
+    assert not bench_served.server_ready("custom", url, key="wrong")  # 401: a server, but not ours to use
+    assert not bench_served.server_ready("openai", url, key=KEY)  # no /v1/models on the custom API
+    req = ChatRequest.chat([{"role": "user", "content": AUDIT + "Saffron is the dried stigma of the"}],
+                           max_tokens=2, temperature=0.0, logprobs=True, top_logprobs=3)
+    got = bench_served.custom_api_client(url, key=KEY).complete(req)
+    ref = rag.complete(req)
+    assert got.text == ref.text and [t.token for t in got.tokens] == [t.token for t in ref.tokens]
