@@ -68,7 +68,7 @@ def test_every_shipped_key_is_the_key_of_its_configuration_today(manifest, corpu
 
 
 def test_the_readme_first_audit_is_shipped(manifest, corpus_hash):
-    """The app's quick audit of the demo target needs no S-RAG shadow probing (MBA: see below)."""
+    """The app's quick audit of the demo target (S-RAG + MBA) needs no shadow probing."""
     from app.sidebar import AUDIT_SIZES
     from audit_core.methods import create_method
 
@@ -76,10 +76,11 @@ def test_the_readme_first_audit_is_shipped(manifest, corpus_hash):
     n_m, n_n, n_g = AUDIT_SIZES["quick"]
     cfg = ShadowConfig(n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g, top_k_docs=4)
     # as the app's sidebar builds them (app/sidebar.py _advanced)
+    from shadow.demo import mba_elicitation_for
+
     srag = create_method("srag", bins=10)
-    # MBA is not shipped yet: re-probing one of its shadow documents alone did not reproduce the
-    # batch-built observation (other retrieved context), so its drift test could not pass
-    for m in (srag,):
+    mba = create_method("mba", n_masks=10, gamma=0.5, elicitation=mba_elicitation_for(True))
+    for m in (srag, mba):
         key = prepare.preparation_key(m, cfg, corpus_hash)
         assert key in manifest, f"{m.name}: {key} not shipped"
         assert shipped.load_shipped(key) is not None
@@ -164,7 +165,7 @@ def _reprobe(prep_cfg: shipped.DefaultPreparation, observations) -> None:
         assert not diffs, f"{shipped_obs.doc_id}: " + "; ".join(diffs[:5])
 
 
-@pytest.mark.parametrize("method,params,n_docs", [("srag", {}, 2)])
+@pytest.mark.parametrize("method,params,n_docs", [("srag", {}, 2), ("mba", {"elicitation": "continue"}, 1)])
 def test_shipped_observations_are_what_the_code_probes_today(manifest, method, params, n_docs):
     """Re-probe shipped shadow members and a non-member with the build's own code path."""
     key = _entry(manifest, method, params, "quick", "completion")
