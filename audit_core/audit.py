@@ -189,6 +189,11 @@ def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | No
             not_run[name] = "cannot run: no logprobs (the target returns text only; this method reads token probabilities)"
             continue
         mc = getattr(m, "config", None)
+        if not caps.logprobs and getattr(mc, "use_logprobs", False):
+            # a method that reads logprobs when it can (RAG-MIA, perturbation) asks a text-only
+            # target without them: no refused request per document, and its shadow is probed
+            # the same way (the preparation key includes the flag)
+            mc.use_logprobs = False
         if m.requires_logprobs and caps.max_top_logprobs and hasattr(mc, "top_logprobs"):
             # the shadow is probed with the target's cap: the preparation key includes it
             mc.top_logprobs = min(mc.top_logprobs, caps.max_top_logprobs)

@@ -84,3 +84,21 @@ def test_every_stage_before_the_documents_reports_progress():
     assert stages[-1] == "auditing documents" and ("auditing documents", 3, 3) in seen
     for stage in stages:  # each stage ends done
         assert max(d for s, d, t in seen if s == stage) == max(t for s, d, t in seen if s == stage)
+
+
+def test_methods_that_read_logprobs_when_they_can_ask_a_text_only_target_without_them():
+    """RAG-MIA and perturbation on a text-only endpoint: no logprobs request (which would be refused
+    once per document), and their shadow preparation key follows, so the shadow is asked the same way."""
+    from audit_core.audit import select_methods
+    from shadow.prepare import ShadowConfig, preparation_key
+
+    cfg = AuditConfig(methods=["rag_mia", "perturbation", "srag"])
+    text_only, why = select_methods(cfg, Capabilities(True, False, 0))
+    assert [m.name for m in text_only] == ["rag_mia", "perturbation"] and "no logprobs" in why["srag"]
+    assert not any(m.config.use_logprobs for m in text_only)
+    doc = Document("d", "The quick brown fox is very happy and jumps over the lazy dog near the quiet river bank today.")
+    assert text_only[0].request(doc, text_only[0].config.use_logprobs).logprobs is False
+    with_lp, _ = select_methods(cfg, Capabilities(True, True, 5))
+    assert all(m.config.use_logprobs for m in with_lp[:2])
+    shadow = ShadowConfig()
+    assert preparation_key(text_only[0], shadow, "h") != preparation_key(with_lp[0], shadow, "h")
