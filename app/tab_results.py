@@ -81,6 +81,10 @@ def _header(result: dict) -> None:
                    "running it again re-uses every answer already received.")
     for m, why in (result.get("not_run") or {}).items():
         st.info(f"{LABELS.get(m, m)} did not run: {why}.")
+    from audit_core.report import mirror_sentences
+
+    for line in mirror_sentences(result):
+        (st.caption if ": the shadow mirrors" in line else st.warning)(line)
     insisted = (result.get("config") or {}).get("run_without_signal") or []
     for m, why in (result.get("no_signal") or {}).items():
         sent = ("its queries were sent because you asked to run it anyway" if m in insisted

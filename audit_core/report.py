@@ -567,6 +567,28 @@ def collection_lines(result: dict) -> list[str]:
     return out
 
 
+def mirror_sentences(result: dict) -> list[str]:
+    """How each style-reading method's shadow mirrored the target (shadow.prepare.mirror_note), one line each.
+
+    S-RAG's calibration transfers only if the shadow answers as the target does
+    (continuing the text, or a chat model restating it first); the report says
+    which style each side had, and warns where they differ.
+    """
+    out = []
+    for m, cal in (result.get("calibrations") or {}).items():
+        note = ((cal or {}).get("params") or {}).get("mirror")
+        if not isinstance(note, dict):
+            continue
+        side = (f"the shadow answered in {note.get('shadow_style')} style ({note.get('shadow_generator')}, "
+                f"{note.get('top_logprobs')} alternatives per token) and the target was read in "
+                f"{note.get('target_style')} style")
+        if note.get("mirrors"):
+            out.append(f"{method_label(m)}: {side}: the shadow mirrors the target's style.")
+        else:
+            out.append(f"{method_label(m)}: {side}. Warning: {note.get('note') or 'the styles differ'}.")
+    return out
+
+
 def freshness_line(result: dict) -> str:
     """The first page's line on reused answers (``freshness_sentence``), or "not computed"."""
     return freshness_sentence(result) or "Answer freshness: not computed for this audit."
@@ -721,6 +743,8 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         rows.append([esc(method_label(m)), _fmt(auc), esc(auc_reading(auc))])
     if len(rows) > 1:
         story.append(_table(rows, [3 * cm, 2.2 * cm, width - 5.2 * cm], st))
+    for line in mirror_sentences(r):
+        story.append(P(esc(line), "small"))
 
     # -- methods that could not run --------------------------------------------
     if not_run:

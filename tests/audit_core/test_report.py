@@ -419,3 +419,25 @@ def test_kde_marks_are_numbered_and_keyed():
     assert "Marks: 1 doc-1 (0.910)" in text
     fig = plots.kde_figure_plotly(r, "srag")
     assert [a.text for a in fig.layout.annotations if a.hovertext] == ["1", "2", "3"]
+
+
+def test_the_report_says_how_the_shadow_mirrored_the_target():
+    """Issue 19: S-RAG's calibration transfers only when the shadow answers in the target's style."""
+    from pypdf import PdfReader
+
+    def cal(style, shadow_style):
+        note = {"target_style": style, "shadow_style": shadow_style, "shadow_generator": "smollm2-135m-instruct",
+                "top_logprobs": 5, "mirrors": style == shadow_style}
+        if style != shadow_style:
+            note["note"] = "the calibration may not transfer"
+        return {"method": "srag", "threshold": 0.5, "shadow_auc": 0.9, "params": {"mirror": note}}
+
+    same = report.mirror_sentences({"calibrations": {"srag": cal("chat", "chat"), "mba": {"params": {}}}})
+    assert len(same) == 1 and "shadow mirrors the target's style" in same[0] and "5 alternatives" in same[0]
+    differ = report.mirror_sentences({"calibrations": {"srag": cal("chat", "completion")}})
+    assert "Warning: the calibration may not transfer" in differ[0] and "completion style" in differ[0]
+    r = {"target": "demo target", "created": "2025-05-02T00:00:00+00:00", "config": {"methods": ["srag"]},
+         "capabilities": {}, "calibrations": {"srag": cal("chat", "completion")}, "not_run": {}, "verdicts": [],
+         "results": {}, "account": {}, "documents": []}
+    text = _flat("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages))
+    assert "may not transfer" in text and "read in chat style" in text
