@@ -286,3 +286,28 @@ def test_target_file_kind_checks_a_custom_api_and_sends_env_keys_only_when_allow
         assert "unknown placeholder" in " ".join(e.value for e in app.error) and not app.exception
     finally:
         stop()
+
+
+def test_deleting_an_audit_asks_first_and_keep_it_keeps_it(tmp_path, monkeypatch):
+    """Issue 20 point 6: "Delete this audit" deletes nothing until confirmed."""
+    from streamlit.testing.v1 import AppTest
+
+    from audit_core.store import Store
+
+    db = tmp_path / "audits.sqlite"
+    run_id = _saved_audit(db)
+    monkeypatch.setenv("RPA_AUDIT_DB", str(db))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.button(key="history_delete").click().run()
+    assert not at.exception, at.exception
+    assert "This cannot be undone" in " ".join(w.value for w in at.warning)
+    assert [r.id for r in Store(str(db)).list_runs()] == [run_id]  # asked, not deleted
+    at.button(key="history_confirm_no").click().run()
+    assert [r.id for r in Store(str(db)).list_runs()] == [run_id]
+    assert not [b for b in at.button if b.key == "history_confirm_yes"]
+    at.button(key="history_delete").click().run()
+    at.button(key="history_confirm_yes").click().run()
+    assert not at.exception, at.exception
+    assert Store(str(db)).list_runs() == []
+    assert "Deleted the audit" in " ".join(s.value for s in at.success) or "No audit has been run yet" in _texts(at)
