@@ -80,9 +80,10 @@ def _csv():
     id_col = c2.selectbox("Id column (optional)", id_options, index=id_index, key="id_column")
     st.caption(f"First rows of {len(df)}:")
     st.dataframe(df.head(5), hide_index=True)
+    id_name = None if id_col == NO_ID else id_col
     try:
-        batch = documents_from_table(df, text_col, None if id_col == NO_ID else id_col)
-        controls = (as_controls(documents_from_table(ctl, text_col, None if id_col == NO_ID else id_col).documents)
+        batch = documents_from_table(df, text_col, id_name)
+        controls = (as_controls(documents_from_table(ctl, text_col, id_name).documents)
                     if ctl is not None and len(ctl) else None)
     except DocumentInputError as exc:
         st.error(str(exc))
