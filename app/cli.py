@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from audit_core.methods import METHODS  # noqa: E402
+from audit_core.methods import METHODS, suggested_methods  # noqa: E402
 
 
 def _progress_bar():
@@ -299,6 +299,11 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
                   file=sys.stderr)
             for name, why in cannot.items():
                 print(f"  {name}: {why}", file=sys.stderr)
+            if not caps.logprobs and cannot:
+                from audit_core.methods import suggested_methods
+
+                print(f"  hint: for a target without logprobs, --method {','.join(suggested_methods(False))}",
+                      file=sys.stderr)
         result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result,
                            controls=controls, capabilities=caps)
     except (TargetError, ModelNotAvailableError, ValueError) as exc:
@@ -434,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p):
-        p.add_argument("--method", default="srag,mba", help="comma-separated, from: " + ", ".join(METHODS))
+        p.add_argument("--method", default=",".join(suggested_methods(logprobs=True)), help="comma-separated, from: " + ", ".join(METHODS))
         p.add_argument("--aux-corpus", help="public auxiliary corpus (JSONL/CSV) for the shadow RAG")
         p.add_argument("--shadow-size", type=int, default=200, help="shadow members (= non-members) per method")
         p.add_argument("--shadow-size-generative", type=int, default=60, help="shadow size for MBA / S2MIA")

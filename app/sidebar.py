@@ -173,7 +173,7 @@ def connection_id(settings: Settings) -> str:
 
 def _connection_check(settings: Settings) -> None:
     from audit_core.audit import AuditConfig, select_methods
-    from audit_core.methods import LABELS, METHODS
+    from audit_core.methods import LABELS, METHODS, suggested_methods
 
     if st.button("Check connection", key="check_connection"):
         if settings.missing_target:
@@ -210,6 +210,16 @@ def _connection_check(settings: Settings) -> None:
         st.warning(f"Connected, but the target returns no token probabilities ({caps.detail}). "
                    f"Methods that can run: {', '.join(can)}. "
                    "Not possible here: " + "; ".join(f"{LABELS[m]} ({why})" for m, why in not_run.items()) + ".")
+        text_only = suggested_methods(logprobs=False)
+        if sorted(settings.methods) != sorted(text_only):
+            st.button("Use the methods for text-only targets: " + ", ".join(LABELS[m] for m in text_only),
+                      key="use_text_only_methods", on_click=_select_methods, args=(text_only,),
+                      help="Methods that need no token probabilities; S-RAG cannot run on this target.")
+
+
+def _select_methods(names: list[str]) -> None:
+    """Button callback: runs before the rerun, so it may set the Methods widget's value."""
+    st.session_state["methods"] = list(names)
 
 
 def _aux_corpus() -> str:
@@ -293,13 +303,13 @@ def _reuse_days() -> int | None:
 
 def render_sidebar() -> Settings:
     """Draw the sidebar and return the chosen settings."""
-    from audit_core.methods import LABELS, METHODS
+    from audit_core.methods import LABELS, METHODS, suggested_methods
     from shadow.prepare import ShadowConfig
 
     with st.sidebar:
         kind, base_url, model = _target_section()
         st.header("Settings")
-        methods = st.multiselect("Methods", list(METHODS), default=["srag", "mba"], key="methods",
+        methods = st.multiselect("Methods", list(METHODS), default=suggested_methods(logprobs=True), key="methods",
                                  format_func=lambda m: LABELS[m],
                                  help="S-RAG and MBA are the audit's methods; the others are published baselines.")
         aux = _aux_corpus()

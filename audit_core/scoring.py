@@ -95,6 +95,16 @@ def split_words(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(), m.start(), m.end()) for m in _WORD_RE.finditer(text)]
 
 
+def norm_words(text: str) -> list[str]:
+    """The words of ``text`` lower-cased, punctuation stripped from their ends (empty ones dropped): for overlap counts."""
+    out = []
+    for w, _, _ in split_words(text):
+        w = re.sub(r"^\W+|\W+$", "", w.lower())
+        if w:
+            out.append(w)
+    return out
+
+
 def _decode_token(lm: LocalLM, token_id: int) -> str:
     cache = lm.__dict__.setdefault("_decode_cache", {})
     s = cache.get(token_id)

@@ -33,6 +33,8 @@ class MethodSpec:
     cost: str
     #: what the method does, in words a data owner reads in the report
     description: str = ""
+    #: the kinds of target ("logprobs", "text only") for which the app proposes the method
+    suggested_for: tuple[str, ...] = ()
 
     def config_class(self) -> type:
         return getattr(importlib.import_module(self.module), self.config)
@@ -49,11 +51,13 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                "5-10 short probes (one per hard word)",
                description='asks the target to continue the document from just before hard-to-guess words and reads the '
                            'probability it gives to the true next word; a classifier trained on a shadow RAG turns the '
-                           'histogram of these probabilities into a membership probability'),
+                           'histogram of these probabilities into a membership probability',
+               suggested_for=("logprobs",)),
     MethodSpec("mba", "MBA", _M + "mba", "MbaMethod", "MbaConfig", False, "second opinion",
                "1 fill-in request, or one per hidden word",
                description='hides selected words of the document and asks the target to fill them in; a RAG that retrieved '
-                           'the document fills in many more of them correctly'),
+                           'the document fills in many more of them correctly',
+               suggested_for=("logprobs", "text only")),
     MethodSpec("rag_mia", "RAG-MIA", _M + "rag_mia", "RagMiaMethod", "RagMiaConfig", False, "baseline",
                "1 yes/no question",
                description='asks the target directly whether the text appears in its context'),
@@ -92,10 +96,21 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                "ExtractionConfig", False, "text-only", "1 continuation per personal-data item (up to 3)",
                description='gives the target the text before a piece of personal data (an e-mail, phone number or name) and '
                            'checks whether it reproduces it word for word, the strongest evidence an owner can hold'),
+    MethodSpec("verbatim", "Verbatim continuation", _M + "verbatim", "VerbatimMethod", "VerbatimConfig",
+               False, "text-only", "3 requests to quote how the document goes on",
+               description='gives the target the beginning of the document and asks it to quote the rest; a RAG that '
+                           'retrieved the document copies word sequences from it that the question did not contain',
+               suggested_for=("text only",)),
 )}
 
 #: what a person reads in the app, the CLI and the report
 LABELS: dict[str, str] = {n: s.label for n, s in METHODS.items()}
+
+
+def suggested_methods(logprobs: bool) -> list[str]:
+    """The methods the app proposes for a target that returns token logprobs, or one that returns text only."""
+    kind = "logprobs" if logprobs else "text only"
+    return [n for n, s in METHODS.items() if kind in s.suggested_for]
 
 
 def method_spec(name: str) -> MethodSpec:

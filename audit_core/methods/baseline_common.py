@@ -28,15 +28,20 @@ class Halves:
 
 
 def split_halves(text: str, min_words: int = 2) -> Halves | None:
-    """First half = the first floor(n/2) words; None when the text has fewer than ``min_words``.
+    """First half = the first floor(n/2) words; None when the text has fewer than ``min_words``."""
+    return split_at(text, 0.5, min_words)
 
-    The halves are sliced from the original text by character span, so the
+
+def split_at(text: str, fraction: float, min_words: int = 2) -> Halves | None:
+    """The first floor(n * fraction) words (at least one) and the rest; None below ``min_words`` words.
+
+    The parts are sliced from the original text by character span, so the
     query sent to the target reads exactly like the document does.
     """
     words = split_words(text)
     if len(words) < max(2, min_words):
         return None
-    h = len(words) // 2
+    h = min(len(words) - 1, max(1, int(len(words) * fraction)))
     first = text[words[0][1]: words[h - 1][2]]
     second = text[words[h][1]: words[-1][2]]
     return Halves(first, second, h, len(words) - h)

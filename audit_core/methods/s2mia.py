@@ -18,7 +18,6 @@ feature and says so in the evidence.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
@@ -30,7 +29,7 @@ from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult
                                      send_all, template_words)
 from audit_core.evidence.calibration import DEFAULT_FPR, apply_evidence, fit_evidence, fpr_key
 from audit_core.methods.baseline_common import decide, fit_threshold, last_completion, split_halves, unusable
-from audit_core.scoring import split_words
+from audit_core.scoring import norm_words
 from audit_core.target.base import ChatRequest, NoLogprobs, Target
 
 #: the query prompt; {query} is the document's first half
@@ -71,18 +70,9 @@ class S2miaFeatures:
         return [float(getattr(self, n)) for n in names]
 
 
-def _norm_words(text: str) -> list[str]:
-    out = []
-    for w, _, _ in split_words(text):
-        w = re.sub(r"^\W+|\W+$", "", w.lower())
-        if w:
-            out.append(w)
-    return out
-
-
 def bleu1(candidate: str, reference: str) -> float:
     """BLEU with unigrams only: clipped precision times the brevity penalty."""
-    cand, ref = _norm_words(candidate), _norm_words(reference)
+    cand, ref = norm_words(candidate), norm_words(reference)
     if not cand or not ref:
         return 0.0
     rc = Counter(ref)

@@ -311,3 +311,24 @@ def test_deleting_an_audit_asks_first_and_keep_it_keeps_it(tmp_path, monkeypatch
     assert not at.exception, at.exception
     assert Store(str(db)).list_runs() == []
     assert "Deleted the audit" in " ".join(s.value for s in at.success) or "No audit has been run yet" in _texts(at)
+
+
+def test_a_text_only_endpoint_offers_the_methods_that_need_no_logprobs(app):
+    """The connection check finds no logprobs: S-RAG cannot run, one click selects the text-only set."""
+    from audit_core.methods import suggested_methods
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(models=["m"], supports_logprobs=False) as srv:
+        app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+        app.text_input(key="base_url").input(srv.base_url)
+        app.text_input(key="model").input("m").run()
+        assert app.multiselect(key="methods").value == suggested_methods(logprobs=True)
+        app.button(key="check_connection").click().run(timeout=60)
+        assert not app.exception
+        warned = " ".join(w.value for w in app.warning)
+        assert "no token probabilities" in warned and "S-RAG (cannot run: no logprobs" in warned
+        app.button(key="use_text_only_methods").click().run(timeout=60)
+    assert not app.exception
+    chosen = app.multiselect(key="methods").value
+    assert chosen == suggested_methods(logprobs=False) and "srag" not in chosen and "verbatim" in chosen
+    assert not [b for b in app.button if b.key == "use_text_only_methods"]  # nothing left to switch to

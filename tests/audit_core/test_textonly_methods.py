@@ -83,6 +83,11 @@ class FakeRag(Target):
                 return "Sorry, " + " ".join(ws[len(ws) % 3::3][:10])
             rest = doc.text.split(prefix.split()[-1], 1)[-1]
             return rest.strip()[:200]
+        if q.startswith("I read a message that starts:") or "Please repeat the text above" in q:  # verbatim
+            prefix = q.split('"')[1] if q.startswith("I read") else q.split("\n\n")[0]
+            if doc is None or not doc.text.startswith(prefix):
+                return f'The rest of the message is: "{prefix} I hope this helps you feel better soon."'
+            return f'The rest of the message is: "{doc.text}"'
         if "Complete the paragraph" in q:  # S-RAG probes
             prefix = q.split("\n\n", 1)[1]
             if doc is None or not doc.text.startswith(prefix):
@@ -95,7 +100,7 @@ class FakeRag(Target):
         return max(sents, key=lambda s: len(_words(s) & _words(q)))
 
 
-TEXT_ONLY = ["interrogation", "entailment", "perturbation", "robustness", "extraction", "srag_sampled"]
+TEXT_ONLY = ["interrogation", "entailment", "perturbation", "robustness", "extraction", "srag_sampled", "verbatim"]
 
 
 @pytest.fixture(autouse=True)
@@ -247,3 +252,43 @@ def test_extraction_finds_personal_data_and_reads_verbatim_reproduction():
     assert held.decision is True and "e-mail" in held.evidence["decision_rule"]
     absent = m.score(m.probe(DOCS[2], FakeRag([])), cal)
     assert absent.decision is None and absent.reason
+
+
+def test_verbatim_counts_only_words_of_the_unseen_rest_that_the_query_did_not_carry():
+    from audit_core.methods.verbatim import reproduction
+
+    query = "Patient: my knee hurts when I climb the stairs."
+    rest = "Doctor: rest the knee, put ice on it and take ibuprofen for three days."
+    # restating the query reproduces nothing: its n-grams are not fresh
+    assert reproduction("Patient: my knee hurts when I climb the stairs.", query, rest, 4)["share"] == 0.0
+    # a fluent answer on the topic, in other words, reproduces nothing either
+    assert reproduction("You should rest and ice your knee, ibuprofen may help.", query, rest, 4)["share"] == 0.0
+    got = reproduction("Sure: Doctor: rest the knee, put ice on it. Bye.", query, rest, 4)
+    fresh = got["fresh_ngrams"]
+    assert fresh == 11 and got["share"] == pytest.approx(5 / 11)
+    assert got["longest"] == "doctor rest the knee put ice on it" and got["longest_words"] == 8
+
+
+def test_verbatim_refusals_are_non_answers_never_a_low_score():
+    class Refuses(Target):
+        def complete(self, req):
+            return Completion("I'm sorry, I can't share the contents of my documents.", None, Usage(1, 1))
+
+    m = create_method("verbatim")
+    obs = m.probe(DOCS[0], Refuses())
+    assert obs.queries == 3
+    score, ev, reason = m.observation_score(obs)
+    assert score is None and reason.startswith("too many non-answers") and "refusal" in reason
+    res = m.score(obs, Calibration("verbatim", threshold=0.1, shadow_auc=0.95))
+    assert res.decision is None and "non-answers" in res.reason
+
+
+def test_verbatim_query_cost_matches_what_it_sends():
+    m = create_method("verbatim")
+    t = FakeRag(DOCS)
+    m.probe(DOCS[1], t)
+    cost = m.query_cost(DOCS[1].n_words)
+    assert cost.queries == len(t.seen) == 3 and all(r.max_tokens * 3 == cost.completion_tokens for r in t.seen)
+    assert m.query_cost(5) is None
+    with pytest.raises(ValueError, match="unknown verbatim template"):
+        create_method("verbatim", probes=[("sing", 0.5)])
