@@ -72,6 +72,13 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
     MethodSpec("mink", "Min-k% Prob", _M + "mink", "MinKMethod", "MinKConfig", True, "baseline",
                "1 continuation with logprobs",
                description='averages the lowest token probabilities the target assigns to the document'),
+    # text-only methods, in voting order (audit_core.verdict): verbatim first, the strongest on the
+    # chat profile in its design runs (8 + 8 documents outside the benchmark's reported draw)
+    MethodSpec("verbatim", "Verbatim continuation", _M + "verbatim", "VerbatimMethod", "VerbatimConfig",
+               False, "text-only", "3 requests to quote how the document goes on",
+               description='gives the target the beginning of the document and asks it to quote the rest; a RAG that '
+                           'retrieved the document copies word sequences from it that the question did not contain',
+               suggested_for=("text only",)),
     MethodSpec("srag_sampled", "S-RAG (text only)", _M + "srag_sampled", "SragSampledMethod", "SragSampledConfig",
                False, "text-only", "5-10 short probes (one per hard word; n per word when sampling)",
                description="like S-RAG, but estimates the probability of the true next word from the target's text answers "
@@ -96,11 +103,6 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                "ExtractionConfig", False, "text-only", "1 continuation per personal-data item (up to 3)",
                description='gives the target the text before a piece of personal data (an e-mail, phone number or name) and '
                            'checks whether it reproduces it word for word, the strongest evidence an owner can hold'),
-    MethodSpec("verbatim", "Verbatim continuation", _M + "verbatim", "VerbatimMethod", "VerbatimConfig",
-               False, "text-only", "3 requests to quote how the document goes on",
-               description='gives the target the beginning of the document and asks it to quote the rest; a RAG that '
-                           'retrieved the document copies word sequences from it that the question did not contain',
-               suggested_for=("text only",)),
 )}
 
 #: what a person reads in the app, the CLI and the report
