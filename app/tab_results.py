@@ -206,6 +206,23 @@ def _detail(result: dict, key: str) -> None:
         st.write(texts.get(doc_id, ""))
     _srag_detail(result, doc_id, key)
     _mba_detail(result, doc_id)
+    _verbatim_detail(result, doc_id)
+
+
+def _verbatim_detail(result: dict, doc_id: str) -> None:
+    from audit_core.report import verbatim_reproduction
+
+    got = verbatim_reproduction(result, doc_id)
+    if got is None:
+        return
+    st.markdown("**Verbatim continuation: what the target quoted from the part of the document it was not shown**")
+    if got["longest"]:
+        st.markdown(f"> {_md(got['longest'])}")
+        st.caption("The longest run reproduced. Your own words are evidence; a stock phrase that any document "
+                   "of this kind contains is not.")
+    else:
+        st.caption("The target reproduced no run of four words or more from the unseen part.")
+    st.dataframe(got["probes"], hide_index=True)
 
 
 def _kde(result: dict, key: str) -> None:

@@ -491,6 +491,24 @@ def mba_accuracy(result: dict, doc_id: str) -> tuple[int, int] | None:
     return sum(1 for x in rows if isinstance(x, dict) and x.get("correct") is True), len(rows)
 
 
+def verbatim_reproduction(result: dict, doc_id: str) -> dict | None:
+    """Verbatim continuation's evidence for a document: the longest run reproduced and each probe's share.
+
+    The run is what an owner should read before trusting a member call: their own
+    words, or a stock phrase that any document of that kind would share.
+    """
+    r = method_result(result, doc_id, "verbatim")
+    ev = (r or {}).get("evidence") or {}
+    probes = [p for p in ev.get("probes") or [] if isinstance(p, dict)]
+    if not probes:
+        return None
+    return {"longest": ev.get("longest_reproduction") or "",
+            "share": ev.get("reproduced_share"),
+            "probes": [{"request": p.get("template"), "reproduced share": p.get("share"),
+                        "longest run (words)": p.get("longest_words"),
+                        "non-answer": p.get("non_answer") or ""} for p in probes]}
+
+
 def _no_signal_mark(result: dict, method: str, cell: str) -> str:
     """A method without signal is never read as a vote: its cell says so."""
     if method not in (result.get("no_signal") or {}):

@@ -165,6 +165,9 @@ def _saved_audit(db_path) -> str:
             "mba": MethodResult("mba", "grandmother-bees", 0.8, True, evidence={
                 "masked_text": "My grandmother kept [Mask_1] behind ...",
                 "rows": [{"mask": "[Mask_1]", "expected": ["bees"], "predicted": "bees", "correct": True}]}),
+            "verbatim": MethodResult("verbatim", "grandmother-bees", 0.9, True, evidence={
+                "longest_reproduction": "carried the frames down the lane in a wheelbarrow", "reproduced_share": 0.4,
+                "probes": [{"template": "quote", "share": 0.4, "longest_words": 9, "non_answer": None}]}),
         },
         "knee-exercises": {
             "srag": MethodResult("srag", "knee-exercises", 0.07, False, evidence={"words": [], "histogram": None}),
@@ -213,6 +216,10 @@ def test_history_reopens_an_audit_and_its_pdf_has_the_verdicts_not_the_key(tmp_p
     assert "1/1" in list(verdicts["MBA accuracy"])
     assert {"S-RAG shadow AUC", "MBA shadow AUC"} <= {m.label for m in at.metric}
     assert [m.value for m in at.metric if m.label == "S-RAG shadow AUC"] == ["0.91"]
+    # the first document's evidence shows the run the target copied (Verbatim continuation)
+    shown = [str(m.value) for m in at.markdown]
+    assert "> carried the frames down the lane in a wheelbarrow" in shown  # quoted, apart from the document text
+    assert any(x.startswith("**Verbatim continuation: what the target quoted") for x in shown)
     exports = at.session_state["exports"]
     text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(exports["pdf"])).pages)
     assert "grandmother-bees" in text and "knee-exercises" in text

@@ -441,3 +441,16 @@ def test_the_report_says_how_the_shadow_mirrored_the_target():
          "results": {}, "account": {}, "documents": []}
     text = _flat("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages))
     assert "may not transfer" in text and "read in chat style" in text
+
+
+def test_verbatim_reproduction_shows_the_run_the_target_copied():
+    ev = {"longest_reproduction": "rest the knee put ice on it", "reproduced_share": 0.45,
+          "probes": [{"template": "quote", "share": 0.45, "longest_words": 7, "non_answer": None},
+                     {"template": "repeat", "non_answer": "refusal"}]}
+    result = {"results": {"d1": {"verbatim": {"score": 0.9, "decision": True, "evidence": ev}},
+                          "d2": {"mba": {"score": 0.1, "decision": False, "evidence": {}}}}}
+    got = report.verbatim_reproduction(result, "d1")
+    assert got["longest"] == "rest the knee put ice on it" and got["share"] == 0.45
+    assert [p["request"] for p in got["probes"]] == ["quote", "repeat"]
+    assert got["probes"][1]["non-answer"] == "refusal" and got["probes"][0]["longest run (words)"] == 7
+    assert report.verbatim_reproduction(result, "d2") is None
