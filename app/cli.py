@@ -300,8 +300,6 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
             for name, why in cannot.items():
                 print(f"  {name}: {why}", file=sys.stderr)
             if not caps.logprobs and cannot:
-                from audit_core.methods import suggested_methods
-
                 print(f"  hint: for a target without logprobs, --method {','.join(suggested_methods(False))}",
                       file=sys.stderr)
         result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result,

@@ -194,15 +194,22 @@ def _saved_audit(db_path) -> str:
     return run_id
 
 
-def test_history_reopens_an_audit_and_its_pdf_has_the_verdicts_not_the_key(tmp_path, monkeypatch):
-    from pypdf import PdfReader
+def _app_with_saved_audit(tmp_path, monkeypatch, timeout: int = 120):
+    """The app started on a history database that holds one finished audit: (app, database, run id)."""
     from streamlit.testing.v1 import AppTest
 
     db = tmp_path / "audits.sqlite"
     run_id = _saved_audit(db)
     monkeypatch.setenv("RPA_AUDIT_DB", str(db))
-    at = AppTest.from_file(APP, default_timeout=180)
+    at = AppTest.from_file(APP, default_timeout=timeout)
     at.run()
+    return at, db, run_id
+
+
+def test_history_reopens_an_audit_and_its_pdf_has_the_verdicts_not_the_key(tmp_path, monkeypatch):
+    from pypdf import PdfReader
+
+    at, db, run_id = _app_with_saved_audit(tmp_path, monkeypatch, timeout=180)
     at.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
     at.text_input(key="api_key").input(SECRET).run()
     history = next(d.value for d in at.dataframe if "status" in d.value.columns)
@@ -297,15 +304,9 @@ def test_target_file_kind_checks_a_custom_api_and_sends_env_keys_only_when_allow
 
 def test_deleting_an_audit_asks_first_and_keep_it_keeps_it(tmp_path, monkeypatch):
     """Issue 20 point 6: "Delete this audit" deletes nothing until confirmed."""
-    from streamlit.testing.v1 import AppTest
-
     from audit_core.store import Store
 
-    db = tmp_path / "audits.sqlite"
-    run_id = _saved_audit(db)
-    monkeypatch.setenv("RPA_AUDIT_DB", str(db))
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
+    at, db, run_id = _app_with_saved_audit(tmp_path, monkeypatch)
     at.button(key="history_delete").click().run()
     assert not at.exception, at.exception
     assert "This cannot be undone" in " ".join(w.value for w in at.warning)
