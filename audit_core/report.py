@@ -135,10 +135,34 @@ def redacted_text(text: str) -> str:
     return f"[text redacted; SHA-256 {document_sha256(text)}; begins: {head}]"
 
 
+def redacted_run(run: str) -> str:
+    """A run of words the target reproduced from a document, reduced to its length and hash.
+
+    The run is the document's own text (usually from the part after its first
+    words), so a redacted report shows none of its words.
+    """
+    n = len((run or "").split())
+    return f"[reproduced run redacted with the document text: {n} words; SHA-256 {document_sha256(run)}]"
+
+
+def _redact_answers(ev: dict) -> None:
+    """Text-only evidence with the target's answers and the runs it copied from the document redacted."""
+    if isinstance(ev.get("longest_reproduction"), str) and ev["longest_reproduction"]:
+        ev["longest_reproduction"] = redacted_run(ev["longest_reproduction"])
+    for probe in ev.get("probes") or []:
+        if not isinstance(probe, dict):
+            continue
+        if isinstance(probe.get("longest"), str) and probe["longest"]:
+            probe["longest"] = redacted_run(probe["longest"])
+        if isinstance(probe.get("answer"), str):
+            probe["answer"] = "[redacted with the document text]"
+
+
 def shared_view(result: dict, redact: bool = True) -> dict:
     """The audit dict as it may leave this machine: scrubbed of secrets, without local paths,
     the target named as the user named it; with ``redact``, document texts replaced by their
-    hash and first words, and the target's raw answers and prompts (which quote the texts) dropped.
+    hash and first words, and the target's raw answers and prompts (which quote the texts) dropped
+    or redacted (a run the target reproduced is shown by its length and hash only).
 
     Each document keeps ``sha256`` of its full text either way.
     """
@@ -163,6 +187,8 @@ def shared_view(result: dict, redact: bool = True) -> dict:
                 ev = (res or {}).get("evidence")
                 if isinstance(ev, dict) and "masked_text" in ev:
                     ev["masked_text"] = "[redacted with the document text]"
+                if isinstance(ev, dict):
+                    _redact_answers(ev)
     return r
 
 
@@ -430,6 +456,11 @@ def _styles() -> dict:
         "cellb": ParagraphStyle("cb", parent=base["BodyText"], fontName=bold, fontSize=8, leading=10),
         "quote": ParagraphStyle("q", parent=base["BodyText"], fontName=regular, fontSize=8.5, leading=11,
                                 leftIndent=10, textColor=colors.HexColor("#333333")),
+        # what the target reproduced: set apart from the document's own text (shaded, ruled on the left)
+        "reproduced": ParagraphStyle("r", parent=base["BodyText"], fontName=regular, fontSize=8.5, leading=11,
+                                     leftIndent=14, textColor=colors.HexColor("#222222"),
+                                     backColor=colors.HexColor("#fdf3d0"), borderColor=colors.HexColor("#c9a227"),
+                                     borderWidth=0.6, borderPadding=4, spaceBefore=4, spaceAfter=6),
     }
     return s
 
@@ -883,7 +914,9 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
         if mba.get("reason"):
             out.append(P(f"MBA gave no answer: {esc(mba.get('reason'))}", "note"))
 
-    others = [m for m in (r.get("results") or {}).get(doc_id, {}) if m not in ("srag", "mba")]
+    out.extend(_verbatim_evidence(r, doc_id, st, width))
+
+    others = [m for m in (r.get("results") or {}).get(doc_id, {}) if m not in ("srag", "mba", "verbatim")]
     for m in others:
         res = method_result(r, doc_id, m) or {}
         if res.get("score") is None:
@@ -892,6 +925,45 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
             line = f"score {_fmt(res.get('score'))}, says “{decision_text(res.get('decision'))}”"
         out.append(P(f"<b>{esc(method_label(m))}:</b> {esc(line)}", "small"))
     out.append(Spacer(1, 8))
+    return out
+
+
+def _verbatim_evidence(r: dict, doc_id: str, st: dict, width: float) -> list:
+    """Verbatim continuation's evidence: the run the target copied, set apart from the document's text,
+    and each probe's share (as the Results tab shows it, ``verbatim_reproduction``).
+
+    ``r`` is the shared view: when texts are redacted, so is the run.
+    """
+    from reportlab.lib.units import cm
+    from reportlab.platypus import Paragraph
+
+    got = verbatim_reproduction(r, doc_id)
+    res = method_result(r, doc_id, "verbatim")
+    if res is None:
+        return []
+    P = lambda t, style="body": Paragraph(t, st[style])  # noqa: E731
+    if res.get("score") is None:
+        line = f"no answer ({res.get('reason') or 'no reason recorded'})"
+    else:
+        line = f"score {_fmt(res.get('score'))}, says “{decision_text(res.get('decision'))}”"
+    out = [P(f"<b>Verbatim continuation: what the target quoted from the part of the document it was not "
+             f"shown</b> ({esc(line)})")]
+    if got is None:
+        return out
+    if got["longest"]:
+        out.append(P("The longest run the target reproduced:", "small"))
+        out.append(P(esc(got["longest"]), "reproduced"))
+        out.append(P("Your own words are evidence; a stock phrase that any document of this kind contains is not.",
+                     "small"))
+    else:
+        out.append(P("The target reproduced no run of four words or more from the unseen part.", "small"))
+    rows = [["Request", "Reproduced share", "Longest run (words)", "Non-answer"]]
+    for p in got["probes"]:
+        share = p.get("reproduced share")
+        rows.append([esc(p.get("request")), "n/a" if share is None else _fmt(share),
+                     esc("n/a" if p.get("longest run (words)") is None else p.get("longest run (words)")),
+                     esc(p.get("non-answer") or "")])
+    out.append(_table(rows, [4.0 * cm, 3.0 * cm, 3.4 * cm, width - 10.4 * cm], st))
     return out
 
 

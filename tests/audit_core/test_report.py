@@ -454,3 +454,45 @@ def test_verbatim_reproduction_shows_the_run_the_target_copied():
     assert [p["request"] for p in got["probes"]] == ["quote", "repeat"]
     assert got["probes"][1]["non-answer"] == "refusal" and got["probes"][0]["longest run (words)"] == 7
     assert report.verbatim_reproduction(result, "d2") is None
+
+
+def _verbatim_result() -> dict:
+    """An audit whose doc-1 carries Verbatim continuation's evidence, as the method records it."""
+    r = _shared_result()
+    run = "put ice on the swollen knee twice a day"
+    r["documents"][0]["text"] += " The doctor said to " + run + " and rest."
+    ev = {"longest_reproduction": run, "reproduced_share": 0.42,
+          "probes": [{"template": "continue", "answer": "Sure: " + run + ".", "non_answer": None, "share": 0.42,
+                      "longest": run, "longest_words": 9, "fresh_ngrams": 12, "shared_ngrams": 0},
+                     {"template": "quote", "answer": "I cannot share documents.", "non_answer": "refusal"}]}
+    r["results"]["doc-1"]["verbatim"] = {"method": "verbatim", "score": 0.42, "decision": True, "evidence": ev}
+    return r, run
+
+
+def test_the_pdf_shows_verbatim_evidence_per_document_and_redacts_the_run():
+    r, run = _verbatim_result()
+    full = " ".join(_pages(report.pdf_report(r, redact=False)))
+    details = full[full.index("Evidence per document"):]
+    assert "Verbatim continuation: what the target quoted" in details
+    assert "The longest run the target reproduced: " + run in details  # quoted on its own, after its label
+    assert "score 0.42, says “member”" in details
+    assert "continue 0.42 9" in details and "quote n/a n/a refusal" in details  # one row per probe
+
+    shared = " ".join(_pages(report.pdf_report(r, redact=True)))
+    assert "Verbatim continuation: what the target quoted" in shared and "continue 0.42 9" in shared
+    assert "swollen knee" not in shared  # the run is the document's text: redacted with it
+    import hashlib
+    assert hashlib.sha256(run.encode()).hexdigest() in shared.replace(" ", "")
+    assert "reproduced run redacted with the document text: 9 words" in shared
+    data = report.results_json(r, redact=True).decode()
+    assert "swollen knee" not in data and "Sure:" not in data  # the target's answer quotes it too
+    assert json.loads(data)["results"]["doc-1"]["verbatim"]["evidence"]["reproduced_share"] == 0.42
+
+
+def test_the_pdf_says_when_verbatim_found_no_run():
+    r, _ = _verbatim_result()
+    ev = r["results"]["doc-1"]["verbatim"]["evidence"]
+    ev["longest_reproduction"] = ""
+    ev["probes"][0].update(longest="", longest_words=0, share=0.0)
+    text = " ".join(_pages(report.pdf_report(r, redact=False)))
+    assert "reproduced no run of four words or more" in text
