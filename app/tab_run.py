@@ -106,47 +106,56 @@ def _start(settings: Settings, docs, controls=()) -> None:
     if lock is not None and not lock.acquire(blocking=False):
         st.error("The demo target is busy with another audit; try again when it has finished.")
         return
+    # The demo lock passes to the job's thread, which releases it when the audit ends. Until then it is
+    # released here on every way out: an error, and also the page being rerun or closed meanwhile
+    # (Streamlit's RerunException / StopException are BaseExceptions, so `except Exception` misses them,
+    # and loading the demo target can take minutes): else the demo stayed 'busy' until a restart.
+    handed_over = False
     try:
-        target = build_target(settings)
-        cfg = settings.audit_config()
-        cfg.run_without_signal = _insisted(settings)
-        config = settings.config_dict()
-        config["run_without_signal"] = list(cfg.run_without_signal)
-        if controls:  # other controls are another audit (the run a re-run resumes must match them)
-            config["controls"] = [[c.id, c.content_hash()] for c in controls]
-        # the same audit run again after a cancel or failure resumes its run (and reuses its answers)
-        run_id, _ = history.resume_or_start_run(store, docs, target.name, config)
-        probed = _open_target(settings, store, target, run_id)
-    except Exception as exc:  # plain words, never a stack trace or a key
-        if lock is not None:
-            lock.release()
-        st.error(plain_error(exc))
-        return
-    caps = _known_capabilities(settings)
-
-    def work(job) -> dict:
         try:
-            record = history.result_recorder(store, run_id)
+            target = build_target(settings)
+            cfg = settings.audit_config()
+            cfg.run_without_signal = _insisted(settings)
+            config = settings.config_dict()
+            config["run_without_signal"] = list(cfg.run_without_signal)
+            if controls:  # other controls are another audit (the run a re-run resumes must match them)
+                config["controls"] = [[c.id, c.content_hash()] for c in controls]
+            # the same audit run again after a cancel or failure resumes its run (and reuses its answers)
+            run_id, _ = history.resume_or_start_run(store, docs, target.name, config)
+            probed = _open_target(settings, store, target, run_id)
+        except Exception as exc:  # plain words, never a stack trace or a key
+            st.error(plain_error(exc))
+            return
+        caps = _known_capabilities(settings)
 
-            def on_result(doc_id, method, obs, res) -> None:
-                record(doc_id, method, obs, res)
-                job.note_result(doc_id, method)
+        def work(job) -> dict:
+            try:
+                record = history.result_recorder(store, run_id)
 
-            result = run_audit(docs, probed, cfg, prepare_shadow, progress=job.progress, cancel=job.cancel,
-                               on_result=on_result, capabilities=caps, controls=list(controls),
-                               on_document=lambda r: job.note_partial(r.to_json())).to_json()
-            history.save_audit(store, run_id, result)
-            return result
-        finally:
-            if lock is not None:
-                lock.release()
+                def on_result(doc_id, method, obs, res) -> None:
+                    record(doc_id, method, obs, res)
+                    job.note_result(doc_id, method)
 
-    def on_error(exc: BaseException) -> str:
-        message = plain_error(exc)
-        history.mark_failed(store, run_id, message)
-        return message
+                result = run_audit(docs, probed, cfg, prepare_shadow, progress=job.progress, cancel=job.cancel,
+                                   on_result=on_result, capabilities=caps, controls=list(controls),
+                                   on_document=lambda r: job.note_partial(r.to_json())).to_json()
+                history.save_audit(store, run_id, result)
+                return result
+            finally:
+                if lock is not None:
+                    lock.release()
 
-    _attach(start_job(run_id, len(docs), work, on_error, registry=job_registry()))
+        def on_error(exc: BaseException) -> str:
+            message = plain_error(exc)
+            history.mark_failed(store, run_id, message)
+            return message
+
+        job = start_job(run_id, len(docs), work, on_error, registry=job_registry())
+        handed_over = True
+    finally:
+        if lock is not None and not handed_over:
+            lock.release()
+    _attach(job)
     st.session_state.pop("run_message", None)
     st.rerun()
 

@@ -241,3 +241,38 @@ def test_controls_marked_in_the_csv_are_probed_after_the_documents_and_tested(de
     extra = "id,text\n" + "\n".join(f'x{i},"{t.replace("Record", "Entry")}"' for i, (_, t) in enumerate(rows[:2]))
     at.file_uploader(key="controls_file").set_value(("never.csv", extra.encode(), "text/csv")).run()
     assert "5 control(s) ready" in " ".join(s.value for s in at.success)
+
+
+@pytest.mark.parametrize("interruption", ["StopException", "RerunException"])
+def test_a_start_interrupted_while_the_demo_loads_does_not_leave_it_busy(demo, monkeypatch, interruption):
+    """Found in the browser walk: Start pressed while the models still loaded, then the page was closed.
+
+    Streamlit stops (page closed) or reruns (another widget used) the script by raising a
+    BaseException, which `except Exception` let through with the demo lock still held: every
+    later Start said "The demo target is busy with another audit" until the app was restarted.
+    """
+    import shadow.demo
+    from streamlit.runtime.scriptrunner_utils import exceptions
+
+    calls = []
+
+    def loads_then_interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 1:  # the first load is cut short as Streamlit cuts a script run
+            exc = getattr(exceptions, interruption)
+            raise exc(None) if interruption == "RerunException" else exc()
+        return demo
+
+    monkeypatch.setattr(shadow.demo, "demo_target", loads_then_interrupted)
+    at = _open_app()
+    at.multiselect(key="methods").set_value(["rag_mia"]).run()
+    at.text_area(key="pasted").input("\n\n".join(t for _, t in make_documents(N_DOCS))).run()
+    at.button(key="start_audit").click().run()
+    assert len(calls) == 1
+    at.run()
+    assert "busy" not in " ".join(str(e.value) for e in at.error)
+    demo.release.set()  # the fake holds its third probe; let it go
+    at.button(key="start_audit").click().run()
+    assert not any("busy" in str(e.value) for e in at.error), [e.value for e in at.error]
+    result = _wait_for_result(at)
+    assert len(result["verdicts"]) == N_DOCS and len(calls) == 2
