@@ -339,6 +339,8 @@ def run_audit(
     skipped = {name: f"{why}; none of its queries were sent"
                for name, why in no_signal.items() if name not in cfg.run_without_signal}
     top_k = min(caps.max_top_logprobs or 0, 20)
+    for m in methods:
+        m.use_collection([d.text for d in [*docs, *controls]])
 
     results: dict[str, dict[str, MethodResult]] = {}
     observations: dict[str, dict[str, Observation]] = {}

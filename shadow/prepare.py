@@ -22,7 +22,7 @@ import hashlib
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -97,6 +97,10 @@ def _config_of(method: MembershipMethod) -> dict:
         return {}
     d = asdict(cfg) if is_dataclass(cfg) else dict(vars(cfg))
     d.pop("model_dir", None)  # where to write, not what to compute
+    if is_dataclass(cfg):  # how the answers are scored, not what is sent: the same observations serve
+        for f in fields(cfg):
+            if f.metadata.get("scoring_only"):
+                d.pop(f.name, None)
     return d
 
 

@@ -154,6 +154,15 @@ class MembershipMethod:
                 progress(1)
         return out
 
+    def use_collection(self, texts: Sequence[str]) -> None:
+        """The texts audited together (the owner's documents and controls), given before any probe.
+
+        Most methods judge each document alone and ignore them. A method whose
+        evidence can come from phrases that the whole genre shares (Verbatim
+        continuation) uses them to tell such phrases from the document's own
+        words; it must score its shadow the same way, on the shadow's collection.
+        """
+
     def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:  # pragma: no cover
         raise NotImplementedError
 

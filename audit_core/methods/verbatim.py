@@ -15,6 +15,14 @@ similarity: similarity rewards a fluent answer on the same topic, reproduction
 only the document itself. It needs no logprobs, and its evidence is the copied
 text itself, which an owner can read.
 
+Stock phrases are the exception: a knowledge base of one genre (a doctors'
+forum) repeats "based on your symptoms it seems like you may be suffering
+from" in many documents, so the target reproduces it for a document it never
+saw. An n-gram that occurs in ``shared_min_docs`` or more documents of the
+collection audited together (the owner's documents and controls; on the
+shadow, the shadow's documents) is therefore a phrase of the genre, not of one
+document, and is not counted (``use_collection``).
+
 Small chat models follow a quoting request erratically (they often restate
 the query and stop), so several probes are sent, differing in wording and in
 where the document is cut (``probes``), and the score is the best one: the
@@ -24,12 +32,13 @@ them is inconclusive, never "not found".
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from audit_core.documents import Document
 from audit_core.evidence.answers import non_answer, too_many_non_answers
-from audit_core.methods.base import Observation, QueryCost, template_words
+from audit_core.methods.base import Calibration, Observation, QueryCost, template_words
 from audit_core.methods.baseline_common import split_at
 from audit_core.methods.textonly_base import ThresholdTextMethod, answers
 from audit_core.scoring import norm_words
@@ -56,6 +65,10 @@ class VerbatimConfig:
     max_tokens: int = 128
     #: the shortest document probed: each part needs a few n-grams
     min_words: int = 12
+    #: an n-gram in this many documents of the collection is a stock phrase and not counted
+    #: (0: count every n-gram). Chosen after the seed-1 benchmark draw, whose false positives
+    #: were stock phrases, and measured on a fresh draw (BENCHMARKS.md, target zoo).
+    shared_min_docs: int = field(default=2, metadata={"scoring_only": True})
 
     def __post_init__(self) -> None:
         self.probes = [(str(t), float(f)) for t, f in self.probes]
@@ -68,21 +81,38 @@ class VerbatimConfig:
             raise ValueError("verbatim needs at least one probe")
         if self.ngram < 2:
             raise ValueError("verbatim n-grams need at least 2 words")
+        if self.shared_min_docs == 1 or self.shared_min_docs < 0:
+            raise ValueError("shared_min_docs must be 0 (off) or at least 2 documents")
 
 
 def _grams(words: list[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
 
 
-def reproduction(answer: str, query: str, remainder: str, n: int) -> dict[str, Any]:
+def shared_ngrams(texts: Sequence[str], n: int, min_docs: int) -> frozenset[tuple[str, ...]]:
+    """The word n-grams that occur in at least ``min_docs`` of ``texts`` (none when ``min_docs`` is 0).
+
+    Texts are counted once each: a document uploaded twice does not make its own words "shared".
+    """
+    if min_docs <= 0:
+        return frozenset()
+    counts = Counter(g for t in {" ".join(norm_words(t)) for t in texts} for g in set(_grams(t.split(), n)))
+    return frozenset(g for g, c in counts.items() if c >= min_docs)
+
+
+def reproduction(answer: str, query: str, remainder: str, n: int,
+                 shared: frozenset[tuple[str, ...]] = frozenset()) -> dict[str, Any]:
     """How much of ``remainder`` the answer reproduces that ``query`` did not contain.
 
-    ``share``: the remainder's distinct n-grams (those not in the query) found in
-    the answer, over their number; ``longest``: the longest run of the answer's
-    words made of such n-grams, as text a person can compare with the document.
+    ``share``: the remainder's distinct n-grams (those not in the query nor in
+    ``shared``) found in the answer, over their number; ``longest``: the longest
+    run of the answer's words made of such n-grams, as text a person can compare
+    with the document; ``shared_ngrams``: how many of the remainder's n-grams
+    were left out as shared with other documents.
     """
     a, q, r = norm_words(answer), norm_words(query), norm_words(remainder)
-    fresh = set(_grams(r, n)) - set(_grams(q, n))
+    unseen = set(_grams(r, n)) - set(_grams(q, n))
+    fresh = unseen - shared
     grams = _grams(a, n)
     hit = [g in fresh for g in grams]
     best, best_at, run = 0, 0, 0
@@ -92,7 +122,14 @@ def reproduction(answer: str, query: str, remainder: str, n: int) -> dict[str, A
             best, best_at = run, i - run + 1
     longest = " ".join(a[best_at: best_at + best + n - 1]) if best else ""
     return {"share": len({g for g, h in zip(grams, hit) if h}) / len(fresh) if fresh else 0.0,
-            "longest": longest, "longest_words": best + n - 1 if best else 0, "fresh_ngrams": len(fresh)}
+            "longest": longest, "longest_words": best + n - 1 if best else 0, "fresh_ngrams": len(fresh),
+            "shared_ngrams": len(unseen) - len(fresh)}
+
+
+def _text_of(obs: Observation) -> str:
+    """The probed document, rejoined from its first cut (the query and the remainder)."""
+    qs, rs = obs.data.get("queries") or [""], obs.data.get("remainders") or [""]
+    return f"{qs[0]} {rs[0]}"
 
 
 class VerbatimMethod(ThresholdTextMethod):
@@ -102,6 +139,20 @@ class VerbatimMethod(ThresholdTextMethod):
     def __init__(self, config: VerbatimConfig | None = None) -> None:
         self.config = config or VerbatimConfig()
         self.min_words = self.config.min_words
+        self._shared: frozenset[tuple[str, ...]] = frozenset()
+
+    def use_collection(self, texts: Sequence[str]) -> None:
+        self._shared = shared_ngrams(texts, self.config.ngram, self.config.shared_min_docs)
+
+    def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
+        """Calibrate with the shadow's own stock phrases left out, as an audit leaves out the owner's."""
+        audit_shared = self._shared
+        self._shared = shared_ngrams([_text_of(o) for o in [*members, *nonmembers] if o.data.get("queries")],
+                                     self.config.ngram, self.config.shared_min_docs)
+        try:
+            return super().prepare(members, nonmembers)
+        finally:
+            self._shared = audit_shared
 
     def query_cost(self, n_words: int) -> QueryCost | None:
         c = self.config
@@ -133,7 +184,7 @@ class VerbatimMethod(ThresholdTextMethod):
             kinds.append(kind)
             row: dict[str, Any] = {"template": tmpl, "answer": a, "non_answer": kind}
             if kind is None:
-                row.update(reproduction(a, query, rest, self.config.ngram))
+                row.update(reproduction(a, query, rest, self.config.ngram, self._shared))
             rows.append(row)
         ev: dict[str, Any] = {"probes": rows}
         if not rows:
@@ -141,7 +192,12 @@ class VerbatimMethod(ThresholdTextMethod):
         why = too_many_non_answers(kinds)
         if why is not None:
             return None, ev, why
-        best = max((r for r in rows if r["non_answer"] is None), key=lambda r: r["share"])
+        usable = [r for r in rows if r["non_answer"] is None and r["fresh_ngrams"] > 0]
+        if not usable:
+            return None, ev, (f"nothing distinctive to look for: every run of {self.config.ngram} words in the "
+                              "part of the document the target did not see also occurs in another document "
+                              "audited with it, so a copy could not be told from a stock phrase")
+        best = max(usable, key=lambda r: r["share"])
         ev["reproduced_share"] = best["share"]
         ev["longest_reproduction"] = best["longest"]
         return best["share"], ev, None

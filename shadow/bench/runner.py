@@ -240,6 +240,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
         if not methods:
             log(f"[{prof_name}] nothing can run: " + "; ".join(f"{m}: {w}" for m, w in not_run.items()))
             continue
+        for m in methods:  # the documents an owner would audit together: members and non-members alike
+            m.use_collection([d.text for d in test_docs])
         shadow_cfg = profile_shadow(cfg, prof)
         log(f"[{prof_name}] shadow preparation ({shadow_cfg.prompt_style} style) for "
             f"{', '.join(m.name for m in methods)} ...")

@@ -293,3 +293,89 @@ def test_verbatim_query_cost_matches_what_it_sends():
     assert m.query_cost(5) is None
     with pytest.raises(ValueError, match="unknown verbatim template"):
         create_method("verbatim", probes=[("sing", 0.5)])
+
+
+STOCK = "Based on your symptoms it seems like you may be suffering from"
+
+
+class StockPhraseRag(Target):
+    """A doctors'-forum RAG: every answer carries the forum's stock phrase; documents it holds are copied."""
+
+    def __init__(self, docs: list[Document]):
+        super().__init__()
+        self.docs = docs
+
+    def complete(self, req: ChatRequest) -> Completion:
+        q = _user(req)
+        held = next((d for d in self.docs if d.text.split()[0] in q and d.text.split()[1] in q), None)
+        said = f'The rest is: "{held.text}"' if held else f"{STOCK} a common cold. Drink fluids."
+        return Completion(said, None, Usage(10, 5))
+
+
+def _forum_doc(i: int, illness: str, advice: str) -> Document:
+    return Document(f"f{i}", f"Patient{i} question{i}: I have pain in my side and a fever since Monday, "
+                             f"what should I do about it? Doctor: Hi. {STOCK} {illness}. {advice}")
+
+
+def test_verbatim_does_not_count_stock_phrases_that_the_owners_documents_share():
+    owner = [_forum_doc(1, "kidney stones", "Drink plenty of water and see a urologist for an ultrasound."),
+             _forum_doc(2, "appendicitis", "Please visit the emergency room for a surgical opinion today.")]
+    m = create_method("verbatim")
+    absent = m.probe(owner[0], StockPhraseRag([]))
+    alone, _, _ = m.observation_score(absent)
+    assert alone > 0  # without the collection the stock phrase looks like a copy of the document
+    m.use_collection([d.text for d in owner])
+    score, ev, reason = m.observation_score(absent)
+    assert reason is None and score == 0.0
+    assert all(r["shared_ngrams"] > 0 for r in ev["probes"])
+    # the document's own words still count when the target holds it
+    held, ev, _ = m.observation_score(m.probe(owner[0], StockPhraseRag(owner)))
+    assert held > 0.5 and "ultrasound" in ev["longest_reproduction"]
+    # off by configuration: every n-gram counts again
+    off = create_method("verbatim", shared_min_docs=0)
+    off.use_collection([d.text for d in owner])
+    assert off.observation_score(absent)[0] == alone
+    # a document uploaded twice does not make its own words shared
+    twice = create_method("verbatim")
+    twice.use_collection([owner[0].text, owner[0].text])
+    assert twice.observation_score(absent)[0] == alone
+
+
+def _raw_scores_seen_by_prepare(m, members, nonmembers) -> dict[str, float]:
+    seen: dict[str, float] = {}
+    score = m.observation_score
+
+    def spy(obs):
+        got = score(obs)
+        seen[obs.doc_id] = got[0]
+        return got
+
+    m.observation_score = spy
+    m.prepare(members, nonmembers)
+    return seen
+
+
+def test_verbatim_calibrates_with_the_shadows_own_stock_phrases_and_keeps_the_owners():
+    shadow_docs = [_forum_doc(10 + i, f"illness number {i}", f"Advice number {i} is to rest for {i + 2} days.")
+                   for i in range(8)]
+    rag = StockPhraseRag(shadow_docs[:4])
+    m = create_method("verbatim")
+    owner = [_forum_doc(1, "kidney stones", "Drink water."), _forum_doc(2, "flu", "Rest.")]
+    m.use_collection([d.text for d in owner])
+    kept = m._shared
+    mem, non = [m.probe(d, rag) for d in shadow_docs[:4]], [m.probe(d, rag) for d in shadow_docs[4:]]
+    raw = _raw_scores_seen_by_prepare(m, mem, non)
+    assert m._shared is kept  # preparing on the shadow does not replace the owner's collection
+    assert [raw[o.doc_id] for o in non] == [0.0] * 4  # the shadow's stock phrase was left out there too
+    assert min(raw[o.doc_id] for o in mem) > 0.5
+    raw_off = _raw_scores_seen_by_prepare(create_method("verbatim", shared_min_docs=0), mem, non)
+    assert min(raw_off[o.doc_id] for o in non) > 0.05
+
+
+def test_verbatim_abstains_when_nothing_in_the_unseen_part_is_distinctive():
+    docs = [Document("s1", f"Hello doctor, thanks for the answer. {STOCK} stress and poor sleep at night."),
+            Document("s2", f"Good morning, one more question here. {STOCK} stress and poor sleep at night.")]
+    m = create_method("verbatim")
+    m.use_collection([d.text for d in docs])
+    res = m.score(m.probe(docs[0], StockPhraseRag(docs)), Calibration("verbatim", threshold=0.1, shadow_auc=0.95))
+    assert res.decision is None and res.reason.startswith("nothing distinctive")
