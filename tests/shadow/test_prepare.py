@@ -86,3 +86,13 @@ def test_a_cached_srag_calibration_refits_only_the_final_model(tmp_path, monkeyp
     other = obs[:29] + [Observation("srag", "x", data={"f": {"a": 9.0}})]
     prepare._calibrate(method, other, obs[30:], tmp_path)
     assert fits == [48] * 5 + [60]  # other observations: calibrated from scratch
+
+
+def test_a_scoring_only_setting_keeps_the_preparation_key_and_a_probing_one_changes_it():
+    """Scoring the same answers another way must not send the shadow's queries again."""
+    from audit_core.methods import create_method
+
+    cfg, chash = ShadowConfig(), "corpus"
+    base = prepare.preparation_key(create_method("verbatim"), cfg, chash)
+    assert prepare.preparation_key(create_method("verbatim", shared_min_docs=3), cfg, chash) == base
+    assert prepare.preparation_key(create_method("verbatim", max_tokens=64), cfg, chash) != base
