@@ -122,6 +122,22 @@ def _host(base_url: str) -> str:
         return "(not a valid URL)"
 
 
+#: Streamlit (1.67) commits a text field's value when it loses focus, unless focus moves to an element
+#: inside the field: the password field's "Show password" button is one, and the next Tab in the
+#: sidebar sends none either. So a key typed and left with Tab never reached the app ("No key"),
+#: found in a real browser (tests/app/test_browser.py). Without that button, Tab leaves the field
+#: and the key is committed. Scoped to the secret fields by their keys (Streamlit's st-key-<key> class).
+_NO_PASSWORD_TOGGLE = """<style>
+.st-key-api_key [data-testid="stTextInputRootElement"] button,
+div[class*="st-key-tf_secret_"] [data-testid="stTextInputRootElement"] button { display: none; }
+</style>"""
+
+
+def hide_password_toggles() -> None:
+    """Drop the show-password button of the key fields, so that Tab commits a typed key (see above)."""
+    st.html(_NO_PASSWORD_TOGGLE)
+
+
 def _key_section(base_url: str) -> None:
     typed = st.text_input("API key", key="api_key", type="password", on_change=_remember_key,
                           help="Kept in this browser session's memory only; never stored or written to any file.")
@@ -149,6 +165,8 @@ def _target_section() -> tuple[str, str, str]:
                          "it runs inside the app. An endpoint is someone else's RAG behind an OpenAI-compatible API. "
                          "A target file describes any other HTTP API (URL, headers, body template, JSONPath).")
     base_url = model = ""
+    if kind in (ENDPOINT, HTTP_FILE):
+        hide_password_toggles()
     if kind == HTTP_FILE:
         from app.target_file import target_file_section
 
