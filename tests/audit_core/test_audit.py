@@ -102,3 +102,26 @@ def test_methods_that_read_logprobs_when_they_can_ask_a_text_only_target_without
     assert all(m.config.use_logprobs for m in with_lp[:2])
     shadow = ShadowConfig()
     assert preparation_key(text_only[0], shadow, "h") != preparation_key(with_lp[0], shadow, "h")
+
+
+class StockAnswerTarget(Target):
+    """Whatever it is asked, it quotes the same sentence (text only)."""
+
+    name = "http://fake.local/v1 stock"
+
+    def complete(self, request: ChatRequest) -> Completion:
+        return Completion('It goes on: "after a long shift, and ice helps a little but not for long."', None,
+                          Usage(10, 1), "m")
+
+
+def test_the_audit_gives_verbatim_the_owners_collection_so_shared_phrases_are_not_evidence():
+    caps = Capabilities(True, False, 0)
+    alone = run_audit(DOCS[:1], StockAnswerTarget(), AuditConfig(methods=["verbatim"]), _prepare(0.9),
+                      capabilities=caps)
+    ev = alone.results["d0"]["verbatim"].evidence
+    assert ev["reproduced_share"] > 0 and "ice helps a little" in ev["longest_reproduction"]
+    together = run_audit(DOCS, StockAnswerTarget(), AuditConfig(methods=["verbatim"]), _prepare(0.9),
+                         capabilities=caps)
+    for d in DOCS:  # the sentence ends every one of the owner's documents: it proves nothing about one
+        res = together.results[d.id]["verbatim"]
+        assert res.decision is None and res.reason.startswith("nothing distinctive"), res
