@@ -145,6 +145,27 @@ def redacted_run(run: str) -> str:
     return f"[reproduced run redacted with the document text: {n} words; SHA-256 {document_sha256(run)}]"
 
 
+#: what a redacted report shows in place of a word of the document (a probed or masked word) or of the
+#: target's answer to it
+REDACTED_WORD = "[redacted]"
+
+
+def _redact_words(ev: dict) -> None:
+    """S-RAG's probed words and MBA's masked words are the document's own words, and the target's answers
+    repeat them when right: a redacted report keeps the probabilities and the right / wrong marks only."""
+    for w in ev.get("words") or []:
+        if isinstance(w, dict):
+            for k in ("word", "first_token"):
+                if w.get(k):
+                    w[k] = REDACTED_WORD
+    for row in ev.get("rows") or []:
+        if isinstance(row, dict):
+            if row.get("expected"):
+                row["expected"] = REDACTED_WORD
+            if row.get("predicted"):
+                row["predicted"] = REDACTED_WORD
+
+
 def _redact_answers(ev: dict) -> None:
     """Text-only evidence with the target's answers and the runs it copied from the document redacted."""
     if isinstance(ev.get("longest_reproduction"), str) and ev["longest_reproduction"]:
@@ -162,7 +183,8 @@ def shared_view(result: dict, redact: bool = True) -> dict:
     """The audit dict as it may leave this machine: scrubbed of secrets, without local paths,
     the target named as the user named it; with ``redact``, document texts replaced by their
     hash and first words, and the target's raw answers and prompts (which quote the texts) dropped
-    or redacted (a run the target reproduced is shown by its length and hash only).
+    or redacted: probed and masked words and the target's answers to them become ``REDACTED_WORD``,
+    a run the target reproduced is shown by its length and hash only.
 
     Each document keeps ``sha256`` of its full text either way.
     """
@@ -188,6 +210,7 @@ def shared_view(result: dict, redact: bool = True) -> dict:
                 if isinstance(ev, dict) and "masked_text" in ev:
                     ev["masked_text"] = "[redacted with the document text]"
                 if isinstance(ev, dict):
+                    _redact_words(ev)
                     _redact_answers(ev)
     return r
 
@@ -859,6 +882,7 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
     from reportlab.platypus import Paragraph, Spacer
 
     P = lambda t, style="body": Paragraph(t, st[style])  # noqa: E731
+    redacted = bool(r.get("redacted"))
     out: list = [P(f"Document {esc(doc_id)}", "h2")]
     if verdict is not None:
         out.append(P(f"<b>Verdict: {esc(verdict.get('verdict'))}.</b> {esc(explain_verdict(verdict))}"))
@@ -870,7 +894,8 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
     srag = method_result(r, doc_id, "srag")
     if srag is not None:
         ev = srag.get("evidence") or {}
-        out.append(P("<b>S-RAG: probed words</b> (probability the target gave to the true next word)"))
+        out.append(P("<b>S-RAG: probed words</b> (probability the target gave to the true next word"
+                     + ("; the words are redacted with the document text)" if redacted else ")")))
         words = [w for w in ev.get("words") or [] if isinstance(w, dict)]
         if words:
             rows = [["#", "True word", "Probability", "Note"]]
@@ -878,9 +903,11 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
                 if w.get("error") or w.get("prob") is None:
                     prob, note = "n/a", f"call failed: {w.get('error') or 'no answer'}"
                 elif w.get("below_top_k"):
-                    prob, note = "0", f"not among the target's top alternatives (it said “{w.get('first_token', '')}”)"
+                    prob, note = "0", ("not among the target's top alternatives"
+                                       + ("" if redacted else f" (it said “{w.get('first_token', '')}”)"))
                 else:
-                    prob, note = _fmt(w.get("prob"), 3), f"target's first token: “{w.get('first_token', '')}”"
+                    prob, note = (_fmt(w.get("prob"), 3),
+                                  "" if redacted else f"target's first token: “{w.get('first_token', '')}”")
                 rows.append([str(i), esc(w.get("word")), prob, esc(note)])
             out.append(_table(rows, [0.8 * cm, 3.6 * cm, 2.2 * cm, width - 6.6 * cm], st))
         else:
@@ -910,7 +937,9 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
             out.append(_table(rows, [2.2 * cm, 4.4 * cm, width - 9.0 * cm, 2.4 * cm], st))
             acc = mba_accuracy(r, doc_id)
             if acc is not None:
-                out.append(P(f"{acc[0]} of {acc[1]} masked words filled in correctly.", "small"))
+                out.append(P(f"{acc[0]} of {acc[1]} masked words filled in correctly."
+                             + (" The words and the target's answers are redacted with the document text."
+                                if redacted else ""), "small"))
         if mba.get("reason"):
             out.append(P(f"MBA gave no answer: {esc(mba.get('reason'))}", "note"))
 

@@ -496,3 +496,32 @@ def test_the_pdf_says_when_verbatim_found_no_run():
     ev["probes"][0].update(longest="", longest_words=0, share=0.0)
     text = " ".join(_pages(report.pdf_report(r, redact=False)))
     assert "reproduced no run of four words or more" in text
+
+
+def test_redaction_hides_probed_and_masked_words_and_the_answers_to_them():
+    """Found in the browser walk: a redacted report still listed S-RAG's probed words and MBA's masked
+    words with the target's answers ("osteochondroma", "pelvic", ...), the document's own words."""
+    r = _shared_result()
+    r["results"]["doc-1"]["srag"]["evidence"]["words"][0].update(word="osteochondroma.", first_token=" osteo")
+    r["results"]["doc-1"]["mba"]["evidence"]["rows"][1].update(expected="pelvic", predicted="pelvic")
+    r["results"]["doc-1"]["mba"]["evidence"]["rows"][9].update(expected="imaging", predicted="trouble")
+    secret = ("osteochondroma", "osteo", "pelvic", "imaging", "trouble")
+
+    shared = " ".join(_pages(report.pdf_report(r, redact=True)))
+    for word in secret:
+        assert word not in shared, word
+    # the evidence stays readable: probabilities and right / wrong marks
+    details = shared[shared.index("Document doc-1"):]
+    assert "the words are redacted with the document text" in details and "0.950" in details
+    assert "8 of 10 masked words filled in correctly" in details and "✓ right" in details and "✗ wrong" in details
+    data = report.results_json(r, redact=True).decode()
+    for word in secret:
+        assert word not in data, word
+    ev = json.loads(data)["results"]["doc-1"]
+    assert [w["prob"] for w in ev["srag"]["evidence"]["words"]][:2] == [0.95, 0.9]
+    assert [row["correct"] for row in ev["mba"]["evidence"]["rows"]].count(True) == 8
+
+    full = " ".join(_pages(report.pdf_report(r, redact=False)))
+    for word in secret:
+        assert word in full, word
+    assert r["results"]["doc-1"]["mba"]["evidence"]["rows"][1]["expected"] == "pelvic"  # the audit itself is kept
