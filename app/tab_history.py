@@ -109,7 +109,9 @@ def render_history_tab() -> None:
                "computer only.")
     st.dataframe([{k: v for k, v in r.items() if k != "id"} for r in rows], hide_index=True)
     _follow_newest(rows)
-    labels = {r["id"]: f"{r['created']} · {r['target']} · {r['status']} · {r['documents']} document(s)" for r in rows}
+    # no status in the label: the browser keeps showing the label it drew when the audit was chosen, so a
+    # status in it went stale (a resumed audit read "cancelled" while the table said "running")
+    labels = {r["id"]: f"{r['created']} · {r['target']} · {r['documents']} document(s)" for r in rows}
     run_id = st.selectbox("Audit", list(labels), format_func=labels.get, key="history_run")
     live = running_run_ids()
     running = _is_running(run_id, live)
