@@ -483,7 +483,7 @@ def _styles() -> dict:
         "reproduced": ParagraphStyle("r", parent=base["BodyText"], fontName=regular, fontSize=8.5, leading=11,
                                      leftIndent=14, textColor=colors.HexColor("#222222"),
                                      backColor=colors.HexColor("#fdf3d0"), borderColor=colors.HexColor("#c9a227"),
-                                     borderWidth=0.6, borderPadding=4, spaceBefore=4, spaceAfter=6),
+                                     borderWidth=0.6, borderPadding=4, spaceBefore=8, spaceAfter=10),
     }
     return s
 
