@@ -335,7 +335,8 @@ def freshness_sentence(result: dict) -> str:
     if not f:
         return ""
     days = f.get("policy_days")
-    policy = ("only this audit's own answers could be reused (an interrupted audit resumed)" if days is None
+    policy = ("only answers given during this audit could be reused (a request repeated within it, or the "
+              "part an interrupted audit had already asked)" if days is None
               else f"answers received within {days} day(s) before the audit could be reused")
     reused, sent = int(f.get("reused") or 0), int(f.get("sent") or 0)
     when = ""

@@ -525,3 +525,10 @@ def test_redaction_hides_probed_and_masked_words_and_the_answers_to_them():
     for word in secret:
         assert word in full, word
     assert r["results"]["doc-1"]["mba"]["evidence"]["rows"][1]["expected"] == "pelvic"  # the audit itself is kept
+
+
+def test_freshness_without_a_reuse_policy_does_not_claim_the_audit_was_resumed():
+    got = report.freshness_sentence({"freshness": {"policy_days": None, "reused": 2, "sent": 40}})
+    assert "Answers reused from earlier requests: 2" in got and "requests sent during this audit: 40" in got
+    assert "only answers given during this audit" in got and "a request repeated within it" in got
+    assert not got.rstrip(".").endswith("(an interrupted audit resumed)")
