@@ -140,7 +140,9 @@ class Warmup:
 
     def status_line(self) -> str:
         if self.finished:
-            line = f"Models ready ({len(self.done)} of {len(self.steps)} loaded in {sum(self.done.values()):.0f} s)."
+            secs = sum(self.done.values())
+            took = f" in {secs:.0f} s" if secs >= 1 else "; they were already in memory"
+            line = f"Models ready ({len(self.done)} of {len(self.steps)} loaded{took})."
             if self.failed:
                 line += " Not loaded: " + "; ".join(self.failed) + " (an audit that needs them says why)."
             return line

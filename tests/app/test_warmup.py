@@ -119,3 +119,12 @@ def test_app_says_the_models_are_loading(fresh, monkeypatch, tmp_path):
     at.run()
     assert any(c.startswith("Models ready") for c in (str(x.value) for x in at.caption))
     assert calls == {"a": 1, "b": 1}  # the rerun did not start it again
+
+
+def test_models_already_in_memory_are_not_said_to_load_in_0_s():
+    instant = resources.Warmup((("embedder", lambda: None), ("generator", lambda: None))).start()
+    instant.thread.join(5)
+    assert instant.status_line() == "Models ready (2 of 2 loaded; they were already in memory)."
+    slow = resources.Warmup((("generator", lambda: time.sleep(1.1)),)).start()
+    slow.thread.join(5)
+    assert slow.status_line() == "Models ready (1 of 1 loaded in 1 s)."
