@@ -276,6 +276,7 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
     if args.estimate_only:
         return 0
     store = run_id = None
+    resumed = False
     try:
         target = _target(args)
         from audit_core import history
@@ -311,8 +312,9 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
             store.close()
         print(f"error: {exc}", file=sys.stderr)
         return 3
+    saved = result.to_json()
     if run_id is not None:
-        history.save_audit(store, run_id, result.to_json())
+        saved = history.save_audit(store, run_id, saved, resumed)
     for name, why in result.not_run.items():
         print(f"note: {name} not run: {why}", file=sys.stderr)
     for name, why in result.no_signal.items():
@@ -346,10 +348,10 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
     if args.out:
         from audit_core.report import results_json  # the export the app offers: scrubbed of secrets
 
-        Path(args.out).write_bytes(results_json(result.to_json()))
+        Path(args.out).write_bytes(results_json(saved))
         print(f"results written to {args.out}", file=sys.stderr)
     if args.report_dir:
-        for path in _write_report(result.to_json(), Path(args.report_dir), redact=not args.no_redact):
+        for path in _write_report(saved, Path(args.report_dir), redact=not args.no_redact):
             print(f"report written: {path}", file=sys.stderr)
     if store is not None:
         store.close()

@@ -121,7 +121,7 @@ def _start(settings: Settings, docs, controls=()) -> None:
             if controls:  # other controls are another audit (the run a re-run resumes must match them)
                 config["controls"] = [[c.id, c.content_hash()] for c in controls]
             # the same audit run again after a cancel or failure resumes its run (and reuses its answers)
-            run_id, _ = history.resume_or_start_run(store, docs, target.name, config)
+            run_id, resumed = history.resume_or_start_run(store, docs, target.name, config)
             probed = _open_target(settings, store, target, run_id)
         except Exception as exc:  # plain words, never a stack trace or a key
             st.error(plain_error(exc))
@@ -139,8 +139,7 @@ def _start(settings: Settings, docs, controls=()) -> None:
                 result = run_audit(docs, probed, cfg, prepare_shadow, progress=job.progress, cancel=job.cancel,
                                    on_result=on_result, capabilities=caps, controls=list(controls),
                                    on_document=lambda r: job.note_partial(r.to_json())).to_json()
-                history.save_audit(store, run_id, result)
-                return result
+                return history.save_audit(store, run_id, result, resumed)
             finally:
                 if lock is not None:
                     lock.release()

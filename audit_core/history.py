@@ -14,6 +14,7 @@ and model), and the store strips URL credentials from it.
 """
 from __future__ import annotations
 
+import datetime as _dt
 from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
@@ -100,10 +101,20 @@ def result_recorder(store: Store, run_id: str) -> OnResult:
     return on_result
 
 
-def save_audit(store: Store, run_id: str, result: dict[str, Any]) -> None:
-    """Close the run with the full audit dict as its summary (cancelled or finished)."""
+def save_audit(store: Store, run_id: str, result: dict[str, Any], resumed: bool = False) -> dict[str, Any]:
+    """Close the run with the full audit dict as its summary (cancelled or finished); return that dict.
+
+    A resumed run (``resume_or_start_run``) began when it was first started, so
+    its ``created`` is that first start and ``resumed`` the start of this part:
+    the report then says when the audit began, as History does.
+    """
+    if resumed:
+        first = store.get_run(run_id).created
+        result = {**result, "resumed": result.get("created"),
+                  "created": _dt.datetime.fromisoformat(first).isoformat(timespec="seconds")}
     status = "cancelled" if result.get("cancelled") else "finished"
     store.finish_run(run_id, status, summary=result)
+    return result
 
 
 def mark_failed(store: Store, run_id: str, message: str) -> None:

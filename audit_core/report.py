@@ -718,7 +718,10 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     facts = [
         ["What was audited", esc(f"{n_docs} document(s) of yours, against {target}, with "
                                  + (", ".join(method_label(m) for m in methods) or "no method"))],
-        ["When", esc(f"started {created}; finished {r.get('finished') or 'unknown'} "
+        ["When", esc(f"started {created}; "
+                     + (f"interrupted and resumed {r['resumed']} ({_duration(r['resumed'], r.get('finished'))} "
+                        "from there); " if r.get("resumed") else "")
+                     + f"finished {r.get('finished') or 'unknown'} "
                      f"(duration {_duration(r.get('created'), r.get('finished'))})")],
         ["Conclusion", esc(f"{counts['member']} member, {counts['not found']} not found, "
                            f"{counts['inconclusive']} inconclusive, out of {len(verdicts)} document(s) audited")

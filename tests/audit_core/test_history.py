@@ -79,3 +79,26 @@ def test_history_names_the_demo_target_as_the_user_knows_it(tmp_path):
     start_run(store, DOCS, "http://127.0.0.1:9/v1 · m", CONFIG)
     targets = {row["target"] for row in history_rows(store)}
     assert targets == {"demo target", "http://127.0.0.1:9/v1 · m"}
+
+
+def test_a_resumed_audit_keeps_its_first_start_and_the_report_says_when_it_resumed(tmp_path):
+    from audit_core import report
+    from audit_core.history import resume_or_start_run
+
+    store = Store(tmp_path / "h.sqlite")
+    run_id = start_run(store, DOCS, "t", CONFIG)
+    save_audit(store, run_id, _audit_dict(cancelled=True))
+    again, resumed = resume_or_start_run(store, DOCS, "t", CONFIG)
+    assert (again, resumed) == (run_id, True)
+    first = store.get_run(run_id).created[:19]
+    part = {**_audit_dict(), "created": "2099-01-01T10:00:00+00:00", "finished": "2099-01-01T10:05:00+00:00"}
+    saved = save_audit(store, run_id, part, resumed)
+    assert saved["created"].startswith(first) and saved["resumed"] == "2099-01-01T10:00:00+00:00"
+    assert load_audit(store, run_id)["created"] == saved["created"]
+    from tests.audit_core.test_report import _pages
+
+    text = _pages(report.pdf_report(saved))[0]
+    assert f"started {saved['created']}" in text and "resumed 2099-01-01T10:00:00+00:00 (5 min 0 s from there)" in text
+    # a run that was not resumed keeps the start run_audit gave it
+    fresh = start_run(store, DOCS, "t2", CONFIG)
+    assert save_audit(store, fresh, part)["created"] == "2099-01-01T10:00:00+00:00"
