@@ -57,6 +57,8 @@ class MethodEstimate:
 class AuditEstimate:
     n_documents: int
     methods: dict[str, MethodEstimate] = field(default_factory=dict)
+    #: documents that no chosen method can probe (each one is skipped at no cost)
+    skipped_by_every_method: int = 0
 
     @property
     def queries(self) -> int:
@@ -79,7 +81,9 @@ class AuditEstimate:
             for m in self.methods.values()
         ]
         out.append({"method": "total", "queries": self.queries, "prompt tokens (est.)": self.prompt_tokens,
-                    "completion tokens (max)": self.completion_tokens, "documents skipped": None, "note": ""})
+                    "completion tokens (max)": self.completion_tokens,
+                    "documents skipped": self.skipped_by_every_method,
+                    "note": "documents skipped: those that no method can probe"})
         return out
 
 
@@ -94,13 +98,11 @@ def _tokens(words: float, cfg: EstimateConfig) -> int:
     return int(math.ceil(words * cfg.tokens_per_word))
 
 
-def _one_method(name: str, word_counts: Sequence[int], params: dict | None, cfg: EstimateConfig) -> MethodEstimate:
-    """Add up the method's own ``query_cost`` over the documents."""
-    method = create_method(name, **(params or {}))
+def _one_method(name: str, costs: Sequence[Any], cfg: EstimateConfig) -> MethodEstimate:
+    """Add up the method's own ``query_cost`` (``costs``: one per document, None where it skips it)."""
     est = MethodEstimate(name)
     per_query = cfg.chat_overhead_tokens + cfg.context_tokens_per_query
-    for n in word_counts:
-        cost = method.query_cost(n)
+    for cost in costs:
         if cost is None:
             est.skipped_documents += 1
             continue
@@ -125,8 +127,12 @@ def estimate_audit(
     method_params = method_params or {}
     counts = [len(d.text.split()) for d in docs]
     out = AuditEstimate(len(docs))
+    costs = {name: [create_method(name, **(method_params.get(name) or {})).query_cost(n) for n in counts]
+             for name in methods}
+    out.skipped_by_every_method = sum(all(costs[m][i] is None for m in methods) for i in range(len(counts))) \
+        if methods else 0
     for name in methods:
-        est = _one_method(name, counts, method_params.get(name), cfg)
+        est = _one_method(name, costs[name], cfg)
         if name == "s2mia_m" and "s2mia_t" in methods:
             est = MethodEstimate(name, skipped_documents=est.skipped_documents,
                                  note="same requests as S2MIA-T, answered from the cache")

@@ -39,6 +39,10 @@ def test_queries_per_method_and_totals():
     assert est.methods["mink"].queries == 3
     assert est.queries == 12 + 2 + 3 + 3
     assert est.rows()[-1]["queries"] == est.queries
+    # the 5-word document is still probed by MBA, RAG-MIA and Min-k%: no document is skipped by all
+    assert est.skipped_by_every_method == 0 and est.rows()[-1]["documents skipped"] == 0
+    only_srag = estimate_audit(docs, ["srag"])
+    assert only_srag.rows()[-1]["documents skipped"] == 1 == only_srag.skipped_by_every_method
 
 
 def test_parameters_change_the_estimate():
