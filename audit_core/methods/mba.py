@@ -81,6 +81,28 @@ def first_word(text: str) -> str | None:
     return m.group(0) if m else None
 
 
+def continuation_correct(text: str, accepted: Sequence[str]) -> bool:
+    """Whether a "continue" answer gives the hidden word, a hyphenated one cut by the token budget included.
+
+    A hidden compound ("Chloride-Lidocaine") can need more tokens than one
+    continuation may generate, so the answer stops inside it ("Chloride-",
+    "Chloride-Lido"). Such an answer counts when nothing follows the cut and
+    it reaches at least the compound's first whole part: a word the document
+    has at that place, not a guess from its first letters.
+    """
+    pred = first_word(text)
+    if is_correct(pred, accepted):
+        return True
+    if not pred or not re.fullmatch(r"[\s\W]*" + re.escape(pred) + r"-?", text or ""):
+        return False  # the answer went on past the word: it was not cut
+    p = pred.lower()
+    for a in accepted:
+        head = a.lower().split("-", 1)[0]
+        if "-" in a and a.lower().startswith(p) and len(p) >= len(head):
+            return True
+    return False
+
+
 class MbaMethod(MembershipMethod):
     """Mask-based membership inference: cloze accuracy of the target on the document."""
 
@@ -224,7 +246,7 @@ class MbaMethod(MembershipMethod):
                 answered += pred is not None
                 kinds.append(non_answer(text) or (None if pred is not None else "unparseable"))
                 rows.append({"mask": mask_label(a.index), "expected": a.accepted, "predicted": pred,
-                             "correct": is_correct(pred, a.accepted), "read_as": "continuation"})
+                             "correct": continuation_correct(text, a.accepted), "read_as": "continuation"})
         correct = sum(r["correct"] for r in rows)
         evidence.update({
             "rows": rows,

@@ -539,6 +539,27 @@ def test_first_word_of_a_continuation(text, word):
     assert first_word(text) == word
 
 
+@pytest.mark.parametrize("text,correct", [
+    ("  Chloride-", True),                 # cut by the token budget right after the compound's first part
+    ("Chloride-Lido", True),               # cut inside the second part
+    ("Chloride-Lidocaine, 2% gel", True),  # the whole word
+    ("Chlor", False),                      # only the first letters: could be a guess
+    ("Chloride solution was", False),      # not cut: the answer went on with another word
+    ("Sodium-", False),                    # another word
+])
+def test_a_continuation_cut_inside_a_hyphenated_word_counts_when_it_reached_a_whole_part(text, correct):
+    from audit_core.methods.mba import continuation_correct
+
+    assert continuation_correct(text, ["Chloride-Lidocaine"]) is correct
+
+
+def test_a_cut_continuation_of_a_plain_word_is_not_stretched():
+    from audit_core.methods.mba import continuation_correct
+
+    assert continuation_correct("amoxicillin", ["amoxicillin"]) and not continuation_correct("amox", ["amoxicillin"])
+    assert not continuation_correct("Titan", ["Tigan"])
+
+
 def test_unknown_elicitation_is_refused():
     with pytest.raises(ValueError, match="elicitation"):
         MbaConfig(elicitation="guess")
