@@ -98,7 +98,7 @@ def _sidebar_text(page) -> str:
     return page.get_by_test_id("stSidebar").inner_text()
 
 
-def _wait_for(page, predicate, what: str, timeout_s: float = 30) -> str:
+def _wait_for(page, predicate, what: str, timeout_s: float = 90) -> str:
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         text = _sidebar_text(page)
