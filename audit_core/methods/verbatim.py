@@ -85,7 +85,7 @@ class VerbatimConfig:
             raise ValueError("shared_min_docs must be 0 (off) or at least 2 documents")
 
 
-def _grams(words: list[str], n: int) -> list[tuple[str, ...]]:
+def _grams(words: Sequence[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
 
 
@@ -96,7 +96,8 @@ def shared_ngrams(texts: Sequence[str], n: int, min_docs: int) -> frozenset[tupl
     """
     if min_docs <= 0:
         return frozenset()
-    counts = Counter(g for t in {" ".join(norm_words(t)) for t in texts} for g in set(_grams(t.split(), n)))
+    distinct = {tuple(norm_words(t)) for t in texts}
+    counts = Counter(g for words in distinct for g in set(_grams(words, n)))
     return frozenset(g for g, c in counts.items() if c >= min_docs)
 
 
