@@ -4,8 +4,11 @@ Probes the shadow RAG built from the shipped auxiliary corpus
 (assets/aux_medquad.jsonl) with every method's default configuration, for the
 default target styles and audit sizes (shadow/shipped.py), exactly as
 ``shadow.prepare.prepare_shadow`` does on a user's machine, and stores the raw
-observations as gzip JSON named by their preparation key. Nothing is fitted
-or pickled here; the app fits the classifier and thresholds from these files.
+observations as gzip JSON named by their preparation key, with the
+calibration fitted on them as data (out-of-fold scores, threshold; what
+``shadow.prepare`` caches). Nothing is pickled: the app trains the one
+classifier it scores with from these files. A shipped file without a
+calibration gets one without probing again.
 
     nice -n 10 .venv/bin/python scripts/build_default_preparation.py            # everything
     nice -n 10 .venv/bin/python scripts/build_default_preparation.py --sizes quick --styles completion
@@ -78,6 +81,28 @@ def _unique_names(group: list) -> list[list]:
     return batches
 
 
+def _calibration(method, mem, non) -> dict:
+    """The calibration shipped beside the observations (data only; shadow.prepare.saved_calibration)."""
+    from shadow.prepare import saved_calibration
+
+    return saved_calibration(method.prepare(mem, non), mem, non)
+
+
+def add_calibrations(folder: Path, todo: list, chash: str) -> None:
+    """Fit and add the calibration to shipped files that lack one (no probing)."""
+    from shadow.shipped import key_of, load_shipped, load_shipped_calibration, write_shipped
+
+    for p in todo:
+        key = key_of(p, chash)
+        shipped = load_shipped(key, folder)
+        if shipped is None or load_shipped_calibration(key, folder) is not None:
+            continue
+        t0 = time.time()
+        mem, non = shipped
+        write_shipped(key, p, mem, non, folder, calibration=_calibration(p.create_method(), mem, non))
+        print(f"  calibrated {key} ({p.label()}, {time.time() - t0:.0f} s)", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     from audit_core.models import cache_dir
     from shadow.corpus import corpus_hash
@@ -108,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     for key in remove_stale(args.out, chash):
         print(f"removed stale {key} (its configuration now has another key)")
     t_all = time.time()
+    add_calibrations(args.out, todo, chash)
     for (size, style), group in groupby(todo, key=lambda p: (p.size, p.style)):
         group = [p for p in group if args.force or not shipped_file(key_of(p, chash), args.out).exists()]
         if not group:
@@ -121,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                                   use_shipped=False, calibrate=False)
             for p, m in zip(batch, methods_):
                 obs = prep.observations[m.name]
-                path = write_shipped(prep.keys[m.name], p, obs["members"], obs["nonmembers"], args.out)
+                path = write_shipped(prep.keys[m.name], p, obs["members"], obs["nonmembers"], args.out,
+                                     calibration=_calibration(m, obs["members"], obs["nonmembers"]))
                 print(f"  wrote {path.name} ({path.stat().st_size / 1e6:.2f} MB, {p.label()}, "
                       f"{prep.seconds[m.name]:.0f} s)", flush=True)
         print(f"  {size} / {style}: {time.time() - t0:.0f} s", flush=True)

@@ -151,7 +151,7 @@ def prepare_shadow(
     (the build script of the shipped preparation).
     """
     from shadow.corpus import corpus_hash, split_members
-    from shadow.shipped import load_shipped
+    from shadow.shipped import load_shipped, load_shipped_calibration
 
     cfg = cfg or ShadowConfig()
     root = Path(root) if root else cache_dir() / "shadow"
@@ -184,6 +184,10 @@ def prepare_shadow(
             mem, non = shipped
             folder.mkdir(parents=True, exist_ok=True)
             _write_observations(obs_file, mem, non)
+            shipped_cal = load_shipped_calibration(key)
+            if shipped_cal is not None and calibrate:
+                # the fit shipped with them (data; restored only if its digest names these observations)
+                _write_json(folder / "calibration.json", shipped_cal)
             prep.from_cache[method.name] = True
         elif probe_key in probed:  # a sibling method sent the very same probes
             mem, non = probed[probe_key]
@@ -235,9 +239,14 @@ def prepare_shadow(
 
 
 def _write_observations(obs_file: Path, mem: Sequence[Observation], non: Sequence[Observation]) -> None:
-    tmp = obs_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"members": [o.to_json() for o in mem], "nonmembers": [o.to_json() for o in non]}))
-    tmp.replace(obs_file)
+    _write_json(obs_file, {"members": [o.to_json() for o in mem], "nonmembers": [o.to_json() for o in non]})
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Write atomically: a crash leaves the old file or none, never half of one."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, default=str))
+    tmp.replace(path)
 
 
 def shadow_top_logprobs(method: MembershipMethod, cfg: ShadowConfig) -> int:
@@ -303,10 +312,13 @@ def _calibrate(method, mem, non, folder: Path) -> Calibration:
         if isinstance(saved, dict) and saved.pop("observations_sha256", None) == digest:
             return method.restore(saved, mem, non)
     cal = method.prepare(mem, non)
-    tmp = cal_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**cal.to_json(), "observations_sha256": digest}, default=str))
-    tmp.replace(cal_file)
+    _write_json(cal_file, saved_calibration(cal, mem, non))
     return cal
+
+
+def saved_calibration(cal: Calibration, mem: Sequence[Observation], non: Sequence[Observation]) -> dict:
+    """What is stored of a calibration (cache and shipped preparation): its data and the digest of its observations."""
+    return {**cal.to_json(), "observations_sha256": observations_digest(mem, non)}
 
 
 def observations_digest(mem: Sequence[Observation], non: Sequence[Observation]) -> str:

@@ -116,14 +116,38 @@ def load_shipped(key: str, folder: Path | None = None) -> tuple[list[Observation
             [Observation.from_json(o) for o in raw["nonmembers"]])
 
 
+def load_shipped_calibration(key: str, folder: Path | None = None) -> dict | None:
+    """The calibration data shipped beside ``key``'s observations, or None.
+
+    Plain JSON written by ``Calibration.to_json`` (out-of-fold scores,
+    threshold, Platt fit; never a model) plus ``observations_sha256``, the
+    digest of the observations it was fitted on: ``shadow.prepare`` puts it
+    in the cache, where a method's ``restore`` trusts it only for those very
+    observations. S-RAG then trains one classifier on load instead of k + 1.
+    """
+    path = shipped_file(key, folder)
+    if not path.exists():
+        return None
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        raw = json.load(fh)
+    cal = raw.get("calibration") if raw.get("key") == key else None
+    return cal if isinstance(cal, dict) else None
+
+
 def write_shipped(key: str, prep: DefaultPreparation, mem: list[Observation], non: list[Observation],
-                  folder: Path | None = None) -> Path:
-    """Store one configuration's observations (gzip JSON, reproducible bytes) and list it in the manifest."""
+                  folder: Path | None = None, calibration: dict | None = None) -> Path:
+    """Store one configuration's observations (gzip JSON, reproducible bytes) and list it in the manifest.
+
+    ``calibration``: what ``shadow.prepare`` saves for these observations
+    (``Calibration.to_json`` with ``observations_sha256``), shipped as data.
+    """
     folder = folder or SHIPPED_DIR
     folder.mkdir(parents=True, exist_ok=True)
     path = shipped_file(key, folder)
-    blob = json.dumps({"key": key, "members": [o.to_json() for o in mem],
-                       "nonmembers": [o.to_json() for o in non]}, sort_keys=True, separators=(",", ":"))
+    body = {"key": key, "members": [o.to_json() for o in mem], "nonmembers": [o.to_json() for o in non]}
+    if calibration is not None:
+        body["calibration"] = calibration
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     tmp = path.with_suffix(".tmp")
     # mtime=0: the same observations give the same bytes (no spurious diffs)
     with open(tmp, "wb") as raw_fh, gzip.GzipFile(fileobj=raw_fh, mode="wb", compresslevel=9, mtime=0) as fh:
@@ -131,7 +155,8 @@ def write_shipped(key: str, prep: DefaultPreparation, mem: list[Observation], no
     tmp.replace(path)
     manifest = read_manifest(folder)
     manifest[key] = {"method": prep.method, "params": dict(prep.params), "style": prep.style, "size": prep.size,
-                     "sizes": list(SHIPPED_SIZES[prep.size]), "members": len(mem), "nonmembers": len(non)}
+                     "sizes": list(SHIPPED_SIZES[prep.size]), "members": len(mem), "nonmembers": len(non),
+                     "calibration": calibration is not None}
     (folder / MANIFEST).write_text(json.dumps(dict(sorted(manifest.items())), indent=1, sort_keys=True) + "\n")
     return path
 
@@ -141,4 +166,4 @@ def from_manifest(entry: dict) -> DefaultPreparation:
 
 
 __all__ = ["SHIPPED_DIR", "SHIPPED_SIZES", "SHIPPED_STYLES", "DefaultPreparation", "default_preparations",
-           "key_of", "load_shipped", "write_shipped", "read_manifest", "from_manifest"]
+           "key_of", "load_shipped", "load_shipped_calibration", "write_shipped", "read_manifest", "from_manifest"]

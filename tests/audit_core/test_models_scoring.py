@@ -147,6 +147,44 @@ def test_prefix_cache_rewinds_gemma_beyond_its_sliding_window(gemma):
         assert max(abs(x.logprob - y.logprob) for x, y in zip(p.tokens, c.tokens)) < 1e-3
 
 
+@pytest.mark.parametrize("fixture", ["smollm", "gemma"])
+def test_batched_greedy_decoding_equals_one_by_one(request, fixture):
+    """Prompts of different lengths, budgets and stops, decoded as one batch, give each its own generation."""
+    lm = request.getfixturevalue(fixture)
+    texts = ["The patient was given a prescription for",
+             "Context: a clinic note about a child with a cough and a fever for three days. "
+             "Complete the note: The doctor listened to the chest and",
+             "Say OK.",
+             "List three colours: red,"]
+    prompts = [scoring.encode_prompt(lm, scoring.render_chat(lm, [{"role": "user", "content": t}])) for t in texts]
+    budgets, tops = [6, 4, 12, 1], [3, 0, 2, 5]
+    one = [scoring.generate_ids(lm, p, max_new_tokens=m, top_logprobs=k) for p, m, k in zip(prompts, budgets, tops)]
+    many = scoring.generate_greedy_many(lm, prompts, budgets, tops)
+    assert len({len(p) for p in prompts}) == len(prompts)  # the padding is exercised
+    for a, b, m, k in zip(one, many, budgets, tops):
+        assert b.text == a.text and b.finish_reason == a.finish_reason and b.prompt_tokens == a.prompt_tokens
+        assert [t.token_id for t in b.tokens] == [t.token_id for t in a.tokens] and len(b.tokens) <= m
+        assert max(abs(x.logprob - y.logprob) for x, y in zip(a.tokens, b.tokens)) < 1e-3
+        assert all(len(t.top) == k for t in b.tokens)
+    # a row that stops early (end of turn) must not end the others: the 12-token budget ran to its end or a stop
+    assert any(g.finish_reason == "stop" for g in one) or len(many[2].tokens) == 12
+
+
+def test_batched_greedy_decoding_is_exact_beyond_gemmas_sliding_window(gemma):
+    """A prompt longer than Gemma 3's 512-token window beside a short one: the left padding keeps both exact."""
+    cache = scoring.PrefixCache()
+    filler = " ".join(f"Item {i}: the clinic records a routine visit." for i in range(80))
+    long_ = scoring.encode_context(gemma, filler + " The patient was given a prescription for")
+    short = scoring.encode_context(gemma, "The patient was given a prescription for")
+    assert len(long_) > 600
+    one = [scoring.generate_ids(gemma, ids, max_new_tokens=5, top_logprobs=2) for ids in (long_, short)]
+    many = scoring.generate_greedy_many(gemma, [long_, short], [5, 5], [2, 2], prefix_cache=cache)
+    for a, b in zip(one, many):
+        assert b.text == a.text
+        assert max(abs(x.logprob - y.logprob) for x, y in zip(a.tokens, b.tokens)) < 1e-3
+    assert len(cache._entries) == 2  # each prompt's prefill is kept for reuse, as generate_ids does
+
+
 def test_cached_load_gives_the_same_probabilities_as_a_fresh_load(tmp_path, monkeypatch, smollm):
     monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path))
     models.load_causal_lm.cache_clear()

@@ -173,6 +173,46 @@ def test_shipped_observations_are_what_the_code_probes_today(manifest, method, p
     _reprobe(shipped.from_manifest(manifest[key]), mem[:n_docs] + non[:1])
 
 
+def test_the_shipped_srag_calibration_is_restored_with_one_fit(manifest, tmp_path, monkeypatch):
+    """The README's first audit: S-RAG's out-of-fold scores and threshold ship as data, so a first start
+    trains the one classifier it scores with, not the k fold models as well."""
+    import audit_core.methods.srag as srag
+
+    key = _entry(manifest, "srag", {}, "quick", "completion")
+    saved = shipped.load_shipped_calibration(key)
+    mem, non = shipped.load_shipped(key)
+    assert saved is not None and saved["observations_sha256"] == prepare.observations_digest(mem, non)
+    assert "model" not in saved and manifest[key]["calibration"]
+    fits = []
+    monkeypatch.setattr(srag, "train_predictor", lambda df, cfg: fits.append(len(df)) or "model")
+    prep_cfg = shipped.from_manifest(manifest[key])
+    got = prepare_shadow([prep_cfg.create_method()], prep_cfg.shadow_config(), root=tmp_path)
+    assert fits == [len(mem) + len(non)]
+    cal = got.calibrations["srag"]
+    assert cal.params["oof_scores"] == saved["params"]["oof_scores"] and cal.threshold == saved["threshold"]
+    assert cal.model == "model"
+
+    # a shipped calibration that does not describe the observations is not trusted: full preparation
+    fits.clear()
+    monkeypatch.setattr(srag, "member_probability", lambda model, df: [(i % 7) / 7 for i in range(len(df))])
+    tampered = {**saved, "observations_sha256": "0" * 64}
+    monkeypatch.setattr(shipped, "load_shipped_calibration", lambda k, folder=None: tampered)
+    prepare_shadow([prep_cfg.create_method()], prep_cfg.shadow_config(), root=tmp_path / "other")
+    assert len(fits) == saved["params"]["n_folds"] + 1
+
+
+@pytest.mark.slow
+def test_the_shipped_srag_calibration_is_what_a_fresh_fit_gives(manifest):
+    """Fitting S-RAG on the shipped observations today gives the shipped out-of-fold scores and threshold."""
+    key = _entry(manifest, "srag", {}, "quick", "completion")
+    saved = shipped.load_shipped_calibration(key)
+    mem, non = shipped.load_shipped(key)
+    fresh = prepare.saved_calibration(shipped.from_manifest(manifest[key]).create_method().prepare(mem, non),
+                                      mem, non)
+    assert not _same(saved["params"]["oof_scores"], fresh["params"]["oof_scores"])
+    assert saved["threshold"] == pytest.approx(fresh["threshold"], abs=1e-6)
+
+
 @pytest.mark.slow
 def test_the_build_script_ships_what_prepare_shadow_probes(tmp_path, monkeypatch):
     """The script end to end on a tiny shadow: its file is the shadow's observations, re-probing agrees."""
