@@ -546,7 +546,8 @@ def _common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def next_token_distributions(
-    lm: LocalLM, prompts: Sequence[list[int]], top_k: int, batch_size: int = 16
+    lm: LocalLM, prompts: Sequence[list[int]], top_k: int, batch_size: int = 16,
+    prefix_cache: "PrefixCache | None" = None,
 ) -> list[tuple[list[tuple[str, float]], int]]:
     """First-token distribution of several prompts that share a prefix.
 
@@ -555,6 +556,10 @@ def next_token_distributions(
     that prompt's forward pass (the probes of one document are nested
     prefixes of it); the remaining tails run as padded batches on top of the
     shared key/value states. Logits are computed only at the positions read.
+    With ``prefix_cache``, the shared prefix starts from the longest cached
+    one (a served RAG's probes of one document often retrieve the same first
+    document, so their prompts agree well beyond the system prompt) and is
+    stored for the next group; a group of one prompt stores its whole prompt.
     Returns, per prompt, its top-k alternatives and the greedy token id.
     """
     if not prompts:
@@ -581,11 +586,28 @@ def next_token_distributions(
         reads[h].append(i)
     out: dict[int, tuple[list[tuple[str, float]], int]] = {}
     pad = lm.tokenizer.pad_token_id or 0
+    first = prompts[runners[0]]
     with lm.lock, torch.inference_mode():
         base = None
-        if shared > 0:
-            base = lm.model(input_ids=torch.tensor([prompts[runners[0]][:shared]]), past_key_values=_full_cache(),
+        if prefix_cache is not None:
+            # every read position must stay after the cached part
+            limit = shared if len(runners) > 1 else min(len(p) for p in prompts) - 1
+            reuse, cached = prefix_cache.lookup(first[:limit]) if limit > 0 else (0, None)
+            if cached is not None and reuse > 0:
+                held = cached.get_seq_length()
+                if held > reuse:
+                    cached.crop(reuse - held)
+                if len(runners) == 1:
+                    shared = reuse
+                base = cached
+                if shared > reuse:
+                    base = lm.model(input_ids=torch.tensor([first[reuse:shared]]), past_key_values=cached,
+                                    use_cache=True, logits_to_keep=1).past_key_values
+        if base is None and shared > 0:
+            base = lm.model(input_ids=torch.tensor([first[:shared]]), past_key_values=_full_cache(),
                             use_cache=True, logits_to_keep=1).past_key_values
+        if prefix_cache is not None and base is not None and len(runners) > 1:
+            prefix_cache.store(first[:shared], base)
         for b in range(0, len(runners), batch_size):
             chunk = runners[b : b + batch_size]
             tails = [prompts[h][shared:] for h in chunk]
@@ -607,8 +629,15 @@ def next_token_distributions(
             pos_ids = torch.arange(shared, shared + width).unsqueeze(0).expand(len(chunk), -1)
             if len(chunk) == 1 and past is None:
                 mask = pos_ids = None  # a lone unpadded sequence: plain causal attention
-            logits = lm.model(input_ids=ids, attention_mask=mask, past_key_values=past, position_ids=pos_ids,
-                              use_cache=past is not None, logits_to_keep=torch.tensor(keep)).logits
+            # a lone prompt's states are worth keeping for the next request (complete: nothing padded)
+            keep_states = prefix_cache is not None and len(runners) == 1
+            if keep_states and past is None:
+                past = _full_cache()
+            res = lm.model(input_ids=ids, attention_mask=mask, past_key_values=past, position_ids=pos_ids,
+                           use_cache=past is not None, logits_to_keep=torch.tensor(keep))
+            logits = res.logits
+            if keep_states:
+                prefix_cache.store(prompts[chunk[0]], res.past_key_values)
             for r, h in enumerate(chunk):
                 for i in reads[h]:
                     row = torch.log_softmax(logits[r, col[len(prompts[i]) - 1 - shared]].float(), dim=-1)

@@ -412,8 +412,7 @@ class RagSystem(Target):
         paraphrased: list[bool] = [False] * len(queries)
         if defense == "paraphrase":
             p = self._paraphraser_obj()
-            for i, q in enumerate(queries):
-                res = p.paraphrase(q)
+            for i, res in enumerate(p.paraphrase_many(queries, self.config.decode_batch_size)):
                 if res.acted:
                     retrieval_queries[i], paraphrased[i] = res.paraphrase, True
         emb = _encode(self.config.embedder, retrieval_queries)
@@ -546,7 +545,8 @@ class RagSystem(Target):
                 slow.append((i, ids))
         for members in groups.values():
             k = max(1, max(requests[i].top_logprobs for i, _ in members))
-            dists = next_token_distributions(self.lm, [ids for _, ids in members], top_k=k)
+            dists = next_token_distributions(self.lm, [ids for _, ids in members], top_k=k,
+                                             prefix_cache=self.prefix_cache)
             for (i, ids), (top, greedy) in zip(members, dists):
                 comp = self._to_completion(requests[i], self._first_token_generation(ids, top, greedy))
                 self.account.record(comp.usage)

@@ -129,6 +129,27 @@ def test_nested_and_diverging_prompts_are_read_correctly(request, fixture):
         assert max(abs(a[1] - float(b)) for a, b in zip(top, want.values)) < 1e-3
 
 
+@pytest.mark.parametrize("fixture", ["smollm", "gemma"])
+def test_next_token_distributions_reuse_cached_prefixes_exactly(request, fixture):
+    """Groups that share a prefix with earlier groups (one lone prompt, then a batch) read it from the cache."""
+    lm = request.getfixturevalue(fixture)
+    base = "Context: a long shared instruction about a patient record and the clinic. Complete: The patient had"
+    groups = [[" a fever"], [" a fever and a sore", " chest pain at night"], [" a fever and a sore throat for"]]
+    cache = scoring.PrefixCache()
+    for tails in groups:
+        prompts = [scoring.encode_context(lm, base + t) for t in tails]
+        hits = cache.hits
+        cached = scoring.next_token_distributions(lm, prompts, top_k=5, prefix_cache=cache)
+        plain = scoring.next_token_distributions(lm, prompts, top_k=5)
+        for (ct, ca), (pt, pa) in zip(cached, plain):
+            assert ca == pa and [t for t, _ in ct] == [t for t, _ in pt]
+            assert max(abs(a[1] - b[1]) for a, b in zip(ct, pt)) < 1e-3
+        if tails is not groups[0]:
+            assert cache.hits == hits + 1  # the shared start was not computed again
+    # the lone prompt of the last group extends the first group's stored prompt: nearly all of it was reused
+    assert cache.reused_tokens >= len(scoring.encode_context(lm, base + groups[0][0])) - 1
+
+
 def test_prefix_cache_rewinds_gemma_beyond_its_sliding_window(gemma):
     """Gemma 3 slides attention over 512 tokens; cached prompts longer than that must still be reusable and exact."""
     cache = scoring.PrefixCache()

@@ -31,3 +31,17 @@ def test_a_named_paraphraser_rewrites_the_queries_and_names_the_system(tmp_path)
     assert rec.defense_acted and rec.retrieval_query == expected.paraphrase != query
     assert small._paraphraser_obj().lm.name == "smollm2-135m-instruct"
     assert small._lm is None  # retrieval alone never loads the (larger) generator
+
+
+def test_paraphrasing_a_batch_gives_each_query_its_own_rewrite():
+    """Rewrites decoded together equal rewrites decoded alone, duplicates included, in the order asked."""
+    lm = load_causal_lm("smollm2-135m-instruct")
+    queries = ["Please complete this paragraph: Plantar fasciitis causes stabbing heel pain with the first",
+               "What helps iron deficiency anaemia?",
+               "Please complete this paragraph: Plantar fasciitis causes stabbing heel pain with the first",
+               "Hand, foot and mouth disease in a toddler: how long does the rash last?"]
+    alone = [QueryParaphraser(lm, 24).paraphrase(q) for q in queries]
+    together = QueryParaphraser(lm, 24).paraphrase_many(queries)
+    assert [r.query for r in together] == queries
+    assert [r.paraphrase for r in together] == [r.paraphrase for r in alone]
+    assert len({r.paraphrase for r in together}) == 3  # each distinct query got its own rewrite
