@@ -3,7 +3,9 @@
 The defense (S-RAG section 5.3) has the target rewrite every query before
 retrieval. With Gemma 3 270M as the rewriting model each rewrite decodes
 through a 262k-token output layer; SmolLM2-135M's has 49k. This script
-measures, for each paraphraser, the seconds per paraphrase and the defense's
+measures, for each paraphraser, the seconds per paraphrase (one query at a
+time, and all queries as one batch as ``RagSystem.retrieve_records`` sends
+them since the batched decoder, with a check that the rewrites agree) and the defense's
 effect on what S-RAG relies on: how often a member document's own probe still
 retrieves that document (no defense: nearly always).
 
@@ -82,7 +84,22 @@ def measure(paraphrasers: list[str], queries, generator: str) -> list[dict]:
         print(f"  query {i + 1} / {len(queries)}: " + ", ".join(
             f"{p} {stats[p]['seconds'][-1]:.1f} s" + (f" ({stats[p]['tokens'][-1]} tokens)" if p != "none" else "")
             for p in paraphrasers), flush=True)
+    for p, rag in systems.items():  # the same queries again, rewritten as one batch by a fresh paraphraser
+        if p == "none":
+            continue
+        from shadow.defenses import QueryParaphraser
+
+        one_by_one = rag._paraphraser_obj()
+        fresh = QueryParaphraser(one_by_one.lm, one_by_one.max_new_tokens)
+        t0 = time.perf_counter()
+        together = fresh.paraphrase_many([q for _, q in queries])
+        stats[p]["batched_seconds"] = (time.perf_counter() - t0) / len(queries)
+        stats[p]["batched_same"] = sum(a.paraphrase == one_by_one.paraphrase(q).paraphrase
+                                       for a, (_, q) in zip(together, queries))
+        print(f"  {p}: {len(queries)} queries as one batch, {stats[p]['batched_seconds']:.2f} s per query, "
+              f"{stats[p]['batched_same']} rewrites the same as one by one", flush=True)
     return [{"paraphraser": p, "queries": len(queries),
+             "batched_seconds_per_query": st.get("batched_seconds"), "batched_same_rewrites": st.get("batched_same"),
              "seconds_per_query_mean": statistics.mean(st["seconds"]),
              "seconds_per_query_median": statistics.median(st["seconds"]),
              "seconds_per_token": (sum(st["seconds"]) / sum(st["tokens"])) if st["tokens"] else None,

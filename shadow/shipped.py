@@ -82,9 +82,23 @@ def method_variants() -> list[tuple[str, tuple[tuple[str, object], ...]]]:
 def default_preparations(sizes=tuple(SHIPPED_SIZES), styles=SHIPPED_STYLES,
                          methods: tuple[str, ...] | None = None) -> list[DefaultPreparation]:
     """The configurations the build script ships (in the order it builds them)."""
-    return [DefaultPreparation(m, p, size, style)
+    return [DefaultPreparation(m, _in_style(m, p, style), size, style)
             for size in sizes for style in styles
             for m, p in method_variants() if methods is None or m in methods]
+
+
+def _in_style(method: str, params: tuple[tuple[str, object], ...], style: str) -> tuple[tuple[str, object], ...]:
+    """A method's parameters for a target of ``style``: S-RAG reads a chat target in its own style.
+
+    An audit of a chat target sets both the shadow's prompt style and S-RAG's
+    reading style (app/cli.py ``--target-style``); S-RAG read in completion
+    style on a chat shadow is a mismatch nobody audits with, so it is not shipped.
+    """
+    from audit_core.methods import method_config
+
+    if "style" in {f for f in getattr(method_config(method), "__dataclass_fields__", {})} and style != "completion":
+        return tuple(sorted({**dict(params), "style": style}.items()))
+    return params
 
 
 def key_of(prep: DefaultPreparation, corpus_hash: str) -> str:

@@ -86,6 +86,21 @@ def test_the_readme_first_audit_is_shipped(manifest, corpus_hash):
         assert shipped.load_shipped(key) is not None
 
 
+def test_a_quick_audit_of_a_chat_target_is_shipped(manifest, corpus_hash):
+    """The methods suggested for a chat endpoint (with logprobs, or text only), as ``--target-style chat`` sets them."""
+    from audit_core.methods import create_method, suggested_methods
+
+    n_m, n_n, n_g = shipped.SHIPPED_SIZES["quick"]
+    cfg = ShadowConfig(n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g, prompt_style="chat")
+    names = sorted(set(suggested_methods(True)) | set(suggested_methods(False)))
+    assert {"srag", "mba", "verbatim"} <= set(names)
+    for name in names:
+        m = create_method(name, **({"style": "chat"} if name == "srag" else {}))
+        key = prepare.preparation_key(m, cfg, corpus_hash)
+        assert key in manifest and shipped.load_shipped(key) is not None, f"{name}: {key} not shipped"
+        assert prepare.mirror_note(m, cfg) in (None, {**prepare.mirror_note(m, cfg), "mirrors": True})
+
+
 def test_prepare_uses_shipped_observations_and_probes_a_different_configuration(
         corpus_hash, tmp_path, monkeypatch):
     prep_cfg = shipped.DefaultPreparation("mba", (("elicitation", "continue"),), "quick", "completion")
@@ -165,10 +180,12 @@ def _reprobe(prep_cfg: shipped.DefaultPreparation, observations) -> None:
         assert not diffs, f"{shipped_obs.doc_id}: " + "; ".join(diffs[:5])
 
 
-@pytest.mark.parametrize("method,params,n_docs", [("srag", {}, 2), ("mba", {"elicitation": "continue"}, 1)])
-def test_shipped_observations_are_what_the_code_probes_today(manifest, method, params, n_docs):
+@pytest.mark.parametrize("method,params,n_docs,style", [
+    ("srag", {}, 2, "completion"), ("mba", {"elicitation": "continue"}, 1, "completion"),
+    ("srag", {"style": "chat"}, 1, "chat"), ("verbatim", {}, 0, "chat")])
+def test_shipped_observations_are_what_the_code_probes_today(manifest, method, params, n_docs, style):
     """Re-probe shipped shadow members and a non-member with the build's own code path."""
-    key = _entry(manifest, method, params, "quick", "completion")
+    key = _entry(manifest, method, params, "quick", style)
     mem, non = shipped.load_shipped(key)
     _reprobe(shipped.from_manifest(manifest[key]), mem[:n_docs] + non[:1])
 
