@@ -90,15 +90,15 @@ def _calibration(method, mem, non) -> dict:
 
 def add_calibrations(folder: Path, todo: list, chash: str) -> None:
     """Fit and add the calibration to shipped files that lack one (no probing)."""
-    from shadow.shipped import key_of, load_shipped, load_shipped_calibration, write_shipped
+    from shadow.shipped import key_of, load_shipped_preparation, write_shipped
 
     for p in todo:
         key = key_of(p, chash)
-        shipped = load_shipped(key, folder)
-        if shipped is None or load_shipped_calibration(key, folder) is not None:
+        shipped = load_shipped_preparation(key, folder)
+        if shipped is None or shipped[2] is not None:
             continue
         t0 = time.time()
-        mem, non = shipped
+        mem, non, _ = shipped
         write_shipped(key, p, mem, non, folder, calibration=_calibration(p.create_method(), mem, non))
         print(f"  calibrated {key} ({p.label()}, {time.time() - t0:.0f} s)", flush=True)
 

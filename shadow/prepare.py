@@ -151,7 +151,7 @@ def prepare_shadow(
     (the build script of the shipped preparation).
     """
     from shadow.corpus import corpus_hash, split_members
-    from shadow.shipped import load_shipped, load_shipped_calibration
+    from shadow.shipped import load_shipped_preparation
 
     cfg = cfg or ShadowConfig()
     root = Path(root) if root else cache_dir() / "shadow"
@@ -180,11 +180,10 @@ def prepare_shadow(
             mem = [Observation.from_json(o) for o in raw["members"]]
             non = [Observation.from_json(o) for o in raw["nonmembers"]]
             prep.from_cache[method.name] = True
-        elif use_shipped and not force and (shipped := load_shipped(key)) is not None:
-            mem, non = shipped
+        elif use_shipped and not force and (shipped := load_shipped_preparation(key)) is not None:
+            mem, non, shipped_cal = shipped
             folder.mkdir(parents=True, exist_ok=True)
             _write_observations(obs_file, mem, non)
-            shipped_cal = load_shipped_calibration(key)
             if shipped_cal is not None and calibrate:
                 # the fit shipped with them (data; restored only if its digest names these observations)
                 _write_json(folder / "calibration.json", shipped_cal)

@@ -117,34 +117,45 @@ def read_manifest(folder: Path | None = None) -> dict[str, dict]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def load_shipped(key: str, folder: Path | None = None) -> tuple[list[Observation], list[Observation]] | None:
-    """The shipped (members, non-members) observations for ``key``, or None."""
+def _read_shipped(key: str, folder: Path | None = None) -> dict | None:
+    """The shipped file of ``key`` as written, or None (missing, or renamed from another key)."""
     path = shipped_file(key, folder)
     if not path.exists():
         return None
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         raw = json.load(fh)
-    if raw.get("key") != key:  # a renamed or copied file: not what the name says
-        return None
-    return ([Observation.from_json(o) for o in raw["members"]],
-            [Observation.from_json(o) for o in raw["nonmembers"]])
+    return raw if raw.get("key") == key else None  # a renamed or copied file: not what the name says
 
 
-def load_shipped_calibration(key: str, folder: Path | None = None) -> dict | None:
-    """The calibration data shipped beside ``key``'s observations, or None.
+def load_shipped_preparation(
+        key: str, folder: Path | None = None) -> tuple[list[Observation], list[Observation], dict | None] | None:
+    """The shipped (members, non-members, calibration) for ``key`` from one read of its file, or None.
 
-    Plain JSON written by ``Calibration.to_json`` (out-of-fold scores,
-    threshold, Platt fit; never a model) plus ``observations_sha256``, the
-    digest of the observations it was fitted on: ``shadow.prepare`` puts it
+    The calibration is plain JSON written by ``Calibration.to_json`` (out-of-fold
+    scores, threshold, Platt fit; never a model) plus ``observations_sha256``,
+    the digest of the observations it was fitted on: ``shadow.prepare`` puts it
     in the cache, where a method's ``restore`` trusts it only for those very
     observations. S-RAG then trains one classifier on load instead of k + 1.
     """
-    path = shipped_file(key, folder)
-    if not path.exists():
+    raw = _read_shipped(key, folder)
+    if raw is None:
         return None
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        raw = json.load(fh)
-    cal = raw.get("calibration") if raw.get("key") == key else None
+    cal = raw.get("calibration")
+    return ([Observation.from_json(o) for o in raw["members"]],
+            [Observation.from_json(o) for o in raw["nonmembers"]],
+            cal if isinstance(cal, dict) else None)
+
+
+def load_shipped(key: str, folder: Path | None = None) -> tuple[list[Observation], list[Observation]] | None:
+    """The shipped (members, non-members) observations for ``key``, or None."""
+    got = load_shipped_preparation(key, folder)
+    return None if got is None else (got[0], got[1])
+
+
+def load_shipped_calibration(key: str, folder: Path | None = None) -> dict | None:
+    """The calibration shipped beside ``key``'s observations, or None (see ``load_shipped_preparation``)."""
+    raw = _read_shipped(key, folder)
+    cal = raw.get("calibration") if raw is not None else None
     return cal if isinstance(cal, dict) else None
 
 
@@ -180,4 +191,4 @@ def from_manifest(entry: dict) -> DefaultPreparation:
 
 
 __all__ = ["SHIPPED_DIR", "SHIPPED_SIZES", "SHIPPED_STYLES", "DefaultPreparation", "default_preparations",
-           "key_of", "load_shipped", "load_shipped_calibration", "write_shipped", "read_manifest", "from_manifest"]
+           "key_of", "load_shipped", "load_shipped_calibration", "load_shipped_preparation", "write_shipped", "read_manifest", "from_manifest"]

@@ -214,7 +214,7 @@ def test_the_shipped_srag_calibration_is_restored_with_one_fit(manifest, tmp_pat
     fits.clear()
     monkeypatch.setattr(srag, "member_probability", lambda model, df: [(i % 7) / 7 for i in range(len(df))])
     tampered = {**saved, "observations_sha256": "0" * 64}
-    monkeypatch.setattr(shipped, "load_shipped_calibration", lambda k, folder=None: tampered)
+    monkeypatch.setattr(shipped, "load_shipped_preparation", lambda k, folder=None: (mem, non, tampered))
     prepare_shadow([prep_cfg.create_method()], prep_cfg.shadow_config(), root=tmp_path / "other")
     assert len(fits) == saved["params"]["n_folds"] + 1
 
