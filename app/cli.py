@@ -181,9 +181,6 @@ def _audit_config(args):
     if args.aux_corpus:
         shadow.aux_corpus = args.aux_corpus
     params: dict[str, dict] = {}
-    if getattr(args, "target_style", None):  # the shadow answers, and S-RAG reads, in the target's style
-        shadow.prompt_style = args.target_style
-        params.setdefault("srag", {})["style"] = args.target_style
     if args.bins:
         params.setdefault("srag", {})["bins"] = args.bins
     if args.segment_factor:
@@ -199,8 +196,9 @@ def _audit_config(args):
     if unknown:  # cmd_audit reports it as a plain 'error: ...'
         raise ValueError(f"unknown method(s) in --run-without-signal: {', '.join(unknown)}; "
                          f"choose from {', '.join(METHODS)}")
+    # the shadow answers, and S-RAG reads, in the target's style: this one, or the capability probe's finding
     return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params, run_without_signal=insist,
-                       fpr=args.fpr)
+                       fpr=args.fpr, target_style=getattr(args, "target_style", None))
 
 
 def _print_collection(collection: dict) -> None:
@@ -300,6 +298,11 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
                   file=sys.stderr)
             for name, why in cannot.items():
                 print(f"  {name}: {why}", file=sys.stderr)
+            from audit_core.audit import with_target_style
+
+            styled = with_target_style(cfg, caps)
+            print(f"target style: {styled.target_style} ({styled.target_style_source}); the shadow answers, "
+                  "and S-RAG reads, in this style", file=sys.stderr)
             if not caps.logprobs and cannot:
                 print(f"  hint: for a target without logprobs, --method {','.join(suggested_methods(False))}",
                       file=sys.stderr)
@@ -448,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--masks", type=int, help="MBA masks M (default 10)")
         p.add_argument("--target-style", choices=["completion", "chat"],
                        help="how the target's model answers: 'completion' (continues the text, a base model) or "
-                            "'chat' (an instruct model, which may restate the text first); the shadow mirrors it")
+                            "'chat' (an instruct model, which may restate the text first); the shadow mirrors it. "
+                            "Default: as the capability probe finds (a few short requests; chat when it cannot tell)")
         p.add_argument("--fpr", type=float, default=0.05, choices=[0.01, 0.05, 0.1],
                        help="false-positive rate of every per-document member call (default 0.05)")
         p.add_argument("--mba-elicitation", choices=["fill_in", "continue"],

@@ -37,6 +37,8 @@ class Settings:
     fpr: float = 0.05  # per-document false-positive rate (audit_core.evidence.calibration.FPR_CHOICES)
     #: reuse answers other audits received within this many days; None: this audit's own only
     reuse_days: int | None = None
+    #: how the target's model answers ("completion" or "chat"); None: as the capability probe finds
+    target_style: str | None = None
 
     @property
     def missing_target(self) -> str | None:
@@ -55,7 +57,7 @@ class Settings:
         from audit_core.audit import AuditConfig
 
         return AuditConfig(methods=list(self.methods), shadow=self.shadow, method_params=self.method_params,
-                           fpr=self.fpr)
+                           fpr=self.fpr, target_style=self.target_style)
 
     def config_dict(self) -> dict:
         """The audit configuration as plain data, as the store keeps it (no key)."""
@@ -233,6 +235,19 @@ def _connection_check(settings: Settings) -> None:
             st.button("Use the methods for text-only targets: " + ", ".join(LABELS[m] for m in text_only),
                       key="use_text_only_methods", on_click=_select_methods, args=(text_only,),
                       help="Methods that need no token probabilities; S-RAG cannot run on this target.")
+    _style_note(settings, caps)
+
+
+def _style_note(settings: Settings, caps) -> None:
+    """How the audit will read the target: the style found, or the user's choice beside it."""
+    from audit_core.target.style import resolve_style
+
+    style, source = resolve_style(settings.target_style, caps.style, caps.style_detail)
+    if settings.target_style is not None and caps.style not in (None, settings.target_style):
+        st.warning(f"You chose to read the target as a {style} model, but the capability probe found a "
+                   f"{caps.style} model ({caps.style_detail}). The shadow RAG answers in the style you chose.")
+    else:
+        st.caption(f"Answer style: {style} ({source}). The shadow RAG answers, and S-RAG reads, in this style.")
 
 
 def _select_methods(names: list[str]) -> None:
@@ -280,7 +295,13 @@ def _shadow_sizes() -> tuple[int, int, int]:
     return int(n_m), int(n_n), int(n_g)
 
 
-def _advanced(kind: str) -> tuple[dict[str, dict], int]:
+#: the target-style choices of the sidebar: None lets the capability probe find it
+TARGET_STYLES = {None: "find out (capability probe)",
+                 "completion": "completion: continues the text (a base model)",
+                 "chat": "chat: an instruct model (may restate the text first)"}
+
+
+def _advanced(kind: str) -> tuple[dict[str, dict], int, str | None]:
     from audit_core.methods.mba_masks import ELICITATIONS
     from shadow.demo import mba_elicitation_for
 
@@ -302,9 +323,16 @@ def _advanced(kind: str) -> tuple[dict[str, dict], int]:
                                    "continue": "continue the text before each blank (M requests)"}[e],
             help="Chat models fill in a text with blanks. Small completion-style models, like the demo "
                  "target's, copy the blanks back instead but continue text they retrieved.")
+        style = st.selectbox(
+            "How the target's model answers", list(TARGET_STYLES), format_func=TARGET_STYLES.get,
+            key="target_style",
+            help="S-RAG reads the word the target writes next. A base model continues the text at once; a chat "
+                 "model often restates it first, so its answer is aligned with your text. The shadow RAG answers "
+                 "in the same style. By default a few short requests find out which it is (shown by Check "
+                 "connection); when they cannot tell, the target is read as a chat model.")
     params = {"srag": {"bins": int(bins)},
               "mba": {"n_masks": int(masks), "gamma": float(gamma), "elicitation": elicitation}}
-    return params, int(top_k)
+    return params, int(top_k), style
 
 
 def _reuse_days() -> int | None:
@@ -339,12 +367,13 @@ def render_sidebar() -> Settings:
                        help="At most this share of documents that are NOT in the target's knowledge base may be "
                             "called members (set on the shadow RAG). Lower means fewer false accusations and "
                             "less power; 1% needs a standard-size shadow (99 non-members at least).")
-        params, top_k = _advanced(kind)
+        params, top_k, style = _advanced(kind)
         shadow = ShadowConfig(aux_corpus=aux, n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g,
                               top_k_docs=top_k)
         settings = Settings(kind, base_url, model, list(methods), shadow,
                             {m: p for m, p in params.items() if m in methods},
-                            reuse_days=_reuse_days() if kind == ENDPOINT else None, fpr=float(fpr))
+                            reuse_days=_reuse_days() if kind == ENDPOINT else None, fpr=float(fpr),
+                            target_style=style)
         st.header("Connection")
         _connection_check(settings)
     return settings

@@ -165,12 +165,15 @@ def _check_calibration(settings: Settings) -> None:
     from app.resources import plain_error
     from audit_core.audit import calibrate
     from audit_core.target.base import Capabilities
+    from shadow.demo import DEMO_STYLE
     from shadow.prepare import prepare_shadow
 
     cfg = settings.audit_config()
     key = _config_key(settings)
-    # without a connection check, assume logprobs: a method the target cannot serve is dropped at the start
-    caps = _known_capabilities(settings) or Capabilities(True, True, 20)
+    # without a connection check, assume logprobs: a method the target cannot serve is dropped at the start;
+    # the demo's style is known, an endpoint's unknown style is read as chat (audit.with_target_style)
+    caps = _known_capabilities(settings) or Capabilities(True, True, 20, style=DEMO_STYLE if
+                                                         settings.target_kind == DEMO else None)
 
     def work(job) -> dict:
         cal = calibrate(cfg, caps, prepare_shadow, job.progress)

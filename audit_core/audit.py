@@ -46,6 +46,12 @@ class AuditConfig:
     fpr: float = DEFAULT_FPR
     #: what the controls passed to run_audit are (audit_core.evidence.collection.CONTROL_KINDS)
     controls_kind: str = "declared"
+    #: how the target's model answers: "completion" (continues the text) or "chat";
+    #: None: as the capability probe found (``audit_core.target.style.resolve_style``).
+    #: The shadow answers, and S-RAG reads, in this style (``with_target_style``).
+    target_style: str | None = None
+    #: where ``target_style`` came from, set by ``with_target_style``
+    target_style_source: str = ""
 
 
 @dataclass
@@ -116,7 +122,29 @@ def config_dict(cfg: AuditConfig) -> dict:
     shadow = asdict(cfg.shadow) if cfg.shadow is not None and is_dataclass(cfg.shadow) else cfg.shadow
     return {"methods": list(cfg.methods), "shadow": shadow, "method_params": cfg.method_params,
             "verdict": asdict(cfg.verdict), "run_without_signal": list(cfg.run_without_signal),
-            "fpr": cfg.fpr, "controls_kind": cfg.controls_kind}
+            "fpr": cfg.fpr, "controls_kind": cfg.controls_kind, "target_style": cfg.target_style,
+            "target_style_source": cfg.target_style_source}
+
+
+def with_target_style(cfg: AuditConfig, caps: Capabilities) -> AuditConfig:
+    """A copy of ``cfg`` that reads the target in its style: the user's choice, else the probe's finding.
+
+    The shadow RAG answers in that style (``shadow.prompt_style``: its
+    generator's chat template, or plain text it continues) and S-RAG reads
+    the answers in it, so the calibration is made on answers like the
+    target's. An unknown style is read as chat (``style.resolve_style``).
+    """
+    from dataclasses import replace
+
+    from audit_core.target.style import resolve_style
+
+    style, source = resolve_style(cfg.target_style, caps.style, caps.style_detail)
+    params = {name: dict(p) for name, p in cfg.method_params.items()}
+    params.setdefault("srag", {})["style"] = style
+    shadow = cfg.shadow
+    if shadow is not None and hasattr(shadow, "prompt_style"):
+        shadow = replace(shadow, prompt_style=style) if is_dataclass(shadow) else shadow
+    return replace(cfg, shadow=shadow, method_params=params, target_style=style, target_style_source=source)
 
 
 def method_power(calibrations: dict[str, Calibration]) -> dict[str, dict]:
@@ -271,6 +299,8 @@ class Calibrated:
     not_run: dict[str, str]  # method -> why it cannot run on this target
     calibrations: dict[str, Calibration]
     no_signal: dict[str, str]  # method -> why its shadow shows no signal
+    #: the audit's configuration in the target's style (``with_target_style``)
+    config: AuditConfig | None = None
 
 
 def calibrate(cfg: AuditConfig, caps: Capabilities, prepare: Preparer, progress: Progress | None = None) -> Calibrated:
@@ -278,15 +308,17 @@ def calibrate(cfg: AuditConfig, caps: Capabilities, prepare: Preparer, progress:
 
     The app calls this before the audit so that a method without signal is
     announced before any query is spent; ``run_audit`` calls it again, which
-    the preparer's cache makes cheap.
+    the preparer's cache makes cheap. The shadow mirrors the target's style
+    (``with_target_style``); ``Calibrated.config`` is the configuration used.
     """
+    cfg = with_target_style(cfg, caps)
     methods, not_run = select_methods(cfg, caps, progress)
     prep = prepare(methods, cfg.shadow, progress)
     # every method decides at the audit's false-positive rate; one that cannot (no signal, or a shadow
     # too small for that rate) is "no signal" here
     cals = {name: with_fpr(c, cfg.fpr) for name, c in prep.calibrations.items()}
     no_signal = {m.name: why for m in methods if (why := no_signal_reason(cals.get(m.name)))}
-    return Calibrated(methods, not_run, cals, no_signal)
+    return Calibrated(methods, not_run, cals, no_signal, cfg)
 
 
 def run_audit(
@@ -334,6 +366,7 @@ def run_audit(
 
         raise Unreachable(f"the target could not be used: {caps.detail}")
     cal = calibrate(cfg, caps, prepare, progress)
+    cfg = cal.config
     not_run, no_signal = cal.not_run, cal.no_signal
     methods = [m for m in cal.methods if m.name not in no_signal or m.name in cfg.run_without_signal]
     skipped = {name: f"{why}; none of its queries were sent"

@@ -770,6 +770,11 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     if caps:
         story.append(P(f"Target capabilities: logprobs {'returned' if caps.get('logprobs') else 'not returned'}; "
                        f"up to {esc(caps.get('max_top_logprobs', 'n/a'))} alternatives per token.", "small"))
+    style = (r.get("config") or {}).get("target_style")
+    if style:
+        source = (r.get("config") or {}).get("target_style_source") or ""
+        story.append(P(f"Answer style: {esc(style)}{' (' + esc(source) + ')' if source else ''}. The shadow RAG "
+                       "answered, and S-RAG read the target, in this style.", "small"))
 
     # -- methods ---------------------------------------------------------------
     story.append(P("Methods and parameters", "h1"))

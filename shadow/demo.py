@@ -20,6 +20,8 @@ DEMO_GENERATOR = "gemma-3-270m"
 #: cloze text back instead of filling it in, but continues text it retrieved
 #: (MbaConfig.elicitation; BENCHMARKS.md, "MBA with small target models")
 DEMO_MBA_ELICITATION = "continue"
+#: how the demo target answers: a base model continuing plain text (no chat template)
+DEMO_STYLE = "completion"
 
 
 def mba_elicitation_for(is_demo: bool) -> str:
@@ -35,5 +37,6 @@ def demo_target(defense: str | None = None, generator: str = DEMO_GENERATOR):
     from shadow.corpus import load_corpus
     from shadow.rag import RagConfig, RagSystem
 
-    rag = RagSystem(load_corpus(DEMO_KB), RagConfig(generator=generator, defense=defense))
+    rag = RagSystem(load_corpus(DEMO_KB), RagConfig(generator=generator, defense=defense,
+                                                    prompt_style=DEMO_STYLE if generator == DEMO_GENERATOR else None))
     return rag

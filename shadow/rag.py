@@ -466,6 +466,18 @@ class RagSystem(Target):
 
     # ------------------------------------------------------------------ Target
 
+    def answer_style(self):
+        """Known, not probed: the in-process system renders every prompt in one style.
+
+        Served over HTTP (``shadow.serve``), the same system is probed like any
+        endpoint (``audit_core.target.style.detect_style``).
+        """
+        from audit_core.scoring import prompt_style
+        from audit_core.target.style import StyleFinding
+
+        style = prompt_style(self.lm, self.config.prompt_style)
+        return StyleFinding(style, f"the in-process RAG renders its prompts in {style} style")
+
     def complete(self, request: ChatRequest) -> Completion:
         t0 = time.perf_counter()
         try:

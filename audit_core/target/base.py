@@ -118,6 +118,11 @@ class Capabilities:
     max_top_logprobs: int
     model: str = ""
     detail: str = ""
+    #: how the target's model answers a request to complete a text: "completion"
+    #: (continues at once), "chat" (restates or replies first) or None (unknown);
+    #: found by ``audit_core.target.style.detect_style``
+    style: str | None = None
+    style_detail: str = ""
 
 
 # --------------------------------------------------------------------------- errors
@@ -238,17 +243,37 @@ class Target:
             return list(pool.map(one, requests))
 
     def capabilities(self) -> Capabilities:
-        """Probe with one tiny request asking for the maximum of alternatives."""
+        """Probe with one tiny request asking for the maximum of alternatives, then the answer style."""
         req = ChatRequest.chat([{"role": "user", "content": "Say OK."}], max_tokens=1,
                                logprobs=True, top_logprobs=MAX_TOP_LOGPROBS)
         try:
             comp = self.complete(req)
         except NoLogprobs as exc:
-            return Capabilities(True, False, 0, detail=str(exc))
+            return self.with_style(Capabilities(True, False, 0, detail=str(exc)))
         except TargetError as exc:
             return Capabilities(False, False, 0, detail=str(exc))
         if not comp.tokens:
-            return Capabilities(True, False, 0, model=comp.model, detail="the endpoint returned no logprobs")
+            return self.with_style(Capabilities(True, False, 0, model=comp.model,
+                                                detail="the endpoint returned no logprobs"))
         n = max((len(t.top) for t in comp.tokens), default=0)
-        return Capabilities(True, True, n, model=comp.model,
-                            detail=f"logprobs with up to {n} alternatives per token")
+        return self.with_style(Capabilities(True, True, n, model=comp.model,
+                                            detail=f"logprobs with up to {n} alternatives per token"))
+
+    def answer_style(self):
+        """How this target's model answers a request to complete a text (a ``style.StyleFinding``).
+
+        Endpoints are asked (``style.detect_style``, a few short requests);
+        an in-process system that knows how it is built may say so instead.
+        """
+        from audit_core.target.style import detect_style
+
+        return detect_style(self)
+
+    def with_style(self, caps: Capabilities) -> Capabilities:
+        """``caps`` with the answer style added (a reachable target only)."""
+        from dataclasses import replace
+
+        if not caps.reachable:
+            return caps
+        found = self.answer_style()
+        return replace(caps, style=found.style, style_detail=found.detail)

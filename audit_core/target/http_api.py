@@ -353,14 +353,15 @@ class HttpTarget(RetryingConnector, Target):
         except AuthenticationFailed:
             raise
         except NoLogprobs as exc:
-            return Capabilities(True, False, 0, model=label, detail=str(exc))
+            return self.with_style(Capabilities(True, False, 0, model=label, detail=str(exc)))
         except TargetError as exc:
             return Capabilities(False, False, 0, model=label, detail=str(exc))
         if not wants:
-            return Capabilities(True, False, 0, model=label,
-                                detail="text only: the target file names no logprobs_path")
+            return self.with_style(Capabilities(True, False, 0, model=label,
+                                                detail="text only: the target file names no logprobs_path"))
         n = max((len(t.top) for t in comp.tokens or []), default=0)
-        return Capabilities(True, True, n, model=label, detail=f"logprobs with up to {n} alternatives per token")
+        return self.with_style(Capabilities(True, True, n, model=label,
+                                            detail=f"logprobs with up to {n} alternatives per token"))
 
     def close(self) -> None:
         self._client.close()

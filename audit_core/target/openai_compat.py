@@ -421,12 +421,13 @@ class OpenAITarget(RetryingConnector, Target):
             raise
         except NoLogprobs as exc:
             answered = getattr(exc, "completion", None)
-            return Capabilities(True, False, 0, model=answered.model if answered else self.model, detail=str(exc))
+            return self.with_style(Capabilities(True, False, 0, model=answered.model if answered else self.model,
+                                                detail=str(exc)))
         except TargetError as exc:
             return Capabilities(False, False, 0, model=self.model, detail=str(exc))
         n = max((len(t.top) for t in comp.tokens or []), default=0)
-        return Capabilities(True, True, n, model=comp.model or self.model,
-                            detail=f"logprobs with up to {n} alternatives per token")
+        return self.with_style(Capabilities(True, True, n, model=comp.model or self.model,
+                                            detail=f"logprobs with up to {n} alternatives per token"))
 
     # ------------------------------------------------------------------ request / response
 

@@ -335,6 +335,12 @@ def test_a_text_only_endpoint_offers_the_methods_that_need_no_logprobs(app):
         assert not app.exception
         warned = " ".join(w.value for w in app.warning)
         assert "no token probabilities" in warned and "S-RAG (cannot run: no logprobs" in warned
+        # the fake answers every probe "OK": a reply, not a continuation of the text
+        assert "Answer style: chat (found by the capability probe: it answered like a chat model in 3 of 3" \
+            in _texts(app)
+        app.selectbox(key="target_style").set_value("completion").run(timeout=60)
+        assert "You chose to read the target as a completion model, but the capability probe found a chat " \
+               "model" in " ".join(w.value for w in app.warning)
         app.button(key="use_text_only_methods").click().run(timeout=60)
     assert not app.exception
     chosen = app.multiselect(key="methods").value

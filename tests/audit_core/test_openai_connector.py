@@ -287,7 +287,10 @@ def test_missing_logprobs_raise_and_capabilities_say_so():
         assert t.account.failures == 1 and t.account.completion_tokens == 1
         caps = t.capabilities()
         assert caps.reachable and not caps.logprobs and caps.max_top_logprobs == 0
-        assert srv.chat_requests()[-1]["top_logprobs"] == 20
+        sent = srv.chat_requests()
+        assert sent[1]["top_logprobs"] == 20  # the capability request asks for the most alternatives
+        assert len(sent) == 5 and not any(r.get("logprobs") for r in sent[2:])  # then 3 text-only style probes
+        assert caps.style == "chat"  # it answered "OK" to "complete this text"
 
 
 def test_capabilities_report_logprobs(server, target):

@@ -72,7 +72,8 @@ def make_result() -> dict:
         "config": {"methods": ["srag", "mba", "mink"], "api_key": SECRET,
                    "method_params": {"srag": {"bins": 10}, "mba": {"n_masks": 10}},
                    "shadow": {"corpus": "genmedgpt5k", "n_members": 40, "seed": 0, "api_key": SECRET},
-                   "verdict": {"confident_low": 0.2, "confident_high": 0.8, "primary": "srag", "second": "mba"}},
+                   "verdict": {"confident_low": 0.2, "confident_high": 0.8, "primary": "srag", "second": "mba"},
+                   "target_style": "chat", "target_style_source": "found by the capability probe: it restated"},
         "capabilities": {"reachable": True, "logprobs": True, "max_top_logprobs": 20,
                          "detail": f"probe ok (Authorization: Bearer {SECRET})"},
         "verdicts": verdicts,
@@ -135,6 +136,7 @@ def test_pdf_contains_the_audit(pdf_text, result):
     for kind in kinds:
         assert kind in flat
     assert "12345 prompt tokens" in flat and "62 queries" in flat
+    assert "Answer style: chat (found by the capability probe: it restated)" in flat
     assert "8/10 right" in flat and "0.91" in flat  # MBA accuracy and S-RAG probability in the table
     assert "✓ right" in flat and "✗ wrong" in flat
     assert "weak" in flat  # MBA's shadow AUC 0.66 is read as weak evidence

@@ -129,6 +129,27 @@ def test_a_text_only_endpoint_is_found_by_the_capability_probe(tmp_path, smollm)
     assert caps.reachable and not caps.logprobs
     _, not_run = select_methods(AuditConfig(methods=["srag", "mba"]), caps)
     assert set(not_run) == {"srag"} and "no logprobs" in not_run["srag"]
+    # the style probe needs no logprobs: SmolLM2-Instruct restates the text it is asked to complete
+    assert caps.style == "chat", caps.style_detail
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, style", [("completion", "completion"), ("chunked", "chat")])
+def test_the_capability_probe_finds_each_profiles_style_through_the_client(tmp_path, name, style):
+    """Served over loopback, the real models: Gemma 3 270M base continues, the chat service restates."""
+    from audit_core.target.openai_compat import OpenAITarget
+    from shadow.rag import RagSystem
+    from shadow.serve import serve_in_thread
+
+    prof = get_profile(name)
+    docs = [Document(f"d{i}", f"{DOC} Note number {i}.") for i in range(4)]
+    rag = RagSystem(prof.knowledge_base(docs), prof.rag_config(persist_dir=str(tmp_path)))
+    url, stop = serve_in_thread(rag, api_key="secret-key", model_name="m", logprobs=prof.logprobs)
+    try:
+        caps = OpenAITarget(base_url=url, model="m", api_key="secret-key").capabilities()
+    finally:
+        stop()
+    assert caps.style == style and "3 of 3" in caps.style_detail, caps.style_detail
 
 
 @pytest.mark.slow
