@@ -31,8 +31,9 @@ def _estimate(settings: Settings, docs, controls=()) -> None:
                           0, step=100, key="context_tokens",
                           help="A RAG target puts its retrieved documents into every prompt and bills them; "
                                "we cannot see them. 0 counts only the tokens we send.")
+    params, styled = _styled_params(settings)
     try:
-        est = estimate_audit(docs, settings.methods, settings.method_params, EstimateConfig(context_tokens_per_query=ctx))
+        est = estimate_audit(docs, settings.methods, params, EstimateConfig(context_tokens_per_query=ctx))
     except ValueError as exc:
         st.error(f"A setting is not valid: {exc}")
         return
@@ -46,11 +47,30 @@ def _estimate(settings: Settings, docs, controls=()) -> None:
     st.caption(f"{est.queries} target queries in all; {cost}. Token counts are estimates from word counts; "
                "completion tokens are the most each answer may use. Preparing the shadow RAG runs locally and "
                "is cached after the first run. Answers already received (an audit cancelled and started "
-               "again) are not sent again.")
+               f"again) are not sent again. Counted for a target that answers in {styled.target_style} style "
+               f"({styled.target_style_source}); the connection check adds 4 to 5 short queries.")
     if controls:
-        per_method = [estimate_audit(controls, [m], settings.method_params).queries for m in settings.methods]
+        per_method = [estimate_audit(controls, [m], params).queries for m in settings.methods]
         st.caption(f"The {len(controls)} controls add at most {max(per_method)} queries: they are probed with one "
                    "method only, the first that decides (primary, then second opinion, text-only, baselines).")
+
+
+def _styled_params(settings: Settings):
+    """The methods' parameters in the style the audit will read the target in, and that styled config.
+
+    A chat-style S-RAG probe asks for up to 96 tokens, a completion-style one
+    for 1: the estimate counts the style found by the connection check, the
+    user's choice, or for an endpoint not yet checked chat (the upper bound,
+    and what an audit reads a target in when its style cannot be found).
+    """
+    from audit_core.audit import with_target_style
+    from audit_core.target.base import Capabilities
+    from shadow.demo import DEMO_STYLE
+
+    caps = _known_capabilities(settings) or Capabilities(True, True, 20, style=DEMO_STYLE if
+                                                         settings.target_kind == DEMO else None)
+    styled = with_target_style(settings.audit_config(), caps)
+    return styled.method_params, styled
 
 
 def _known_capabilities(settings: Settings):

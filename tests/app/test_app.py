@@ -71,6 +71,14 @@ def test_pasted_texts_are_counted_before_anything_runs(app):
     assert app.selectbox(key="elicitation_endpoint").value == "fill_in"
     est = next(d.value for d in app.dataframe if "queries" in d.value.columns)
     assert int(est.loc[est["method"] == "total", "queries"].iloc[0]) == 2 * 5 + 2
+    # not checked yet, so counted as a chat model (the upper bound): S-RAG's probes may answer at length
+    srag = est.loc[est["method"] == "S-RAG"].iloc[0]
+    assert srag["completion tokens (max)"] > 10 * srag["queries"]
+    assert "answers in chat style" in _texts(app)
+    app.selectbox(key="target_style").set_value("completion").run()
+    est = next(d.value for d in app.dataframe if "queries" in d.value.columns)
+    srag = est.loc[est["method"] == "S-RAG"].iloc[0]
+    assert srag["completion tokens (max)"] == srag["queries"]  # one token per probe
     # nothing to send to yet: Start waits for the URL and model, and says so
     assert app.button(key="start_audit").disabled
     assert "Enter the endpoint's base URL and model" in _texts(app)
