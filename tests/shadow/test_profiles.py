@@ -112,20 +112,25 @@ def test_the_preparation_key_includes_the_cap_and_a_style_mismatch_is_noted():
     assert mirror_note(chat, ShadowConfig(prompt_style="chat"))["mirrors"] is True
 
 
-def test_a_text_only_endpoint_is_found_by_the_capability_probe(tmp_path, smollm):
-    """chat-nologprobs served over loopback: the real client finds no logprobs, S-RAG cannot run."""
+def _served_capabilities(name: str, folder) -> Capabilities:
+    """A profile served over loopback with four small documents, probed by the real client."""
     from audit_core.target.openai_compat import OpenAITarget
     from shadow.rag import RagSystem
     from shadow.serve import serve_in_thread
 
-    prof = get_profile("chat-nologprobs")
+    prof = get_profile(name)
     docs = [Document(f"d{i}", f"{DOC} Note number {i}.") for i in range(4)]
-    rag = RagSystem(prof.knowledge_base(docs), prof.rag_config(persist_dir=str(tmp_path)))
-    url, stop = serve_in_thread(rag, api_key="k", model_name="m", logprobs=prof.logprobs)
+    rag = RagSystem(prof.knowledge_base(docs), prof.rag_config(persist_dir=str(folder)))
+    url, stop = serve_in_thread(rag, api_key="secret-key", model_name="m", logprobs=prof.logprobs)
     try:
-        caps = OpenAITarget(base_url=url, model="m", api_key="k").capabilities()
+        return OpenAITarget(base_url=url, model="m", api_key="secret-key").capabilities()
     finally:
         stop()
+
+
+def test_a_text_only_endpoint_is_found_by_the_capability_probe(tmp_path, smollm):
+    """chat-nologprobs served over loopback: the real client finds no logprobs, S-RAG cannot run."""
+    caps = _served_capabilities("chat-nologprobs", tmp_path)
     assert caps.reachable and not caps.logprobs
     _, not_run = select_methods(AuditConfig(methods=["srag", "mba"]), caps)
     assert set(not_run) == {"srag"} and "no logprobs" in not_run["srag"]
@@ -137,18 +142,7 @@ def test_a_text_only_endpoint_is_found_by_the_capability_probe(tmp_path, smollm)
 @pytest.mark.parametrize("name, style", [("completion", "completion"), ("chunked", "chat")])
 def test_the_capability_probe_finds_each_profiles_style_through_the_client(tmp_path, name, style):
     """Served over loopback, the real models: Gemma 3 270M base continues, the chat service restates."""
-    from audit_core.target.openai_compat import OpenAITarget
-    from shadow.rag import RagSystem
-    from shadow.serve import serve_in_thread
-
-    prof = get_profile(name)
-    docs = [Document(f"d{i}", f"{DOC} Note number {i}.") for i in range(4)]
-    rag = RagSystem(prof.knowledge_base(docs), prof.rag_config(persist_dir=str(tmp_path)))
-    url, stop = serve_in_thread(rag, api_key="secret-key", model_name="m", logprobs=prof.logprobs)
-    try:
-        caps = OpenAITarget(base_url=url, model="m", api_key="secret-key").capabilities()
-    finally:
-        stop()
+    caps = _served_capabilities(name, tmp_path)
     assert caps.style == style and "3 of 3" in caps.style_detail, caps.style_detail
 
 
