@@ -381,13 +381,15 @@ def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
 
 
 def cmd_prepare(args) -> int:
-    from audit_core.audit import select_methods
+    from audit_core.audit import select_methods, with_target_style
     from shadow.prepare import prepare_shadow
     from audit_core.target.base import Capabilities
 
-    cfg = _audit_config(args)
+    # no target is asked: the shadow answers in --target-style, else in completion style
+    caps = Capabilities(True, True, 20, style="completion", style_detail="'prepare' asks no target")
+    cfg = with_target_style(_audit_config(args), caps)
     bar = _progress_bar()
-    methods, _ = select_methods(cfg, Capabilities(True, True, 20), bar)
+    methods, _ = select_methods(cfg, caps, bar)
     prep = prepare_shadow(methods, cfg.shadow, progress=bar, force=args.force)
     for name, cal in prep.calibrations.items():
         src = "cache" if prep.from_cache[name] else "fresh"

@@ -28,3 +28,27 @@ def test_report_flags_are_parsed(monkeypatch):
                          "--run-without-signal", "mba"]) == 0
     assert seen["report_dir"] == "out" and seen["no_redact"] and seen["run_without_signal"] == "mba"
     assert main is app.cli.main
+
+
+def test_prepare_and_audit_take_the_target_style(monkeypatch):
+    """`prepare` asks no target: the shadow answers in --target-style, completion without it; `audit`
+    passes the choice on, and without it leaves the style to the capability probe."""
+    import shadow.prepare
+    from app.cli import _audit_config
+
+    seen = []
+
+    class Prep:
+        calibrations, from_cache, seconds = {}, {}, {}
+
+    monkeypatch.setattr(shadow.prepare, "prepare_shadow",
+                        lambda methods, shadow, **kw: seen.append((shadow.prompt_style, [
+                            getattr(m.config, "style", None) for m in methods])) or Prep())
+    assert main(["prepare", "--method", "srag", "--target-style", "chat"]) == 0
+    assert main(["prepare", "--method", "srag"]) == 0
+    assert seen == [("chat", ["chat"]), ("completion", ["completion"])]
+    parsed = []
+    monkeypatch.setattr("app.cli.cmd_audit", lambda args: parsed.append(_audit_config(args)) or 0)
+    assert main(["audit", "--target", "demo", "--docs", "x.csv", "--target-style", "chat"]) == 0
+    assert main(["audit", "--target", "demo", "--docs", "x.csv"]) == 0
+    assert [c.target_style for c in parsed] == ["chat", None]
