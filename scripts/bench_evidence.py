@@ -176,14 +176,24 @@ def canary_experiment(n: int, shadow_size: int, n_splits: int, fpr: float = 0.05
     kit = CanaryKit(hashlib.sha256(b"rpa evidence benchmark canaries").hexdigest()[:32], n)
     canaries = kit.published() + kit.siblings()
     cfg = ShadowConfig(n_members=shadow_size, n_nonmembers=shadow_size, n_per_class_generative=15)
+    from shadow.bench.runner import TqdmProgress
+
     method = SragMethod()
-    cal = with_fpr(prepare_shadow([method], cfg).calibrations["srag"], fpr)
+    progress = TqdmProgress()
+    cal = with_fpr(prepare_shadow([method], cfg, progress).calibrations["srag"], fpr)
     docs = cfg.corpus_docs()
     half = len(docs) // 2
     kb, _ = split_members(docs, half, len(docs) - half, cfg.seed)
     rag = build_shadow_rag(cfg, kb)
     t0 = time.time()
-    obs = method.probe_many(canaries, rag, top_logprobs=cfg.top_logprobs)
+    stage, done = "probing the canaries (S-RAG)", [0]
+
+    def tick(k: int) -> None:
+        done[0] += k
+        progress(stage, done[0], len(canaries))
+
+    progress(stage, 0, len(canaries))
+    obs = method.probe_many(canaries, rag, progress=tick, top_logprobs=cfg.top_logprobs)
     results = [method.score(o, cal) for o in obs]
     probe_s = time.time() - t0
     scores = [raw_score(r) for r in results]
