@@ -90,9 +90,10 @@ def default_preparations(sizes=tuple(SHIPPED_SIZES), styles=SHIPPED_STYLES,
 def _in_style(method: str, params: tuple[tuple[str, object], ...], style: str) -> tuple[tuple[str, object], ...]:
     """A method's parameters for a target of ``style``: S-RAG reads a chat target in its own style.
 
-    An audit of a chat target sets both the shadow's prompt style and S-RAG's
-    reading style (app/cli.py ``--target-style``); S-RAG read in completion
-    style on a chat shadow is a mismatch nobody audits with, so it is not shipped.
+    An audit of a chat target (found by the capability probe, or chosen) sets
+    both the shadow's prompt style and S-RAG's reading style
+    (``audit_core.audit.with_target_style``); S-RAG read in completion style on
+    a chat shadow is a mismatch nobody audits with, so it is not shipped.
     """
     from audit_core.methods import method_config
 

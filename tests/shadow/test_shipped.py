@@ -87,7 +87,7 @@ def test_the_readme_first_audit_is_shipped(manifest, corpus_hash):
 
 
 def test_a_quick_audit_of_a_chat_target_is_shipped(manifest, corpus_hash):
-    """The methods suggested for a chat endpoint (with logprobs, or text only), as ``--target-style chat`` sets them."""
+    """The methods suggested for a chat endpoint (with logprobs, or text only), as `with_target_style` sets them."""
     from audit_core.methods import create_method, suggested_methods
 
     n_m, n_n, n_g = shipped.SHIPPED_SIZES["quick"]
