@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -100,6 +101,17 @@ def test_a_quick_audit_of_a_chat_target_is_shipped(manifest, corpus_hash):
         assert key in manifest and shipped.load_shipped(key) is not None, f"{name}: {key} not shipped"
         note = prepare.mirror_note(m, cfg)
         assert note is None or note["mirrors"], f"{name}: the shadow does not answer in the style it is read in"
+    # the app's path: its parameters for an endpoint, the style found by the capability probe
+    from audit_core.audit import AuditConfig, select_methods, with_target_style
+    from audit_core.target.base import Capabilities
+
+    caps = Capabilities(True, True, 20, style="chat")
+    app_cfg = with_target_style(AuditConfig(
+        methods=["srag", "mba"], shadow=replace(cfg, prompt_style="completion"),
+        method_params={"srag": {"bins": 10}, "mba": {"n_masks": 10, "gamma": 0.5, "elicitation": "fill_in"}}), caps)
+    for m in select_methods(app_cfg, caps)[0]:
+        key = prepare.preparation_key(m, app_cfg.shadow, corpus_hash)
+        assert key in manifest, f"{m.name}: the app's chat audit would not find its shipped preparation"
 
 
 def test_prepare_uses_shipped_observations_and_probes_a_different_configuration(
