@@ -130,17 +130,21 @@ def with_target_style(cfg: AuditConfig, caps: Capabilities) -> AuditConfig:
     """A copy of ``cfg`` that reads the target in its style: the user's choice, else the probe's finding.
 
     The shadow RAG answers in that style (``shadow.prompt_style``: its
-    generator's chat template, or plain text it continues) and S-RAG reads
-    the answers in it, so the calibration is made on answers like the
+    generator's chat template, or plain text it continues) and S-RAG (and
+    S-RAG without logprobs) reads the answers in it, so the calibration is made on answers like the
     target's. An unknown style is read as chat (``style.resolve_style``).
     """
     from dataclasses import replace
 
     from audit_core.target.style import resolve_style
 
+    from audit_core.methods import METHODS, method_config
+
     style, source = resolve_style(cfg.target_style, caps.style, caps.style_detail)
     params = {name: dict(p) for name, p in cfg.method_params.items()}
-    params.setdefault("srag", {})["style"] = style
+    for name in sorted({"srag", *cfg.methods} & set(METHODS)):  # methods that read where the answer reaches a word
+        if "style" in getattr(method_config(name), "__dataclass_fields__", {}):
+            params.setdefault(name, {})["style"] = style
     shadow = cfg.shadow
     if shadow is not None and hasattr(shadow, "prompt_style"):
         shadow = replace(shadow, prompt_style=style) if is_dataclass(shadow) else shadow

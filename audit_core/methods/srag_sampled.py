@@ -10,6 +10,16 @@ or a miss (0). The estimates feed S-RAG's own histogram features, classifier
 and shadow training (this class inherits them; segmentation, features,
 ``prepare`` and ``score`` are S-RAG's).
 
+A chat model answering S-RAG's prompt often restates the paragraph before it
+goes on (the capability probe finds this: ``audit_core.target.style``): in
+"chat" style a probe asks for as many tokens as chat S-RAG does, the answer is
+aligned with the document (S-RAG's ``align_answer``, on the answer's words),
+and the word read is the one where the answer reaches the probed word. A
+sample that never gets there is not counted; a probe none of whose samples
+gets there has no estimate ("not aligned"), never 0. Without this every probe
+of a chat model read a miss (BENCHMARKS.md, text-only section: 0 hits on every
+probe of SmolLM2-Instruct).
+
 The default is greedy (n = 1), chosen by cost: one query per hard word keeps
 a document at 5-10 queries (the issue's budget), while n samples cost n
 times that. The AUC-against-n comparison could not be completed on the
@@ -23,7 +33,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from audit_core.methods.base import Observation, QueryCost, template_words
-from audit_core.methods.srag import Probe, SragConfig, SragMethod, WordObservation, normalise_word, probe_count
+from audit_core.methods.srag import (Probe, SragConfig, SragMethod, WordObservation, align_answer, normalise_word,
+                                     probe_count)
 from audit_core.target.base import ChatRequest, Completion
 
 
@@ -58,18 +69,35 @@ def word_hit(answer: Completion, word: str) -> bool:
     and stopped on length) counts when the true word starts with it and it
     has at least 3 characters.
     """
-    got, want = first_word(answer.text), normalise_word(word)
+    return _same_word(first_word(answer.text), word, answer.finish_reason == "length" and len(answer.text.split()) == 1)
+
+
+def _same_word(got: str, word: str, cut: bool) -> bool:
+    """``got`` (normalised) is the true word, or -- cut by the token limit -- a start of it of 3+ characters."""
+    want = normalise_word(word)
     if not got or not want:
         return False
-    if got == want:
-        return True
-    truncated = answer.finish_reason == "length" and len(answer.text.split()) == 1
-    return truncated and len(got) >= 3 and want.startswith(got)
+    return got == want or (cut and len(got) >= 3 and want.startswith(got))
+
+
+def aligned_word_hit(answer: Completion, prefix: str, word: str) -> tuple[str, bool | None]:
+    """Where a chat answer reaches the probed word, and whether it writes the true word there.
+
+    Returns (how, hit): how as S-RAG's ``align_answer`` ("first", "restated",
+    "not_aligned") and hit None when the answer never reaches the word.
+    """
+    pieces = re.findall(r"\s*\S+", answer.text)
+    how, i = align_answer(prefix, pieces)
+    if i is None:
+        return how, None
+    cut = answer.finish_reason == "length" and i == len(pieces) - 1
+    return how, _same_word(first_word(pieces[i]), word, cut)
 
 
 class SragSampledMethod(SragMethod):
     name = "srag_sampled"
-    version = "1"
+    #: 2: chat style (longer answers, aligned with the document)
+    version = "2"
     requires_logprobs = False
 
     def __init__(self, config: SragSampledConfig | None = None):
@@ -81,15 +109,21 @@ class SragSampledMethod(SragMethod):
             return None
         n = self.config.n_samples
         half, second = n_words // 2, n_words - n_words // 2
-        return QueryCost(q * n, q * n * (template_words(self.config.prompt) + half + second / 2),
-                         q * n * self.config.sample_tokens)
+        mid = half + second / 2
+        return QueryCost(q * n, q * n * (template_words(self.config.prompt) + mid), q * n * self._tokens(int(mid)))
+
+    def _tokens(self, prefix_words: int) -> int:
+        """Tokens a probe asks for: a few in completion style, chat S-RAG's budget in chat style."""
+        c = self.config
+        return c.sample_tokens if c.style == "completion" else max(c.sample_tokens, c.probe_tokens(prefix_words))
 
     def build_requests(self, probes: Sequence[Probe], top_logprobs: int | None = None) -> list[ChatRequest]:
         """``n_samples`` text-only requests per probe (S-RAG's ``probe`` sends them): no logprobs asked."""
         c = self.config
         greedy = c.n_samples == 1
         return [ChatRequest.chat([{"role": "user", "content": c.prompt.format(prefix=p.prefix)}],
-                                 max_tokens=c.sample_tokens, temperature=0.0 if greedy else c.temperature,
+                                 max_tokens=self._tokens(len(p.prefix.split())),
+                                 temperature=0.0 if greedy else c.temperature,
                                  seed=0 if greedy else s)
                 for p in probes for s in range(c.n_samples)]
 
@@ -114,8 +148,17 @@ class SragSampledMethod(SragMethod):
             if not any(c.text.strip() for c in comps):
                 out.append(WordObservation(p["word"], None, error="empty_answer: the target answered with no text"))
                 continue
-            hits = sum(word_hit(c, p["word"]) for c in comps)
-            prob = hits / len(comps)
-            out.append(WordObservation(p["word"], prob, below_top_k=prob == 0.0,
-                                       first_token=re.sub(r"\s+", " ", comps[0].text.strip())[:40]))
+            shown = re.sub(r"\s+", " ", comps[0].text.strip())[:40]
+            if self.config.style == "chat":
+                read = [aligned_word_hit(c, p["prefix"], p["word"]) for c in comps]
+                hits = [h for _, h in read if h is not None]
+                if not hits:
+                    out.append(WordObservation(p["word"], None, aligned="not_aligned", first_token=shown,
+                                               error="not_aligned: no answer reached the probed word"))
+                    continue
+                how = next(h for h, x in read if x is not None)
+            else:
+                hits, how = [word_hit(c, p["word"]) for c in comps], "first"
+            prob = sum(hits) / len(hits)
+            out.append(WordObservation(p["word"], prob, below_top_k=prob == 0.0, first_token=shown, aligned=how))
         return out

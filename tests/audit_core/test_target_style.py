@@ -112,3 +112,38 @@ def test_an_audit_of_a_chat_target_prepares_a_chat_shadow_and_says_so():
     assert seen == [("chat", {"srag": "chat"})]
     assert result.config["target_style"] == "chat" and "capability probe" in result.config["target_style_source"]
     assert result.capabilities["style"] == "chat"
+
+
+def test_srag_without_logprobs_reads_a_chat_answer_where_it_reaches_the_word():
+    """A chat model restates the paragraph first: the word read is the one after the restated prefix."""
+    from audit_core.methods.base import Observation
+    from audit_core.methods.srag import Probe
+    from audit_core.methods.srag_sampled import SragSampledConfig, SragSampledMethod, aligned_word_hit
+
+    prefix = "The patient was given five days of"
+    said = lambda text, cut=False: Completion(text, None, Usage(5, 5), "length" if cut else "stop")
+    assert aligned_word_hit(said(" amoxicillin for the ear"), prefix, "amoxicillin") == ("first", True)
+    assert aligned_word_hit(said("The patient was given five days of Amoxicillin."), prefix,
+                            "amoxicillin") == ("restated", True)
+    assert aligned_word_hit(said("The patient was given five days of rest."), prefix, "amoxicillin") == \
+        ("restated", False)
+    assert aligned_word_hit(said("The patient was given five days of amox", cut=True), prefix,
+                            "amoxicillin") == ("restated", True)
+    assert aligned_word_hit(said("The patient was given five", cut=True), prefix, "amoxicillin")[1] is None
+
+    chat = SragSampledMethod(SragSampledConfig(style="chat"))
+    completion = SragSampledMethod(SragSampledConfig())
+    probe = {"word": "amoxicillin", "word_index": 7, "prefix": prefix, "proxy_prob": 0.1}
+    restated = said("The patient was given five days of amoxicillin twice a day.").to_json()
+    obs = Observation("srag_sampled", "d", data={"probes": [probe, probe]}, responses=[restated, said(
+        "The patient was given").to_json()], errors=[None, None])
+    read = chat.word_observations(obs)
+    assert (read[0].prob, read[0].aligned) == (1.0, "restated")
+    assert read[1].prob is None and read[1].aligned == "not_aligned"  # no reading, never a miss
+    assert [w.prob for w in completion.word_observations(obs)] == [0.0, 0.0]  # what a first-word reading saw
+    # a chat probe asks for room to restate; the capability probe's style reaches this method too
+    tokens = [m.build_requests([Probe(**probe)])[0].max_tokens for m in (chat, completion)]
+    assert tokens[0] > tokens[1]
+    styled = with_target_style(AuditConfig(methods=["srag_sampled"], shadow=ShadowConfig()),
+                               Capabilities(True, False, 0, style="chat"))
+    assert styled.method_params["srag_sampled"]["style"] == "chat"
