@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=20, help="members and non-members each")
     ap.add_argument("--methods", default=DEFAULT_METHODS)
     ap.add_argument("--samples", default="1", help="n_samples values for srag_sampled, e.g. 1,3")
+    ap.add_argument("--style", choices=["chat", "completion"], default="chat",
+                    help="how srag_sampled reads the answers (the RAG here is a chat model: chat)")
     ap.add_argument("--defense", default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="textonly_bench.json")
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[tuple[str, dict]] = []
     for name in a.methods.split(","):
         if name == "srag_sampled":
-            runs += [(f"srag_sampled_n{s}", {"n_samples": int(s)}) for s in a.samples.split(",")]
+            runs += [(f"srag_sampled_n{s}", {"n_samples": int(s), "style": a.style}) for s in a.samples.split(",")]
         else:
             runs.append((name, {}))
     for label, params in runs:
