@@ -209,8 +209,13 @@ def canary_experiment(n: int, shadow_size: int, n_splits: int, fpr: float = 0.05
         pub_ok = [x for x in pub if x is not None]
         sib_ok = [x for x in sib if x is not None]
         rejections += top_weighted_test(pub_ok, sib_ok, seed=s)[1] <= 0.05
+    finite = [x for x in scores if x is not None]
     return {
         "n_canaries": len(canaries), "probe_seconds": probe_s,
+        # ties show whether "no canary called" is a decision or the absence of any reading
+        "scores": {"n": len(finite), "distinct": len(set(round(x, 9) for x in finite)),
+                   "min": min(finite, default=None), "max": max(finite, default=None),
+                   "shadow_threshold": cal.threshold},
         "shadow_calibrated": {"fpr_requested": fpr, "decided": len(decided),
                               "false_positives": int(sum(decided)),
                               "realised_fpr": float(np.mean(decided)) if decided else None,
