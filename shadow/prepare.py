@@ -99,7 +99,8 @@ def _config_of(method: MembershipMethod) -> dict:
     d.pop("model_dir", None)  # where to write, not what to compute
     if is_dataclass(cfg):  # how the answers are scored, not what is sent: the same observations serve
         for f in fields(cfg):
-            if f.metadata.get("scoring_only"):
+            # a field that shapes only chat-style probes says nothing about completion-style ones
+            if f.metadata.get("scoring_only") or (f.metadata.get("chat_only") and d.get("style") != "chat"):
                 d.pop(f.name, None)
     return d
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -83,6 +84,21 @@ class SragConfig:
     chat_max_tokens: int = 96
     chat_tokens_per_word: float = 1.5
     chat_extra_tokens: int = 8
+    #: in "chat" style a probe sends only the last this many words of its
+    #: prefix (our addition; None sends the whole prefix, as the paper's
+    #: completion-style probes do). A chat model restates what it is given,
+    #: usually from the start, before going on: with whole prefixes two thirds
+    #: of SmolLM2-135M-Instruct's answers never reached the probed word within
+    #: the budget. A 25-word tail is restated within the budget, twice as many
+    #: probes are read, and what the answer reproduces of the document beyond
+    #: the tail becomes a second signal (``reproduced_share``). Chosen on the
+    #: shadow corpus only (BENCHMARKS.md, target zoo, "S-RAG on chat targets").
+    chat_tail_words: int | None = field(default=25, metadata={"chat_only": True})
+    #: words per n-gram of the reproduction feature (chat style), as Verbatim continuation
+    reproduction_ngram: int = field(default=4, metadata={"scoring_only": True})
+    #: an n-gram in this many documents audited together is a stock phrase and
+    #: not counted as reproduced (Verbatim continuation's rule); 0 turns it off
+    shared_min_docs: int = field(default=2, metadata={"scoring_only": True})
     #: a document whose share of unaligned probes exceeds this is inconclusive
     #: (its histogram would rest on too few readings to compare with the shadow's)
     max_unaligned_share: float = 0.5
@@ -112,10 +128,19 @@ class SragConfig:
         return 1 if self.style == "completion" else self.chat_max_tokens
 
     def probe_tokens(self, prefix_words: int) -> int:
-        """Tokens a probe with a prefix of this many words asks for (the same for shadow and target)."""
+        """Tokens a probe sending this many words of prefix asks for (the same for shadow and target)."""
         if self.style == "completion":
             return 1
         return min(self.chat_max_tokens, int(math.ceil(self.chat_tokens_per_word * prefix_words)) + self.chat_extra_tokens)
+
+    def sent_text(self, prefix: str) -> str:
+        """What a probe sends of its prefix: all of it, or in chat style its last ``chat_tail_words`` words."""
+        if self.style != "chat" or not self.chat_tail_words:
+            return prefix
+        words = list(_WORD_RE.finditer(prefix))
+        if len(words) <= self.chat_tail_words:
+            return prefix
+        return prefix[words[-self.chat_tail_words].start():]
 
 
 # --------------------------------------------------------------------------- segmentation
@@ -436,26 +461,31 @@ def histogram_features(probs: Sequence[float], bins: int) -> dict[str, float]:
 
 class SragMethod(MembershipMethod):
     name = "srag"
-    #: 2: chat style (longer answers, aligned), stricter word matcher, unaligned probes
+    #: 2: chat style (longer answers, aligned), stricter word matcher, unaligned probes.
+    #: Chat style's prefix tail and reproduction feature changed its probes through the
+    #: configuration (``chat_tail_words``), which keys the preparation: completion-style keys stand.
     version = "2"
     requires_logprobs = True
 
     def __init__(self, config: SragConfig | None = None):
         self.config = config or SragConfig()
         self.min_words = self.config.min_words
+        #: stock phrases of the collection audited (``use_collection``), left out of ``reproduction``
+        self._shared: frozenset[tuple[str, ...]] = frozenset()
 
     # -- probing --------------------------------------------------------------
 
     def build_requests(self, probes: Sequence[Probe], top_logprobs: int | None = None) -> list[ChatRequest]:
         # the configuration's cap bounds every call, target's and shadow's alike
         k = self.config.top_logprobs if top_logprobs is None else min(top_logprobs, self.config.top_logprobs)
+        sent = [self.config.sent_text(p.prefix) for p in probes]
         return [
             ChatRequest.chat(
-                [{"role": "user", "content": self.config.prompt.format(prefix=p.prefix)}],
-                max_tokens=self.config.probe_tokens(len(p.prefix.split())), temperature=0.0, logprobs=True,
+                [{"role": "user", "content": self.config.prompt.format(prefix=text)}],
+                max_tokens=self.config.probe_tokens(len(text.split())), temperature=0.0, logprobs=True,
                 top_logprobs=k,
             )
-            for p in probes
+            for text in sent
         ]
 
     def probe(self, doc: Document, target: Target, top_logprobs: int | None = None) -> Observation:
@@ -483,7 +513,10 @@ class SragMethod(MembershipMethod):
             return None
         half, second = n_words // 2, n_words - n_words // 2
         mid = half + second / 2  # words of an average prefix
-        return QueryCost(q, q * (template_words(self.config.prompt) + mid), q * self.config.probe_tokens(int(mid)))
+        c = self.config
+        if c.style == "chat" and c.chat_tail_words:
+            mid = min(mid, c.chat_tail_words)
+        return QueryCost(q, q * (template_words(c.prompt) + mid), q * c.probe_tokens(int(mid)))
 
     # -- observations -> features ---------------------------------------------
 
@@ -493,9 +526,34 @@ class SragMethod(MembershipMethod):
             if resp is None:
                 out.append(WordObservation(p["word"], None, error=err))
             else:
-                prefix = p["prefix"] if self.config.style == "chat" else None
+                prefix = self.config.sent_text(p["prefix"]) if self.config.style == "chat" else None
                 out.append(observe_word(p["word"], Completion.from_json(resp), prefix))
         return out
+
+    def reproduction(self, obs: Observation) -> dict[str, Any] | None:
+        """In chat style, how much of the document the answers reproduce beyond what the probes sent.
+
+        A probe sends only the end of its prefix (``chat_tail_words``); a chat
+        model that restates "the paragraph" from its start can only take the
+        words before that end from its context, i.e. from a retrieved copy of
+        the document. Measured as Verbatim continuation measures it
+        (``verbatim.reproduction``: distinct word n-grams of the document that
+        no probe sent and no other audited document shares, found in the
+        answers). None in completion style (one-token answers reproduce nothing).
+        """
+        from audit_core.methods.verbatim import reproduction
+
+        probes = obs.data.get("probes") or []
+        if self.config.style != "chat" or not probes:
+            return None
+        sent = "\n".join(self.config.sent_text(p["prefix"]) for p in probes)
+        answers = "\n".join(Completion.from_json(r).text for r in obs.responses if r is not None)
+        return reproduction(answers, sent, _probed_text(obs), self.config.reproduction_ngram, self._shared)
+
+    def use_collection(self, texts: Sequence[str]) -> None:
+        from audit_core.methods.verbatim import shared_ngrams
+
+        self._shared = shared_ngrams(texts, self.config.reproduction_ngram, self.config.shared_min_docs)
 
     def features(self, obs: Observation) -> tuple[dict[str, float] | None, str | None, list[WordObservation]]:
         """Features of one observation, or None with the reason it has none."""
@@ -510,7 +568,11 @@ class SragMethod(MembershipMethod):
         # failed probe makes the document inconclusive rather than guessed
         if failed:
             return None, f"{len(failed)} of {len(words)} target calls failed ({failed[0].error})", words
-        return unaligned_features(words, self.config)
+        feats, reason, words = unaligned_features(words, self.config)
+        rep = self.reproduction(obs) if feats is not None else None
+        if rep is not None:
+            feats["reproduced_share"] = float(rep["share"])
+        return feats, reason, words
 
     # -- training on the shadow -----------------------------------------------
 
@@ -529,6 +591,21 @@ class SragMethod(MembershipMethod):
         hundred rows a fit takes seconds, BENCHMARKS.md); a budget split k + 1
         ways left a fit on a busy machine with no usable model.
         """
+        with self._shadow_collection(members, nonmembers):
+            return self._prepare(members, nonmembers)
+
+    @contextmanager
+    def _shadow_collection(self, members: Sequence[Observation], nonmembers: Sequence[Observation]):
+        """Score the shadow with its own stock phrases left out, as an audit leaves out the owner's."""
+        audit_shared = self._shared
+        if self.config.style == "chat":
+            self.use_collection([_probed_text(o) for o in [*members, *nonmembers] if o.data.get("probes")])
+        try:
+            yield
+        finally:
+            self._shared = audit_shared
+
+    def _prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
         from audit_core.evidence.calibration import DEFAULT_FPR, apply_evidence, fit_evidence, oof_predictions
 
         df, labels = self._training_frame(members, nonmembers)
@@ -585,7 +662,8 @@ class SragMethod(MembershipMethod):
         saved calibration that does not describe these observations is not
         trusted: the whole preparation runs again.
         """
-        df, labels = self._training_frame(members, nonmembers)
+        with self._shadow_collection(members, nonmembers):
+            df, labels = self._training_frame(members, nonmembers)
         params = saved.get("params") or {}
         if (params.get("oof_labels") != [int(x) for x in labels] or "evidence" not in params
                 or params.get("feature_columns") != list(df.columns.drop("member"))):
@@ -629,6 +707,12 @@ class SragMethod(MembershipMethod):
 
 #: k of the k-fold out-of-fold scores S-RAG's calibration is fitted on
 SRAG_CV_FOLDS = 5
+
+
+def _probed_text(obs: Observation) -> str:
+    """The document as far as its probes reach: the longest prefix and its probed word."""
+    last = max(obs.data.get("probes") or [], key=lambda p: len(p["prefix"]), default=None)
+    return f"{last['prefix']} {last['word']}" if last else ""
 
 
 def _mean_hist(df, label: int, bins: int) -> list[float]:

@@ -96,7 +96,8 @@ def aligned_word_hit(answer: Completion, prefix: str, word: str) -> tuple[str, b
 
 class SragSampledMethod(SragMethod):
     name = "srag_sampled"
-    #: 2: chat style (longer answers, aligned with the document)
+    #: 2: chat style (longer answers, aligned with the document); in chat style it sends
+    #: S-RAG's prefix tail and scores the reproduction too (S-RAG's ``features``)
     version = "2"
     requires_logprobs = False
 
@@ -110,6 +111,8 @@ class SragSampledMethod(SragMethod):
         n = self.config.n_samples
         half, second = n_words // 2, n_words - n_words // 2
         mid = half + second / 2
+        if self.config.style == "chat" and self.config.chat_tail_words:
+            mid = min(mid, self.config.chat_tail_words)
         return QueryCost(q * n, q * n * (template_words(self.config.prompt) + mid), q * n * self._tokens(int(mid)))
 
     def _tokens(self, prefix_words: int) -> int:
@@ -121,11 +124,12 @@ class SragSampledMethod(SragMethod):
         """``n_samples`` text-only requests per probe (S-RAG's ``probe`` sends them): no logprobs asked."""
         c = self.config
         greedy = c.n_samples == 1
-        return [ChatRequest.chat([{"role": "user", "content": c.prompt.format(prefix=p.prefix)}],
-                                 max_tokens=self._tokens(len(p.prefix.split())),
+        sent = [c.sent_text(p.prefix) for p in probes]
+        return [ChatRequest.chat([{"role": "user", "content": c.prompt.format(prefix=text)}],
+                                 max_tokens=self._tokens(len(text.split())),
                                  temperature=0.0 if greedy else c.temperature,
                                  seed=0 if greedy else s)
-                for p in probes for s in range(c.n_samples)]
+                for text in sent for s in range(c.n_samples)]
 
     def word_observations(self, obs: Observation) -> list[WordObservation]:
         """One estimate per probe: the share of its samples that start with the true word.
@@ -150,7 +154,7 @@ class SragSampledMethod(SragMethod):
                 continue
             shown = re.sub(r"\s+", " ", comps[0].text.strip())[:40]
             if self.config.style == "chat":
-                read = [aligned_word_hit(c, p["prefix"], p["word"]) for c in comps]
+                read = [aligned_word_hit(c, self.config.sent_text(p["prefix"]), p["word"]) for c in comps]
                 hits = [h for _, h in read if h is not None]
                 if not hits:
                     out.append(WordObservation(p["word"], None, aligned="not_aligned", first_token=shown,

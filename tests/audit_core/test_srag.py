@@ -215,3 +215,70 @@ def test_only_the_longest_matching_prefix_is_credited():
     assert srag.observe_word("therapy", c).prob == pytest.approx(0.3)  # not " the"
     c = _completion(" am", [(" am", math.log(0.4)), (" a", math.log(0.3))])
     assert srag.observe_word("amoxicillin", c).prob == pytest.approx(0.4)  # " am" is the real first token
+
+
+#: a document whose probe prefix is longer than chat style's tail: 14 opening words, then PREFIX's 14
+OPENING = "Last winter I slipped on the ice outside our bakery and landed hard on my lower back."
+LONG_PREFIX = OPENING + " " + PREFIX
+
+
+def _long_chat_obs(answers: list[str], method: srag.SragMethod):
+    """One probe per answer, each answer a list of words read as tokens (the word 'left' with p = 0.7)."""
+    from audit_core.methods.base import Observation
+
+    obs = Observation("srag", "d1", data={"probes": [{"word": "left", "word_index": 28, "prefix": LONG_PREFIX,
+                                                     "proxy_prob": 0.01}] * len(answers)})
+    for text in answers:
+        pieces = [(" " + w, [(" " + w, math.log(0.7))] if w == "left" else []) for w in text.split()]
+        obs.add({}, _answer(pieces))
+    return obs
+
+
+def test_chat_probes_send_only_the_end_of_a_long_prefix_and_read_the_word_after_it():
+    probes = [srag.Probe("left", 28, LONG_PREFIX, 0.01)]
+    chat = srag.SragMethod(srag.SragConfig(style="chat", chat_tail_words=14))
+    (req,) = chat.build_requests(probes)
+    sent = req.messages[-1][1]
+    assert sent.endswith(PREFIX) and "bakery" not in sent  # the opening stays home
+    assert req.max_tokens == math.ceil(1.5 * 14) + 8  # a budget for restating the tail, not the whole prefix
+    # the whole prefix in completion style, and with the tail turned off
+    for cfg in (srag.SragConfig(), srag.SragConfig(style="chat", chat_tail_words=None)):
+        (req,) = srag.SragMethod(cfg).build_requests(probes)
+        assert req.messages[-1][1].endswith(LONG_PREFIX)
+    # the answer restates the tail and goes on: read where it reaches the word
+    (w,) = chat.word_observations(_long_chat_obs([PREFIX + " left thigh"], chat))
+    assert w.aligned == "restated" and w.prob == pytest.approx(0.7)
+    cost = chat.query_cost(60)
+    assert cost.completion_tokens == cost.queries * (math.ceil(1.5 * 14) + 8)
+
+
+def test_a_chat_answer_that_reproduces_words_no_probe_sent_shows_in_the_features():
+    method = srag.SragMethod(srag.SragConfig(style="chat", chat_tail_words=14))
+    # the target restates the paragraph from its start: the opening can only come from its context
+    copied = method.features(_long_chat_obs([LONG_PREFIX + " left thigh"] * 2, method))[0]
+    # the target restates only what it was sent
+    echoed = method.features(_long_chat_obs([PREFIX + " left thigh"] * 2, method))[0]
+    # (the echo reproduces one unsent 4-gram: the tail's last words with the probed word itself)
+    assert copied["reproduced_share"] > 0.5 and echoed["reproduced_share"] < 0.1
+    assert copied["frac_7"] == echoed["frac_7"] == 1.0  # the same readings: only the reproduction differs
+    # an answer that reproduces the opening alone counts, unless other audited documents share it
+    opening_only = [OPENING + " It hurts.", PREFIX + " right thigh"]
+    assert method.features(_long_chat_obs(opening_only, method))[0]["reproduced_share"] > 0.5
+    method.use_collection([LONG_PREFIX, OPENING + " Since then I cannot sit for long."])
+    assert method.features(_long_chat_obs(opening_only, method))[0]["reproduced_share"] == 0.0
+    # completion style has no such feature (its one-token answers reproduce nothing)
+    plain = srag.SragMethod(srag.SragConfig())
+    assert "reproduced_share" not in plain.features(_long_chat_obs(["left"] * 2, plain))[0]
+
+
+def test_the_shadow_is_scored_with_its_own_stock_phrases_and_the_audits_are_kept():
+    method = srag.SragMethod(srag.SragConfig(style="chat", chat_tail_words=14))
+    method.use_collection(["an owner's sentence that two documents share", "an owner's sentence that two documents share too"])
+    owners = method._shared
+    shadow = [_long_chat_obs(["x"], method), _long_chat_obs(["y"], method)]
+    shadow[1].data["probes"] = [{**shadow[1].data["probes"][0], "prefix": OPENING + " Then my knee gave way and"}]
+    with method._shadow_collection(shadow[:1], shadow[1:]):
+        inside = method._shared
+    assert ("sentence", "that", "two", "documents") in owners
+    assert ("last", "winter", "i", "slipped") in inside and ("sentence", "that", "two", "documents") not in inside
+    assert method._shared == owners

@@ -96,3 +96,16 @@ def test_a_scoring_only_setting_keeps_the_preparation_key_and_a_probing_one_chan
     base = prepare.preparation_key(create_method("verbatim"), cfg, chash)
     assert prepare.preparation_key(create_method("verbatim", shared_min_docs=3), cfg, chash) == base
     assert prepare.preparation_key(create_method("verbatim", max_tokens=64), cfg, chash) != base
+
+
+def test_a_chat_only_setting_keys_chat_preparations_and_leaves_completion_ones_alone():
+    """S-RAG's prefix tail shapes chat-style probes only: the shipped completion preparation keeps its key."""
+    from audit_core.methods import create_method
+
+    cfg, chash = ShadowConfig(), "corpus"
+    completion = prepare.preparation_key(create_method("srag"), cfg, chash)
+    assert prepare.preparation_key(create_method("srag", chat_tail_words=10), cfg, chash) == completion
+    chat = prepare.preparation_key(create_method("srag", style="chat"), cfg, chash)
+    assert prepare.preparation_key(create_method("srag", style="chat", chat_tail_words=10), cfg, chash) != chat
+    # scoring the reproduction another way sends nothing again
+    assert prepare.preparation_key(create_method("srag", style="chat", shared_min_docs=3), cfg, chash) == chat
