@@ -38,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
 
     variants = {  # name: (words of the prefix sent, None = all; token budget for that many words)
         "whole": (None, lambda w: min(96, math.ceil(1.5 * w) + 8)),  # S-RAG chat style before the study
-        "tail25": (25, lambda w: min(96, math.ceil(1.5 * w) + 8)),
-        "tail12": (12, lambda w: min(96, math.ceil(1.5 * w) + 8)),
+        # the study's budgets; SragConfig's formula gives 46 for 25 words
+        "tail25": (25, lambda w: 48),
+        "tail12": (12, lambda w: 32),
     }
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10, help="members (= non-members) drawn from the shadow")
