@@ -34,6 +34,12 @@ class HeldDemo(Target):
         self.release = threading.Event()
         self._lock = threading.Lock()
 
+    def answer_style(self):
+        """Known, as the real demo target knows its own (``RagSystem.answer_style``): no style probe is sent."""
+        from audit_core.target.style import StyleFinding
+
+        return StyleFinding("completion", "the in-process demo renders its prompts in completion style")
+
     def complete(self, request: ChatRequest) -> Completion:
         answer = Completion("Yes", [TokenLogprob("Yes", -0.1, [("Yes", -0.1), ("No", -2.5)])], Usage(10, 1), "m")
         if request.messages[-1][1] == "Say OK.":  # the capability check
