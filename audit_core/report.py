@@ -923,6 +923,9 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
             out.append(P(esc(srag.get("reason") or "No word was probed."), "note"))
         if ev.get("below_topk_share") is not None:
             out.append(P(f"Share of probes below the top-k alternatives: {_fmt(ev.get('below_topk_share'))}", "small"))
+        if ev.get("reproduced_share") is not None:
+            out.append(P("Share of the document's word 4-grams that no probe sent and the target's answers "
+                         f"reproduced: {_fmt(ev.get('reproduced_share'))}", "small"))
         if ev.get("histogram"):  # without one, the reason above says all there is to say
             out.append(_image(srag_histogram_png(r, doc_id, dpi=opt.figure_dpi), width * 0.8))
 

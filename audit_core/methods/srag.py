@@ -691,6 +691,8 @@ class SragMethod(MembershipMethod):
             return MethodResult(self.name, obs.doc_id, None, None, reason=reason, evidence=evidence)
         evidence["histogram"] = [feats[f"count_{j}"] for j in range(self.config.bins)]
         evidence["below_topk_share"] = feats["below_topk_share"]
+        if "reproduced_share" in feats:  # chat style: the document's unsent words the answers reproduced
+            evidence["reproduced_share"] = feats["reproduced_share"]
         if calibration.model is None:
             return MethodResult(self.name, obs.doc_id, None, None, reason="no trained S-RAG classifier", evidence=evidence)
         if "validation_scores" in calibration.params and "evidence" not in calibration.params:

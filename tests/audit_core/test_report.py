@@ -51,7 +51,8 @@ def make_result() -> dict:
         {"id": "=cmd", "text": "Too short."},
     ]
     results = {
-        "doc-1": [MethodResult("srag", "doc-1", 0.91, True, None, _srag_evidence([0.95, 0.9, 0.8, 0.99, 0.7, 0.85])),
+        "doc-1": [MethodResult("srag", "doc-1", 0.91, True, None, {**_srag_evidence([0.95, 0.9, 0.8, 0.99, 0.7, 0.85]),
+                                                                    "reproduced_share": 0.375}),
                   MethodResult("mba", "doc-1", 0.8, True, None, _mba_evidence(8))],
         "doc-2": [MethodResult("srag", "doc-2", 0.08, False, None, _srag_evidence([0.0, 0.0, 0.05, 0.12, 0.3, 0.0])),
                   MethodResult("mba", "doc-2", 0.1, False, None, _mba_evidence(1))],
@@ -141,6 +142,12 @@ def test_pdf_contains_the_audit(pdf_text, result):
     assert "✓ right" in flat and "✗ wrong" in flat
     assert "weak" in flat  # MBA's shadow AUC 0.66 is read as weak evidence
     assert "not proof of absence" in flat
+
+
+def test_pdf_shows_what_a_chat_target_reproduced_beyond_the_probes(pdf_text):
+    flat = _flat(pdf_text)
+    assert flat.count("no probe sent and the target's answers reproduced") == 1  # doc-1 only (chat-style S-RAG)
+    assert "reproduced: 0.375" in flat or "reproduced: 0.38" in flat
 
 
 def test_pdf_never_contains_the_key(pdf_text):

@@ -266,6 +266,12 @@ def test_a_chat_answer_that_reproduces_words_no_probe_sent_shows_in_the_features
     assert method.features(_long_chat_obs(opening_only, method))[0]["reproduced_share"] > 0.5
     method.use_collection([LONG_PREFIX, OPENING + " Since then I cannot sit for long."])
     assert method.features(_long_chat_obs(opening_only, method))[0]["reproduced_share"] == 0.0
+    # and the verdict's evidence carries it beside the histogram
+    from audit_core.methods.base import Calibration
+
+    cal = Calibration("srag", 0.5, shadow_auc=0.9, model=_FixedPredictor(0.8), params={"feature_columns": list(copied)})
+    res = method.score(_long_chat_obs([LONG_PREFIX + " left thigh"] * 2, method), cal)
+    assert res.evidence["reproduced_share"] == pytest.approx(copied["reproduced_share"])
     # completion style has no such feature (its one-token answers reproduce nothing)
     plain = srag.SragMethod(srag.SragConfig())
     assert "reproduced_share" not in plain.features(_long_chat_obs(["left"] * 2, plain))[0]
