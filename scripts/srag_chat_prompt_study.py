@@ -8,7 +8,7 @@ answer continued at once, "first", or restated the sent text and went on,
 "restated"), the mean probability read per class, and per-document AUCs of
 the mean reading and of the share of the document's unsent word 4-grams the
 answers reproduce (``verbatim.reproduction``). BENCHMARKS.md ("S-RAG on chat
-targets") reports the run that chose ``SragConfig.chat_tail_words``.
+targets") reports the run that chose the value of the option ``SragConfig.chat_tail_words``.
 
     .venv/bin/python scripts/srag_chat_prompt_study.py --n 10 --variants whole,tail25,tail12
 """

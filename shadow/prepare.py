@@ -99,8 +99,10 @@ def _config_of(method: MembershipMethod) -> dict:
     d.pop("model_dir", None)  # where to write, not what to compute
     if is_dataclass(cfg):  # how the answers are scored, not what is sent: the same observations serve
         for f in fields(cfg):
-            # a field that shapes only chat-style probes says nothing about completion-style ones
-            if f.metadata.get("scoring_only") or (f.metadata.get("chat_only") and d.get("style") != "chat"):
+            # a field that shapes only chat-style probes says nothing about completion-style ones; a field
+            # added later, at its default, sends the probes made before it existed (their keys stand)
+            if (f.metadata.get("scoring_only") or (f.metadata.get("chat_only") and d.get("style") != "chat")
+                    or (f.metadata.get("added_later") and d.get(f.name) == f.default)):
                 d.pop(f.name, None)
     return d
 

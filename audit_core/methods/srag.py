@@ -84,16 +84,18 @@ class SragConfig:
     chat_max_tokens: int = 96
     chat_tokens_per_word: float = 1.5
     chat_extra_tokens: int = 8
-    #: in "chat" style a probe sends only the last this many words of its
-    #: prefix (our addition; None sends the whole prefix, as the paper's
-    #: completion-style probes do). A chat model restates what it is given,
-    #: usually from the start, before going on: with whole prefixes two thirds
-    #: of SmolLM2-135M-Instruct's answers never reached the probed word within
-    #: the budget. A 25-word tail is restated within the budget, twice as many
-    #: probes are read, and what the answer reproduces of the document beyond
-    #: the tail becomes a second signal (``reproduced_share``). Chosen on the
-    #: shadow corpus only (BENCHMARKS.md, target zoo, "S-RAG on chat targets").
-    chat_tail_words: int | None = field(default=25, metadata={"chat_only": True})
+    #: in "chat" style, send only the last this many words of each prefix (our
+    #: addition, an option; None sends the whole prefix, as the paper does). A
+    #: chat model restates what it is given before going on: with whole
+    #: prefixes two thirds of SmolLM2-135M-Instruct's answers never reach the
+    #: probed word. A 25-word tail is restated within the budget, twice as many
+    #: probes are read on the shadow, and what the answers reproduce of the
+    #: document beyond the tail becomes a second signal (``reproduced_share``):
+    #: shadow AUC 0.725 against 0.41. Off by default because it did not carry
+    #: over to the chat profile's 2,000-document knowledge base (AUC 0.59,
+    #: member retrieval 70% instead of 97%), where it would call most members
+    #: "not found" instead of abstaining (BENCHMARKS.md, "S-RAG on chat targets").
+    chat_tail_words: int | None = field(default=None, metadata={"chat_only": True, "added_later": True})
     #: words per n-gram of the reproduction feature (chat style), as Verbatim continuation
     reproduction_ngram: int = field(default=4, metadata={"scoring_only": True})
     #: an n-gram in this many documents audited together is a stock phrase and
@@ -462,8 +464,8 @@ def histogram_features(probs: Sequence[float], bins: int) -> dict[str, float]:
 class SragMethod(MembershipMethod):
     name = "srag"
     #: 2: chat style (longer answers, aligned), stricter word matcher, unaligned probes.
-    #: Chat style's prefix tail and reproduction feature changed its probes through the
-    #: configuration (``chat_tail_words``), which keys the preparation: completion-style keys stand.
+    #: The chat prefix tail changes probes through the configuration (``chat_tail_words``),
+    #: which keys the preparation; completion-style keys and the default's stand.
     version = "2"
     requires_logprobs = True
 
@@ -539,13 +541,14 @@ class SragMethod(MembershipMethod):
         the document. Measured as Verbatim continuation measures it
         (``verbatim.reproduction``: distinct word n-grams of the document that
         no probe sent and no other audited document shares, found in the
-        answers). None in completion style (one-token answers reproduce nothing).
+        answers). None in completion style (one-token answers reproduce nothing)
+        and when probes send their whole prefix.
         """
         from audit_core.methods.verbatim import reproduction
 
         probes = obs.data.get("probes") or []
-        if self.config.style != "chat" or not probes:
-            return None
+        if self.config.style != "chat" or not self.config.chat_tail_words or not probes:
+            return None  # a probe that sends the whole prefix leaves nothing before the word unsent
         sent = "\n".join(self.config.sent_text(p["prefix"]) for p in probes)
         answers = "\n".join(Completion.from_json(r).text for r in obs.responses if r is not None)
         return reproduction(answers, sent, _probed_text(obs), self.config.reproduction_ngram, self._shared)

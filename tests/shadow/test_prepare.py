@@ -107,5 +107,13 @@ def test_a_chat_only_setting_keys_chat_preparations_and_leaves_completion_ones_a
     assert prepare.preparation_key(create_method("srag", chat_tail_words=10), cfg, chash) == completion
     chat = prepare.preparation_key(create_method("srag", style="chat"), cfg, chash)
     assert prepare.preparation_key(create_method("srag", style="chat", chat_tail_words=10), cfg, chash) != chat
+    # at its default (off) the field leaves the key as it was before it existed: the shipped chat file stands
+    from dataclasses import asdict
+
+    from audit_core.methods.srag import SragConfig
+
+    before = {k: v for k, v in asdict(SragConfig(style="chat")).items()
+              if k not in ("chat_tail_words", "reproduction_ngram", "shared_min_docs", "model_dir")}
+    assert prepare._config_of(create_method("srag", style="chat")) == before
     # scoring the reproduction another way sends nothing again
     assert prepare.preparation_key(create_method("srag", style="chat", shared_min_docs=3), cfg, chash) == chat
