@@ -96,8 +96,8 @@ def aligned_word_hit(answer: Completion, prefix: str, word: str) -> tuple[str, b
 
 class SragSampledMethod(SragMethod):
     name = "srag_sampled"
-    #: 2: chat style (longer answers, aligned with the document); in chat style it sends
-    #: S-RAG's prefix tail and scores the reproduction too (S-RAG's ``features``)
+    #: 2: chat style (longer answers, aligned with the document); with S-RAG's chat prefix
+    #: tail set (``chat_tail_words``) it sends the tail and scores the reproduction too
     version = "2"
     requires_logprobs = False
 
