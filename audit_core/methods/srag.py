@@ -135,9 +135,20 @@ class SragConfig:
             return 1
         return min(self.chat_max_tokens, int(math.ceil(self.chat_tokens_per_word * prefix_words)) + self.chat_extra_tokens)
 
+    @property
+    def sends_tail(self) -> bool:
+        """Whether probes send only the end of their prefix (chat style with ``chat_tail_words``)."""
+        return self.style == "chat" and bool(self.chat_tail_words)
+
+    def mean_sent_words(self, n_words: int) -> float:
+        """Words an average probe of a document of ``n_words`` words sends (the middle of its suffix, or the tail)."""
+        half, second = n_words // 2, n_words - n_words // 2
+        mid = half + second / 2
+        return min(mid, self.chat_tail_words) if self.sends_tail else mid
+
     def sent_text(self, prefix: str) -> str:
         """What a probe sends of its prefix: all of it, or in chat style its last ``chat_tail_words`` words."""
-        if self.style != "chat" or not self.chat_tail_words:
+        if not self.sends_tail:
             return prefix
         words = list(_WORD_RE.finditer(prefix))
         if len(words) <= self.chat_tail_words:
@@ -513,11 +524,8 @@ class SragMethod(MembershipMethod):
         q = probe_count(n_words, self.config)
         if q == 0:
             return None
-        half, second = n_words // 2, n_words - n_words // 2
-        mid = half + second / 2  # words of an average prefix
         c = self.config
-        if c.style == "chat" and c.chat_tail_words:
-            mid = min(mid, c.chat_tail_words)
+        mid = c.mean_sent_words(n_words)
         return QueryCost(q, q * (template_words(c.prompt) + mid), q * c.probe_tokens(int(mid)))
 
     # -- observations -> features ---------------------------------------------
@@ -547,7 +555,7 @@ class SragMethod(MembershipMethod):
         from audit_core.methods.verbatim import reproduction
 
         probes = obs.data.get("probes") or []
-        if self.config.style != "chat" or not self.config.chat_tail_words or not probes:
+        if not self.config.sends_tail or not probes:
             return None  # a probe that sends the whole prefix leaves nothing before the word unsent
         sent = "\n".join(self.config.sent_text(p["prefix"]) for p in probes)
         answers = "\n".join(Completion.from_json(r).text for r in obs.responses if r is not None)
@@ -556,7 +564,8 @@ class SragMethod(MembershipMethod):
     def use_collection(self, texts: Sequence[str]) -> None:
         from audit_core.methods.verbatim import shared_ngrams
 
-        self._shared = shared_ngrams(texts, self.config.reproduction_ngram, self.config.shared_min_docs)
+        if self.config.sends_tail:  # only the reproduction feature reads the stock phrases
+            self._shared = shared_ngrams(texts, self.config.reproduction_ngram, self.config.shared_min_docs)
 
     def features(self, obs: Observation) -> tuple[dict[str, float] | None, str | None, list[WordObservation]]:
         """Features of one observation, or None with the reason it has none."""
@@ -601,7 +610,7 @@ class SragMethod(MembershipMethod):
     def _shadow_collection(self, members: Sequence[Observation], nonmembers: Sequence[Observation]):
         """Score the shadow with its own stock phrases left out, as an audit leaves out the owner's."""
         audit_shared = self._shared
-        if self.config.style == "chat":
+        if self.config.sends_tail:
             self.use_collection([_probed_text(o) for o in [*members, *nonmembers] if o.data.get("probes")])
         try:
             yield

@@ -109,10 +109,7 @@ class SragSampledMethod(SragMethod):
         if q == 0:
             return None
         n = self.config.n_samples
-        half, second = n_words // 2, n_words - n_words // 2
-        mid = half + second / 2
-        if self.config.style == "chat" and self.config.chat_tail_words:
-            mid = min(mid, self.config.chat_tail_words)
+        mid = self.config.mean_sent_words(n_words)
         return QueryCost(q * n, q * n * (template_words(self.config.prompt) + mid), q * n * self._tokens(int(mid)))
 
     def _tokens(self, prefix_words: int) -> int:
