@@ -214,7 +214,8 @@ def _print_power(method_power: dict, fpr: float) -> None:
     for name, mp in method_power.items():
         if mp.get("decides"):
             pw = "n/a" if mp.get("power") is None else f"{mp['power']:.2f}"
-            print(f"{name}: decides at a {fpr:.0%} false-positive rate; shadow power (TPR) {pw}", file=sys.stderr)
+            print(f"{name}: decides at a {fpr:.0%} false-positive rate; shadow power (TPR) {pw}; "
+                  f"\"not found\" for shadow non-members: {cleared_text(mp)}", file=sys.stderr)
         else:
             print(f"{name}: abstains: {mp.get('reason')}", file=sys.stderr)
 

@@ -155,15 +155,19 @@ def method_power(calibrations: dict[str, Calibration]) -> dict[str, dict]:
     """What each method's decisions are worth: its FPR, shadow power at it, shadow AUC and whether it decides.
 
     ``power`` is the share of shadow members (out of fold) called members at
-    ``fpr``; ``decides`` is False when the method abstains (``reason``).
+    ``fpr``; ``cleared`` the share of shadow non-members it may call "not
+    found" (at most ``miss_rate`` of its members score that low; None when it
+    can clear nothing); ``decides`` is False when the method abstains (``reason``).
     """
-    from audit_core.evidence.calibration import abstain_reason, power_at
+    from audit_core.evidence.calibration import abstain_reason, clearance_of, power_at
 
     out = {}
     for name, cal in calibrations.items():
         ev = (cal.params or {}).get("evidence") or {}
         why = abstain_reason(cal)
-        out[name] = {"fpr": cal.fpr, "power": power_at(cal), "shadow_auc": cal.shadow_auc,
+        clear = clearance_of(cal) or {}
+        out[name] = {"fpr": cal.fpr, "power": power_at(cal), "cleared": clear.get("cleared_share"),
+                     "miss_rate": clear.get("max_miss_rate"), "shadow_auc": cal.shadow_auc,
                      "shadow_auc_ci": ev.get("auc_ci"), "decides": why is None, "reason": why}
     return out
 

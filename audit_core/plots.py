@@ -113,6 +113,8 @@ class KdeData:
     nonmember_density: np.ndarray | None = None
     edges: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
+    #: the highest score called "not found" (few shadow members score that low); None: nothing is cleared
+    clear_threshold: float | None = None
 
     @property
     def note(self) -> str:
@@ -135,6 +137,13 @@ def kde_data(result: dict, method: str) -> KdeData:
     scored = [(d, s) for d, s, _ in document_scores(result, method) if s is not None]
     unscored = [d for d, s, _ in document_scores(result, method) if s is None]
     data = KdeData(method, members, nonmembers, scored, _finite(cal.get("threshold")), mode="none")
+    ev = (cal.get("params") or {}).get("evidence")
+    if ev:
+        from audit_core.evidence.calibration import clearance
+
+        clear = clearance(ev)
+        if clear["cleared_share"]:  # a line that clears no shadow non-member would only mislead
+            data.clear_threshold = _finite(clear["threshold"])
     label = method_label(method)
     if not cal:
         data.notes.append(f"No shadow calibration was stored for {label}, so there is no reference distribution.")
@@ -317,6 +326,11 @@ def kde_figure_plotly(result: dict, method: str):
         labels.append({"x": d.threshold, "y": 0, "xref": "x", "yref": "paper", "text": "threshold",
                        "showarrow": False, "xanchor": "left", "yanchor": "bottom",
                        "font": {"size": 10, "color": THRESHOLD_COLOR}})
+    if d.clear_threshold is not None:
+        vline(d.clear_threshold, THRESHOLD_COLOR, "dot")
+        labels.append({"x": d.clear_threshold, "y": 0.08, "xref": "x", "yref": "paper", "text": "not found below",
+                       "showarrow": False, "xanchor": "right", "yanchor": "bottom",
+                       "font": {"size": 10, "color": THRESHOLD_COLOR}})
     if d.documents:
         for i, (doc_id, s) in enumerate(d.documents):
             vline(s, DOC_COLOR)
@@ -413,6 +427,8 @@ def kde_png(result: dict, method: str, dpi: int = 110) -> bytes:
                    label=f"{name} (n={n})")
     if d.threshold is not None:
         ax.axvline(d.threshold, color=THRESHOLD_COLOR, linestyle="--", linewidth=1, label="threshold")
+    if d.clear_threshold is not None:
+        ax.axvline(d.clear_threshold, color=THRESHOLD_COLOR, linestyle=":", linewidth=1, label="not found below")
     for i, (doc_id, s) in enumerate(d.documents):
         ax.axvline(s, color=DOC_COLOR, linewidth=1.2, label="your documents (numbered; key below)" if i == 0 else None)
         ax.annotate(str(i + 1), xy=(s, _LABEL_HEIGHTS[i % len(_LABEL_HEIGHTS)]), xycoords=("data", "axes fraction"),

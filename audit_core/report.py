@@ -816,14 +816,23 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     story.append(P("Before the audit, each method was tested on a shadow RAG system whose contents we know. The "
                    "AUC below is measured on shadow documents held out from fitting: 0.5 is chance, 1.0 is "
                    "perfect. Below 0.7 a method's results are weak evidence."))
-    rows = [["Method", "Shadow AUC", "Reading"]]
-    for m in methods:
-        if m in not_run:
-            continue
-        auc = (calibrations.get(m) or {}).get("shadow_auc")
-        rows.append([esc(method_label(m)), _fmt(auc), esc(auc_reading(auc))])
-    if len(rows) > 1:
-        story.append(_table(rows, [3 * cm, 2.2 * cm, width - 5.2 * cm], st))
+    power_rows = [row for row in method_power_rows(r) if row[0] not in not_run]
+    if len(power_rows) > 1:  # FPR-controlled: what each method's "member" and "not found" calls are worth
+        story.append(P("Power is the share of the shadow's members a method calls members at the audit's "
+                       "false-positive rate; “not found” is said only of a score that few shadow members "
+                       "reach (at most the stated miss rate), and the column before the AUC gives the share of "
+                       "shadow non-members that low."))
+        rows = [power_rows[0]] + [[esc(method_label(row[0]))] + [esc(c) for c in row[1:]] for row in power_rows[1:]]
+        story.append(_table(rows, [2.6 * cm, 2.0 * cm, 2.0 * cm, 3.6 * cm, 2.8 * cm, width - 13.0 * cm], st))
+    else:
+        rows = [["Method", "Shadow AUC", "Reading"]]
+        for m in methods:
+            if m in not_run:
+                continue
+            auc = (calibrations.get(m) or {}).get("shadow_auc")
+            rows.append([esc(method_label(m)), _fmt(auc), esc(auc_reading(auc))])
+        if len(rows) > 1:
+            story.append(_table(rows, [3 * cm, 2.2 * cm, width - 5.2 * cm], st))
     for line in mirror_sentences(r):
         story.append(P(esc(line), "small"))
 
@@ -1017,13 +1026,24 @@ def method_power_rows(result: dict) -> list[list[str]]:
     mp = result.get("method_power") or {}
     if not mp:
         return []
-    rows = [["Method", "False-positive rate", "Power (shadow TPR)", "Shadow AUC (out of fold) [95%]", "Decides"]]
+    rows = [["Method", "False-positive rate", "Power (shadow TPR)", "Cleared (shadow non-members)",
+             "Shadow AUC (out of fold) [95%]", "Decides"]]
     for name, info in mp.items():
         ci = info.get("shadow_auc_ci")
         auc = "n/a" if info.get("shadow_auc") is None else (
             f"{info['shadow_auc']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""))
         fpr = "n/a" if info.get("fpr") is None else f"{info['fpr']:.0%}"
         power = "n/a" if info.get("power") is None else f"{info['power']:.2f}"
-        rows.append([name, fpr, power, auc, "yes" if info.get("decides") else f"no: {info.get('reason')}"])
+        rows.append([name, fpr, power, cleared_text(info), auc,
+                     "yes" if info.get("decides") else f"no: {info.get('reason')}"])
     return rows
+
+
+def cleared_text(info: dict) -> str:
+    """How many shadow non-members a method may call "not found", and at what miss rate."""
+    if info.get("miss_rate") is None:
+        return "n/a"
+    if not info.get("cleared"):
+        return f"none (its members score too low too often to clear at a {info['miss_rate']:.0%} miss rate)"
+    return f"{info['cleared']:.2f} (members missed at most {info['miss_rate']:.0%})"
 

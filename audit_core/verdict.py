@@ -2,7 +2,10 @@
 
 A verdict is "member", "not found" or "inconclusive" -- never a bare guess.
 "not found" is deliberately not "not a member": a RAG can hold a document and
-still fail to retrieve it for our probes.
+still fail to retrieve it for our probes. A method says "not found" only of a
+score that at most 5% of its shadow's members reach; a lower score that is not
+that low leaves the method undecided ("not cleared",
+``audit_core.evidence.calibration`` point 4), so a weak method never clears.
 
 Each method has already decided at the audit's false-positive rate (FPR) or
 abstained with its reason (``audit_core.evidence.calibration``): no signal on

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from audit_core.evidence.calibration import FPR_CHOICES, fpr_key  # noqa: E402
+from audit_core.evidence.calibration import FPR_CHOICES, NOT_CLEARED, fpr_key  # noqa: E402
 from audit_core.evidence.collection import top_weighted_test  # noqa: E402
 
 
@@ -90,8 +90,12 @@ def realised_fpr(rows: list[dict], cals: dict[str, dict]) -> dict[str, dict]:
             at = (ev.get("at_fpr") or {}).get(fpr_key(fpr)) or {}
             t = at.get("threshold")
             if fpr == 0.05:  # the decisions the method itself made (its reason when it abstained)
-                dn = [r["decision"] for r in non if r["decision"] is not None]
-                dm = [r["decision"] for r in mem if r["decision"] is not None]
+                dn = [r["decision"] is True for r in non if _judged(r)]
+                dm = [r["decision"] is True for r in mem if _judged(r)]
+                res["not_found"] = {"members": sum(r["decision"] is False for r in mem),
+                                    "nonmembers": sum(r["decision"] is False for r in non),
+                                    "not_cleared_members": sum(_not_cleared(r) for r in mem),
+                                    "not_cleared_nonmembers": sum(_not_cleared(r) for r in non)}
             elif t is not None and ev.get("signal"):
                 dn = [r["score"] >= t for r in non if r["score"] is not None]
                 dm = [r["score"] >= t for r in mem if r["score"] is not None]
@@ -105,6 +109,16 @@ def realised_fpr(rows: list[dict], cals: dict[str, dict]) -> dict[str, dict]:
             }
         out[method] = res
     return out
+
+
+def _not_cleared(row: dict) -> bool:
+    """Under the member threshold but not low enough for "not found" (calibration point 4)."""
+    return row["decision"] is None and (row.get("reason") or "").startswith(NOT_CLEARED)
+
+
+def _judged(row: dict) -> bool:
+    """The method had signal and set the document against its member threshold."""
+    return row["decision"] is not None or _not_cleared(row)
 
 
 def heldout_shadow_fpr(member_raw: list[float], nonmember_raw: list[float], fpr: float = 0.05,

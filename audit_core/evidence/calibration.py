@@ -31,7 +31,20 @@ From those scores ``fit_evidence`` derives, once, as plain JSON data:
    abstains at that rate and says so.
 3. **The method's power at that rate**: the share of shadow members (out of
    fold) the threshold calls members.
-4. **A calibrated probability**: Platt scaling, i.e. scikit-learn's logistic
+4. **Evidence of absence before "not found".** A score under the member
+   threshold is not by itself a reason to clear a document: a method with a
+   power of 0.4 leaves most members under it. A document is called "not
+   found" only when its conformal p-value against the shadow's *members*,
+   ``q = (1 + #{shadow members scoring <= s}) / (n1 + 1)``, is at most
+   ``ClearRule.max_miss_rate`` (5%), so that a member exchangeable with the
+   shadow's members is cleared at most that often -- the mirror image of
+   point 2. Between the two thresholds the document is inconclusive ("not
+   cleared"), with the share of shadow members that score as low. A method
+   whose members often score the floor (Verbatim continuation: four in ten
+   shadow members reproduce nothing) therefore never clears a document, and
+   one whose members rarely score low (S-RAG and MBA on the completion
+   profile: about 80% of shadow non-members cleared) still does.
+5. **A calibrated probability**: Platt scaling, i.e. scikit-learn's logistic
    regression of the shadow label on the raw score. It is strictly monotone,
    so it changes no ranking and no decision, and it keeps the KDE plots
    smooth; it is a probability under the shadow's own member share (about
@@ -69,6 +82,21 @@ class AbstainRule:
 
 
 ABSTAIN_RULE = AbstainRule()
+
+
+@dataclass(frozen=True)
+class ClearRule:
+    """When a score under the member threshold may say "not found" (module docstring, point 4)."""
+
+    #: the largest share of the shadow's members allowed to score at or below a cleared document:
+    #: 5%, the default false-positive rate, so both calls of a method err at most that often on
+    #: the shadow (a "not found" for a member is the worse error, so it is never looser than this)
+    max_miss_rate: float = 0.05
+
+
+CLEAR_RULE = ClearRule()
+#: the start of the reason of a document under the member threshold that is not cleared
+NOT_CLEARED = "not cleared"
 
 
 def fpr_key(fpr: float) -> str:
@@ -110,6 +138,35 @@ def conformal_threshold(nonmember_raw: Sequence[float], fpr: float) -> float | N
 def min_nonmembers(fpr: float) -> int:
     """Fewest shadow non-members for which ``conformal_threshold`` exists at ``fpr``."""
     return max(1, math.ceil(1.0 / fpr - 1 - 1e-9))
+
+
+def clear_threshold(member_raw: Sequence[float], rule: ClearRule = CLEAR_RULE) -> float | None:
+    """The highest raw score a "not found" may have: member p-value <= the miss rate (None: none may).
+
+    The mirror of ``conformal_threshold`` on the members' side: a document is
+    cleared when ``raw <= clear_threshold``, i.e. when at most
+    ``floor(rate (n1 + 1)) - 1`` shadow members score at or below it.
+    """
+    t = conformal_threshold([-float(x) for x in member_raw], rule.max_miss_rate)
+    return None if t is None else -t
+
+
+def clearance(evidence: dict[str, Any], rule: ClearRule = CLEAR_RULE) -> dict[str, Any]:
+    """What a method's "not found" calls are worth: the threshold, and the shadow's non-members it clears.
+
+    Computed from the stored out-of-fold scores, so calibrations stored before
+    this rule get it too.
+    """
+    m, n = evidence.get("member_raw") or [], evidence.get("nonmember_raw") or []
+    t = clear_threshold(m, rule)
+    reason = None if t is not None else (
+        f"{NOT_CLEARED}: the shadow has {len(m)} scored member(s); at least "
+        f"{min_nonmembers(rule.max_miss_rate)} are needed to clear a document at a "
+        f"{rule.max_miss_rate:.0%} miss rate")
+    return {"max_miss_rate": rule.max_miss_rate, "threshold_raw": t,
+            "threshold": None if t is None else platt_probability(t, evidence.get("platt")),
+            "cleared_share": None if t is None or not n else float(np.mean(np.asarray(n) <= t)),
+            "reason": reason}
 
 
 def fit_platt(member_raw: Sequence[float], nonmember_raw: Sequence[float]) -> dict[str, float] | None:
@@ -214,6 +271,12 @@ def with_fpr(cal, fpr: float, copy: bool = True):
     return out
 
 
+def clearance_of(cal) -> dict[str, Any] | None:
+    """``clearance`` of a calibration with out-of-fold evidence (None for a hand-built one)."""
+    ev = (cal.params or {}).get("evidence")
+    return None if ev is None else clearance(ev)
+
+
 def power_at(cal, fpr: float | None = None) -> float | None:
     """The shadow TPR of a calibration's threshold at ``fpr`` (its own rate by default)."""
     ev = (cal.params or {}).get("evidence")
@@ -274,7 +337,21 @@ def decide_raw(raw: float, cal) -> Decision:
     why = abstain_reason(cal)
     if why is not None:
         return Decision(prob, None, why, evidence)
-    return Decision(prob, bool(raw >= at["threshold_raw"]), None, evidence)
+    if raw >= at["threshold_raw"]:
+        return Decision(prob, True, None, evidence)
+    clear = clearance(ev)
+    members = ev["member_raw"]
+    evidence["member_p_value"] = conformal_p_value(-raw, [-x for x in members])
+    evidence["clear_threshold"] = clear["threshold"]
+    if clear["threshold_raw"] is not None and raw <= clear["threshold_raw"]:
+        return Decision(prob, False, None, evidence)
+    if clear["reason"] is not None:
+        return Decision(prob, None, clear["reason"], evidence)
+    low = int(np.sum(np.asarray(members) <= raw))
+    return Decision(prob, None, (
+        f"{NOT_CLEARED}: below the member threshold, but {low} of the shadow's {len(members)} members "
+        f"({low / len(members):.0%}) score this low or lower; \"not found\" needs at most "
+        f"{CLEAR_RULE.max_miss_rate:.0%}"), evidence)
 
 
 # --------------------------------------------------------------------------- out-of-fold predictions

@@ -53,6 +53,52 @@ def test_too_few_shadow_nonmembers_for_a_rate_means_no_threshold_and_a_reason():
     assert low.decision is None and "too few shadow non-members" in low.reason
 
 
+def test_not_found_needs_a_score_few_shadow_members_reach_and_misses_at_most_the_rate():
+    """A score under the member threshold is "not found" only when at most 5% of members score as low."""
+    rng = np.random.default_rng(3)
+    missed, cleared = [], []
+    for _ in range(300):
+        m, n = rng.normal(2.5, 1, 60), rng.normal(0, 1, 60)
+        ev = C.fit_evidence(m.tolist(), n.tolist(), source="test")
+        cal = C.apply_evidence(Calibration("x"), ev)
+        t = C.clear_threshold(m)
+        assert (m <= t).sum() <= math.floor(0.05 * 61) - 1  # on the shadow itself
+        fresh_m, fresh_n = rng.normal(2.5, 1, 50), rng.normal(0, 1, 50)
+        missed.append(np.mean([C.decide_raw(x, cal).decision is False for x in fresh_m]))
+        cleared.append(np.mean([C.decide_raw(x, cal).decision is False for x in fresh_n]))
+    # exchangeable fresh members are cleared at most 5% of the time; most non-members still are
+    assert np.mean(missed) <= 0.05 + 0.005
+    assert np.mean(cleared) > 0.7
+
+
+def test_a_method_whose_members_often_score_the_floor_never_clears_a_document():
+    """Verbatim-like: 12 of 30 members and every non-member reproduce nothing (score 0)."""
+    members = [0.0] * 12 + [0.1 + 0.03 * i for i in range(18)]
+    nonmembers = [0.0] * 27 + [0.05, 0.08, 0.12]
+    ev = C.fit_evidence(members, nonmembers, source="test")
+    assert ev["signal"]
+    cal = C.apply_evidence(Calibration("x"), ev)
+    d = C.decide_raw(0.0, cal)
+    assert d.decision is None and d.reason.startswith(C.NOT_CLEARED) and "12 of the shadow's 30 members" in d.reason
+    assert d.evidence["member_p_value"] == pytest.approx(13 / 31)
+    assert C.decide_raw(0.6, cal).decision is True
+    assert C.clearance(ev)["cleared_share"] == 0.0
+
+
+def test_too_few_shadow_members_to_clear_gives_a_reason_and_old_calibrations_get_the_rule():
+    m, n = _separated(100, shift=3.0)
+    ev = C.fit_evidence(m[:15], n, source="test")  # 15 members: fewer than the 19 a 5% miss rate needs
+    cal = C.apply_evidence(Calibration("x"), ev)
+    d = C.decide_raw(-3.0, cal)
+    assert d.decision is None and "at least 19" in d.reason
+    # a calibration stored before the rule (no clearance fields) is cleared from its stored member scores
+    ev = C.fit_evidence(m, n, source="test")
+    stored = Calibration(**json.loads(json.dumps(C.apply_evidence(Calibration("x"), ev).to_json())))
+    low = C.decide_raw(min(n) - 1.0, stored)
+    assert low.decision is False and low.evidence["clear_threshold"] is not None
+    assert C.clearance_of(stored)["cleared_share"] > 0.5
+
+
 def test_power_is_the_shadow_tpr_at_the_threshold_and_grows_with_the_rate():
     m, n = _separated(200, shift=1.5)
     ev = C.fit_evidence(m, n, source="test")
@@ -446,7 +492,9 @@ def test_report_json_states_fpr_power_and_what_the_audit_shows():
 
     result = {"method_power": method_power({"srag": cal})}
     rows = method_power_rows(result)
-    assert rows[0][0] == "Method" and rows[1][:3] == ["srag", "5%", f"{C.power_at(cal):.2f}"] and rows[1][4] == "yes"
+    assert rows[0][0] == "Method" and rows[1][:3] == ["srag", "5%", f"{C.power_at(cal):.2f}"] and rows[1][5] == "yes"
+    cleared = C.clearance_of(cal)["cleared_share"]
+    assert 0.5 < cleared < 1 and rows[1][3] == f"{cleared:.2f} (members missed at most 5%)"
     assert method_power_rows({}) == []
     text = what_this_shows(0.05, {"p_value": 0.003, "n_documents": 20, "n_controls": 20, "controls_kind": "declared"})
     assert "at most 5%" in text and "cannot by itself prove" in text and "p = 0.003" in text
@@ -487,3 +535,26 @@ def test_a_cached_srag_calibration_from_before_fpr_control_abstains(monkeypatch)
                            C.fit_evidence([x / 10 for x in m], [x / 10 for x in n], source="t"))
     res = method.score(Observation("srag", "d"), new)
     assert res.decision is not None and res.evidence["raw_score"] == pytest.approx(0.9) and res.evidence["fpr"] == 0.05
+
+
+def test_the_evidence_benchmark_counts_a_document_not_cleared_as_not_called_a_member():
+    """Realised FPR is false positives over every non-member the method judged, not only the decided ones."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_evidence.py"
+    spec = importlib.util.spec_from_file_location("bench_evidence", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    gray = f"{C.NOT_CLEARED}: below the member threshold, but 9 of the shadow's 30 members score this low"
+    rows = ([{"method": "x", "label": 0, "score": 0.9, "decision": True, "reason": None}]
+            + [{"method": "x", "label": 0, "score": 0.2, "decision": None, "reason": gray}] * 3
+            + [{"method": "x", "label": 0, "score": 0.0, "decision": False, "reason": None}] * 6
+            + [{"method": "x", "label": 0, "score": None, "decision": None, "reason": "target error"}] * 5
+            + [{"method": "x", "label": 1, "score": 0.1, "decision": None, "reason": gray}] * 2
+            + [{"method": "x", "label": 1, "score": 0.95, "decision": True, "reason": None}] * 2)
+    res = bench.realised_fpr(rows, {})["x"]
+    at = res["at_fpr"]["0.05"]
+    assert at["decided_nonmembers"] == 10 and at["false_positives"] == 1 and at["realised_fpr"] == pytest.approx(0.1)
+    assert at["realised_tpr"] == pytest.approx(0.5)
+    assert res["not_found"] == {"members": 0, "nonmembers": 6, "not_cleared_members": 2, "not_cleared_nonmembers": 3}

@@ -247,6 +247,24 @@ def test_kde_normal(result):
     assert plots.kde_png(result, "srag").startswith(PNG_MAGIC)
 
 
+def test_kde_marks_where_not_found_begins_only_for_a_method_that_can_clear():
+    from audit_core.evidence import calibration as C
+    from audit_core.methods.base import Calibration
+
+    r = make_result()
+    rng = np.random.default_rng(1)
+    for name, members in (("srag", rng.normal(3, 1, 60)), ("mba", np.r_[np.zeros(20), rng.normal(3, 1, 40)])):
+        nonmembers = np.clip(rng.normal(0, 1, 60), 0, None)  # scores with a floor, as a share has
+        cal = C.apply_evidence(Calibration(name), C.fit_evidence(members.tolist(), nonmembers.tolist(), source="t"))
+        r["calibrations"][name] = cal.to_json()
+    clear = plots.kde_data(r, "srag").clear_threshold
+    assert clear is not None and clear < plots.kde_data(r, "srag").threshold
+    assert any(a.text == "not found below" for a in plots.kde_figure_plotly(r, "srag").layout.annotations)
+    assert plots.kde_data(r, "mba").clear_threshold is None  # a third of its members score the floor
+    assert not any(a.text == "not found below" for a in plots.kde_figure_plotly(r, "mba").layout.annotations)
+    assert plots.kde_png(r, "srag").startswith(PNG_MAGIC)
+
+
 def test_kde_degenerate_inputs(result):
     r = copy.deepcopy(result)
     r["calibrations"]["srag"]["member_scores"] = [0.9, 0.9, 0.9]  # one distinct value: no KDE possible
@@ -541,3 +559,19 @@ def test_freshness_without_a_reuse_policy_does_not_claim_the_audit_was_resumed()
     assert "Answers reused from earlier requests: 2" in got and "requests sent during this audit: 40" in got
     assert "only answers given during this audit" in got and "a request repeated within it" in got
     assert not got.rstrip(".").endswith("(an interrupted audit resumed)")
+
+
+def test_pdf_states_each_methods_power_and_what_its_not_found_calls_are_worth():
+    """With FPR control the reliability table gives power and the share a method may clear."""
+    from pypdf import PdfReader
+
+    r = make_result()
+    r["method_power"] = {
+        "srag": {"fpr": 0.05, "power": 0.62, "cleared": 0.81, "miss_rate": 0.05, "shadow_auc": 0.93,
+                 "shadow_auc_ci": [0.9, 0.96], "decides": True, "reason": None},
+        "mba": {"fpr": 0.05, "power": 0.4, "cleared": None, "miss_rate": 0.05, "shadow_auc": 0.76,
+                "shadow_auc_ci": [0.65, 0.86], "decides": True, "reason": None},
+    }
+    flat = _flat("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages))
+    assert "Power (shadow TPR)" in flat and "0.62" in flat and "0.81 (members missed at most 5%)" in flat
+    assert "none (its members score too low too often to clear at a 5% miss rate)" in flat
