@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shadow-defenses", help="defenses to simulate on the shadow too, comma-separated")
     ap.add_argument("--paraphraser", help="model that rewrites the target's queries under the paraphrasing "
                                           "defense (default: the target's generator)")
+    ap.add_argument("--benign-queries", type=int, help="honest questions put through each Mirabel-defended "
+                                                        "profile to measure its benign false-positive rate (0: none)")
     ap.add_argument("--out")
     ap.add_argument("--update-benchmarks-md", action="store_true", help="write the table into BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -69,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg.n_members = cfg.n_nonmembers = args.n
         for flag, attr in (("kb_size", "kb_size"), ("target_corpus", "target_corpus"),
                            ("target_model", "target_generator"), ("seed", "seed"), ("out", "out_dir"),
-                           ("chat_shadow_size", "chat_shadow_size"), ("paraphraser", "paraphraser")):
+                           ("chat_shadow_size", "chat_shadow_size"), ("paraphraser", "paraphraser"),
+                           ("benign_queries", "benign_queries")):
             if getattr(args, flag) is not None:
                 setattr(cfg, attr, getattr(args, flag))
         if args.aux_corpus:
@@ -80,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: target corpus {cfg.target_corpus} not found (see --target-corpus)", file=sys.stderr)
             return 2
         results = run_bench(cfg, log=lambda s: print(s, file=sys.stderr))
-    print(zoo_table(results["zoo"], results.get("cannot_run") or {}) if results.get("zoo")
-          else markdown_table(results["metrics"]))
+    benign = results.get("benign_fpr") or {}
+    print(zoo_table(results["zoo"], results.get("cannot_run") or {}, benign) if results.get("zoo")
+          else markdown_table(results["metrics"], benign.get((results.get("config") or {}).get("profiles", ["completion"])[0])))
     if args.update_benchmarks_md:
         # quick mode has its own section (a smoke run must not overwrite the full benchmark's
         # table), kept by a re-score since the mode is part of the saved configuration

@@ -101,12 +101,25 @@ def _inconclusive(s: dict) -> str:
     return str(n_s) if n_s == n_d else f"{n_s} / {n_d}"
 
 
-def markdown_table(metrics: dict) -> str:
+def benign_cell(benign: dict | None, defense: str) -> str:
+    """The defense's false-positive rate on honest questions, for a row under Mirabel ("-" otherwise)."""
+    if defense != "mirabel":
+        return "-"
+    if not benign or benign.get("rate") is None:
+        return "not measured" if not benign else f"n/a ({benign.get('reason')})"
+    return f"{benign['rate']:.3f} ({benign['flagged']} / {benign['total']})"
+
+
+def markdown_table(metrics: dict, benign: dict | None = None) -> str:
+    """The membership table; ``benign``: Mirabel's rate on honest questions (``runner.benign_fpr``)."""
     from audit_core.metrics import fpr_key
 
     k1, k01 = fpr_key(0.01), fpr_key(0.001)
+    show_benign = "mirabel" in metrics
     lines = ["| defense | method | members + non-members | AUC | accuracy | precision | recall | F1 | TPR@1%FPR | TPR@0.1%FPR | inconclusive | member retrieval recall | queries/doc | tokens/doc | auditor CPU s/doc |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    if show_benign:
+        lines = [lines[0] + " defense's benign FPR |", lines[1] + "---|"]
     for defense, ms in metrics.items():
         for method, s in ms.items():
             toks = (s.get("prompt_tokens_per_doc") or 0) + (s.get("completion_tokens_per_doc") or 0)
@@ -116,7 +129,7 @@ def markdown_table(metrics: dict) -> str:
                 f"{_fmt(s, 'auc')} | {_fmt(s, 'accuracy')} | {_fmt(s, 'precision')} | {_fmt(s, 'recall')} | "
                 f"{_fmt(s, 'f1')} | {_fmt(s, k1)} | {_fmt(s, k01)} | {_inconclusive(s)} | "
                 f"{'n/a' if rr is None else f'{rr:.2f}'} | {s.get('queries_per_doc') or 0:.1f} | {toks:.0f} | "
-                f"{s.get('auditor_cpu_s_per_doc') or 0:.2f} |"
+                f"{s.get('auditor_cpu_s_per_doc') or 0:.2f} |" + (f" {benign_cell(benign, defense)} |" if show_benign else "")
             )
     return "\n".join(lines)
 
@@ -184,13 +197,18 @@ def zoo_metrics(rows: list[dict], n_boot: int = 1000) -> dict:
     return {p: compute_metrics([r for r in rows if _row_profile(r) == p], n_boot) for p in profiles}
 
 
-def zoo_table(zoo: dict, cannot: dict) -> str:
-    """The target zoo: one row per profile x method x defense; a method that cannot run says why."""
+def zoo_table(zoo: dict, cannot: dict, benign: dict | None = None) -> str:
+    """The target zoo: one row per profile x method x defense; a method that cannot run says why.
+
+    Under Mirabel each row also gives the defense's false-positive rate on
+    honest questions for that profile (``benign``: profile -> ``runner.benign_fpr``).
+    """
     from audit_core.metrics import fpr_key
 
     k1 = fpr_key(0.01)
-    lines = ["| profile | method | defense | members + non-members | AUC [95% CI] | TPR@1%FPR | inconclusive | queries/doc |",
-             "|---|---|---|---|---|---|---|---|"]
+    benign = benign or {}
+    lines = ["| profile | method | defense | members + non-members | AUC [95% CI] | TPR@1%FPR | inconclusive | queries/doc | defense's benign FPR |",
+             "|---|---|---|---|---|---|---|---|---|"]
     profiles = list(dict.fromkeys(list(zoo) + list(cannot)))
     for p in profiles:
         defenses = list(dict.fromkeys(list(zoo.get(p, {})) + list(cannot.get(p, {}))))
@@ -198,14 +216,15 @@ def zoo_table(zoo: dict, cannot: dict) -> str:
             ms = zoo.get(p, {}).get(defense, {})
             why = cannot.get(p, {}).get(defense, {})
             for method in [m for m in ALL_METHODS + ["combined"] if m in ms or m in why]:
+                cell = benign_cell(benign.get(p), defense)
                 if method in why and method not in ms:
-                    lines.append(f"| {p} | {LABELS.get(method, method)} | {defense} | - | {why[method]} | - | - | - |")
+                    lines.append(f"| {p} | {LABELS.get(method, method)} | {defense} | - | {why[method]} | - | - | - | {cell} |")
                     continue
                 s = ms[method]
                 lines.append(
                     f"| {p} | {LABELS.get(method, method)} | {defense} | {s.get('n_members', 0)} + "
                     f"{s.get('n_nonmembers', 0)} | {_fmt(s, 'auc')} | {_fmt(s, k1)} | {_inconclusive(s)} | "
-                    f"{s.get('queries_per_doc') or 0:.1f} |")
+                    f"{s.get('queries_per_doc') or 0:.1f} | {cell} |")
     return "\n".join(lines)
 
 
@@ -229,16 +248,17 @@ def finish(cfg: BenchConfig, prep_info: dict | None = None, timings: dict | None
         "metrics": metrics,
         "zoo": zoo,
         "cannot_run": cannot_run_reasons(rows),
+        "benign_fpr": json.loads((out / "benign_fpr.json").read_text()) if (out / "benign_fpr.json").exists() else {},
         "rows": rows,
     }
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    table = markdown_table(metrics)
+    table = markdown_table(metrics, results["benign_fpr"].get(first))
     (out / "table.md").write_text(table + "\n")
     first_rows = [r for r in rows if _row_profile(r) == first and not r.get("cannot_run")]
     for defense in metrics:
         roc_png(first_rows, defense, out / f"roc_{defense}.png")
     if zoo is not None:
-        (out / "zoo.md").write_text(zoo_table(zoo, results["cannot_run"]) + "\n")
+        (out / "zoo.md").write_text(zoo_table(zoo, results["cannot_run"], results["benign_fpr"]) + "\n")
     return results
 
 
@@ -267,7 +287,8 @@ def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCH
         "Shadow validation AUC: " + ", ".join(
             f"{LABELS.get(m, m)} {v['shadow_auc']:.3f}" for m, v in shadow.items() if v.get("shadow_auc") is not None),
         "",
-        markdown_table(results["metrics"]),
+        markdown_table(results["metrics"], (results.get("benign_fpr") or {}).get(
+            (results.get("config") or {}).get("profiles", ["completion"])[0])),
         "",
         "Intervals are bootstrap 95% intervals (1,000 stratified resamples). Inconclusive documents are "
         "excluded from the metrics and counted: a single number, or *a / b* where a documents have no "
@@ -280,7 +301,7 @@ def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCH
         body[4] = "Shadow validation AUC (profile:method, the shadow's style): " + "; ".join(
             f"{k} {v['shadow_auc']:.3f}" + (f" ({v['mirror']['shadow_style']})" if v.get("mirror") else "")
             for k, v in shadow.items() if v.get("shadow_auc") is not None)
-        body[6] = zoo_table(results.get("zoo") or {}, results.get("cannot_run") or {})
+        body[6] = zoo_table(results.get("zoo") or {}, results.get("cannot_run") or {}, results.get("benign_fpr"))
         body[8] = ("AUC: bootstrap 95% interval (1,000 stratified resamples). Inconclusive: documents without "
                    "a score (an S-RAG document whose probes the target's answers never reached, a failed "
                    "call...), left out of AUC and TPR. *cannot run*: the method cannot read its signal on "
@@ -300,7 +321,10 @@ def merge_runs(dirs: list[Path], out: Path) -> None:
     together, configuration of the first with the union of profiles, so ``--rescore out`` reports them."""
     out.mkdir(parents=True, exist_ok=True)
     rows, shadow, timings, profiles, cfg = [], {}, {"per_defense_s": {}, "wall_s": 0.0, "shadow_preparation_s": 0.0}, [], None
+    benign: dict = {}
     for d in dirs:
+        if (Path(d) / "benign_fpr.json").exists():
+            benign |= json.loads((Path(d) / "benign_fpr.json").read_text())
         res = json.loads((Path(d) / "results.json").read_text())
         cfg = cfg or res["config"]
         profiles += [p for p in res["config"].get("profiles", ["completion"]) if p not in profiles]
@@ -312,4 +336,6 @@ def merge_runs(dirs: list[Path], out: Path) -> None:
         timings["shadow_preparation_s"] = max(timings["shadow_preparation_s"], t.get("shadow_preparation_s", 0.0))
     cfg["profiles"], cfg["out_dir"], cfg["mode"] = profiles, str(out), "zoo"
     (out / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if benign:
+        (out / "benign_fpr.json").write_text(json.dumps(benign, indent=1))
     (out / "results.json").write_text(json.dumps({"config": cfg, "shadow": shadow, "timings": timings}))

@@ -21,6 +21,9 @@ from shadow.profiles import PROFILES, TargetProfile, get_profile, source_id
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TARGET_CORPUS = ROOT.parent / "shared" / "data" / "genmedgpt5k.jsonl"
+#: honest users' questions for Mirabel's benign false-positive rate (``benign_fpr``): MedQuAD's,
+#: or the shipped auxiliary corpus's where ../shared is absent (its questions then quote stored records)
+DEFAULT_BENIGN_CORPUS = ROOT.parent / "shared" / "data" / "medquad.jsonl"
 ALL_METHODS = list(METHODS)
 ALL_DEFENSES = ["none", "prompt_modification", "paraphrase", "mirabel"]
 ALL_PROFILES = list(PROFILES)
@@ -66,6 +69,12 @@ class BenchConfig:
     #: shadow config's). S-RAG's chat probes generate ``chat_max_tokens`` each
     #: instead of one teacher-forced token, so a chat shadow costs far more.
     chat_shadow_size: int | None = None
+    #: honest questions sent through each Mirabel-defended profile's retrieval, to report the
+    #: share the defense flags beside every AUC under it (issue 16: a defense that blocks 40% of
+    #: honest users is not the defense that blocks 0.4%); 0: not measured
+    benign_queries: int = 200
+    #: JSON-lines corpus of "Question: ... ? Answer: ..." records (None: DEFAULT_BENIGN_CORPUS)
+    benign_corpus: str | None = None
 
     @classmethod
     def quick(cls, **kw) -> "BenchConfig":
@@ -121,6 +130,27 @@ def profile_capabilities(cfg: BenchConfig, prof: TargetProfile) -> Capabilities:
 
 
 # --------------------------------------------------------------------------- running
+
+
+def benign_fpr(cfg: BenchConfig, prof: TargetProfile, kb: list[Document]) -> dict:
+    """Mirabel's false-positive rate on honest users' questions, on ``prof``'s knowledge base.
+
+    Retrieval only (Mirabel decides before generation), on the same entries,
+    embedder, top-k and significance as the served target; questions whose
+    record is in the knowledge base are left out.
+    """
+    from shadow.defenses import benign_false_positive_rate, benign_questions
+    from shadow.rag import RagSystem
+
+    aux = ROOT / "assets" / "aux_medquad.jsonl"
+    path = Path(cfg.benign_corpus) if cfg.benign_corpus else (
+        DEFAULT_BENIGN_CORPUS if DEFAULT_BENIGN_CORPUS.exists() else aux)
+    queries = benign_questions(str(path), cfg.benign_queries, seed=cfg.seed, exclude=[d.text for d in kb])
+    if not queries:
+        return {"flagged": None, "total": 0, "rate": None, "corpus": path.name,
+                "reason": f"no question found in {path.name}"}
+    res = benign_false_positive_rate(RagSystem(prof.knowledge_base(kb), prof.rag_config("mirabel")), queries)
+    return {"flagged": res.flagged, "total": res.total, "rate": res.rate, "corpus": path.name, "reason": None}
 
 
 def _row_profile(r: dict) -> str:
@@ -273,6 +303,13 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                 log(f"[{prof_name} / {defense}] all results present")
                 continue
             t_def = time.time()
+            if defense == "mirabel" and cfg.benign_queries > 0:
+                benign_file = out / "benign_fpr.json"
+                benign = json.loads(benign_file.read_text()) if benign_file.exists() else {}
+                if prof_name not in benign:
+                    log(f"[{prof_name} / mirabel] {cfg.benign_queries} honest questions through the defense ...")
+                    benign[prof_name] = benign_fpr(cfg, prof, kb)
+                    benign_file.write_text(json.dumps(benign, indent=1))
             dflt = None if defense == "none" else defense
             log_file = out / (f"server-{defense}.log" if prof_name == "completion" else f"server-{prof_name}-{defense}.log")
             if prof_name == "completion" and cfg.target_generator != prof.rag.generator:

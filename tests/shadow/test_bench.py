@@ -151,7 +151,7 @@ def test_shadow_defenses_calibrate_their_rows_on_a_defended_shadow(tmp_path, mon
     # the CLI flag sets the same field
     monkeypatch.setattr(bench.cli, "run_bench", lambda c, log=None: pytest.fail(str(c.shadow_defenses))
                         if c.shadow_defenses != ["mirabel"] else {"metrics": {}})
-    monkeypatch.setattr(bench.cli, "markdown_table", lambda m: "")
+    monkeypatch.setattr(bench.cli, "markdown_table", lambda m, benign=None: "")
     assert bench.main(["--target-corpus", str(corpus), "--shadow-defenses", "mirabel"]) == 0
 
 

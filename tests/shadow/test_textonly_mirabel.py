@@ -51,3 +51,32 @@ def test_benign_fpr_needs_a_mirabel_system():
 
     with pytest.raises(ValueError, match="mirabel"):
         benign_false_positive_rate(NotDefended(), ["q"])
+
+
+def test_the_benchmark_puts_mirabels_benign_rate_beside_every_row_under_it(tmp_path, monkeypatch):
+    """runner.benign_fpr measures the profile's own defended knowledge base (chunked here), and the
+    zoo table prints it in each Mirabel row and nowhere else."""
+    from shadow.bench.report import zoo_table
+    from shadow.bench.runner import BenchConfig, benign_fpr
+    from shadow.profiles import get_profile
+
+    monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path / "cache"))
+    kb = [Document(f"k{i}", f"Question: What causes condition {c} ? Answer: Condition {c} comes from "
+                            f"{c} exposure. " + " ".join(f"word{i}x{j}" for j in range(70)))
+          for i, c in enumerate(["alpha", "beta", "gamma", "delta", "epsilon"])]
+    q = tmp_path / "q.jsonl"
+    q.write_text("\n".join(json.dumps({"id": str(i), "text": f"Question: How is ailment {i} treated ? Answer: rest."})
+                           for i in range(8)) + "\n" + json.dumps({"id": "k0", "text": kb[0].text}))
+    cfg = BenchConfig(benign_queries=6, benign_corpus=str(q))
+    res = benign_fpr(cfg, get_profile("chunked"), kb)
+    assert res["total"] == 6 and res["corpus"] == "q.jsonl" and 0 <= res["flagged"] <= 6  # the kb's record left out
+    assert res["rate"] == pytest.approx(res["flagged"] / 6)
+    s = {"auc": 0.7, "n_members": 2, "n_nonmembers": 2, "queries_per_doc": 3.0}
+    zoo = {"chunked": {"none": {"verbatim": s}, "mirabel": {"verbatim": s}}}
+    lines = zoo_table(zoo, {}, {"chunked": res}).splitlines()
+    assert lines[0].endswith("defense's benign FPR |")
+    none_row = next(x for x in lines if "| none |" in x)
+    mirabel_row = next(x for x in lines if "| mirabel |" in x)
+    assert none_row.endswith("| - |")
+    assert mirabel_row.endswith(f"| {res['rate']:.3f} ({res['flagged']} / 6) |")
+    assert zoo_table(zoo, {}, {}).splitlines()[-1].endswith("| not measured |")
