@@ -102,6 +102,15 @@ def _header(result: dict) -> None:
         col.metric(f"{LABELS.get(m, m)} shadow AUC", "n/a" if auc is None else f"{auc:.2f}",
                    help="Trust indicator: how well the method told the shadow RAG's members from non-members on "
                         f"held-out shadow documents (0.5 = chance, 1 = perfect). Reading: {auc_reading(auc)}.")
+    from audit_core.report import method_power_rows
+
+    power = method_power_rows(result)
+    if power:
+        with st.expander("What each method's calls are worth: power, and what it may call \"not found\""):
+            st.caption("A method calls a document a member where at most the chosen share of its shadow's "
+                       "non-members score as high; it says \"not found\" only where at most 5% of its shadow's "
+                       "members score as low. In between it is inconclusive (\"not cleared\").")
+            st.dataframe([dict(zip(power[0], row)) for row in power[1:]], hide_index=True)
 
 
 def _account(result: dict) -> None:

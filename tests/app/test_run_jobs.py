@@ -242,6 +242,7 @@ def test_controls_marked_in_the_csv_are_probed_after_the_documents_and_tested(de
     # the Results tab opens with the collection's line (a p-value, or why there is none)
     first = next(a.value for a in list(at.success) + list(at.info) if str(a.value).startswith("Your collection"))
     assert f"from {N_DOCS} documents against 3 controls" in first or "no collection-level test" in first
+    assert any(str(e.label).startswith("What each method's calls are worth") for e in at.expander)
 
     # a second upload adds to them
     extra = "id,text\n" + "\n".join(f'x{i},"{t.replace("Record", "Entry")}"' for i, (_, t) in enumerate(rows[:2]))
