@@ -45,7 +45,11 @@ are for. Controls, in order of strength (``CONTROL_KINDS``):
 collections of the same n and m, drawn from the method's out-of-fold shadow
 scores (documents from shadow members, controls from shadow non-members),
 that reach p <= alpha -- for a collection of members, and for one in which a
-quarter of the documents are members.
+quarter of the documents are members. Where the latter is below 0.9, the
+result also says how many controls would raise it to 0.9 (``controls_for_power``):
+with 20 controls the test cannot resolve a quarter of 20 documents well (0.63
+on the completion profile's held-out S-RAG scores, BENCHMARKS.md), with 40 it
+finds them nine times in ten, and controls are what an owner can add.
 """
 from __future__ import annotations
 
@@ -66,6 +70,9 @@ ALPHA = 0.05
 #: simulated collections per power estimate, and permutations per simulated test
 N_SIM = 400
 POWER_PERMUTATIONS = 999
+#: the power a quarter-member collection should be found with; multiples of the owner's control count tried
+TARGET_POWER = 0.9
+CONTROL_MULTIPLES = (2, 3, 5)
 
 
 @dataclass
@@ -81,6 +88,10 @@ class CollectionResult:
     note: str
     alpha: float = ALPHA
     power_quarter_members: float | None = None
+    #: controls that would find a quarter-member collection with TARGET_POWER, and that power
+    #: (None: already enough, or not reached at CONTROL_MULTIPLES times the controls given)
+    controls_needed: int | None = None
+    controls_needed_power: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -178,6 +189,25 @@ def simulated_power(member_raw: Sequence[float], nonmember_raw: Sequence[float],
     return hits / n_sim
 
 
+def controls_for_power(member_raw: Sequence[float], nonmember_raw: Sequence[float], n: int, m: int,
+                       share: float = 0.25, target: float = TARGET_POWER, alpha: float = ALPHA,
+                       n_sim: int = N_SIM, seed: int = 0) -> tuple[int, float] | None:
+    """The fewest controls among ``CONTROL_MULTIPLES`` x ``m`` with simulated power >= ``target``, and that power.
+
+    None when none of them reaches it (the method's signal, not the controls, is then what limits the test).
+    The largest is tried first, so a weak method costs one simulation.
+    """
+    most = CONTROL_MULTIPLES[-1] * m
+    top = simulated_power(member_raw, nonmember_raw, n, most, share, alpha, n_sim, seed)
+    if top is None or top < target:
+        return None
+    for k in CONTROL_MULTIPLES[:-1]:
+        power = simulated_power(member_raw, nonmember_raw, n, k * m, share, alpha, n_sim, seed)
+        if power >= target:
+            return k * m, power
+    return most, top
+
+
 def collection_test(
     documents: Sequence[float | None],
     controls: Sequence[float | None],
@@ -211,11 +241,19 @@ def collection_test(
     t, p = top_weighted_test(d, c, seed)
     power = simulated_power(member_raw, nonmember_raw, len(d), len(c), 1.0, alpha, seed=seed)
     quarter = simulated_power(member_raw, nonmember_raw, len(d), len(c), 0.25, alpha, seed=seed)
+    needed = None
     if power is not None:
         notes.append(f"power at p <= {alpha:g} from the shadow's out-of-fold scores: {power:.2f} if every document "
                      f"were a member, {quarter:.2f} if a quarter were")
+        if quarter < TARGET_POWER:
+            needed = controls_for_power(member_raw, nonmember_raw, len(d), len(c), 0.25, TARGET_POWER, alpha,
+                                        seed=seed)
+            notes.append(f"with about {needed[0]} controls it would find a quarter-member collection with power "
+                         f"{needed[1]:.2f}" if needed else
+                         f"even {CONTROL_MULTIPLES[-1] * len(c)} controls would not find a quarter-member collection "
+                         f"with power {TARGET_POWER:g}: the method's separation on the shadow limits it")
     return CollectionResult(p, t, u / (len(d) * len(c)), len(d), len(c), power, controls_kind, method,
-                            "; ".join(notes), alpha, quarter)
+                            "; ".join(notes), alpha, quarter, *(needed or (None, None)))
 
 
 def choose_method(ran: Sequence[str], calibrations: dict, order: Sequence[str]) -> str | None:

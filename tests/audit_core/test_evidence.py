@@ -437,6 +437,20 @@ def test_collection_power_comes_from_the_shadow_and_grows_with_signal():
         collection_test([1.0], [0.0], method="x", controls_kind="whatever")
 
 
+def test_the_collection_result_says_how_many_controls_would_find_a_quarter_member_collection():
+    from audit_core.evidence.collection import controls_for_power, simulated_power
+
+    m, n = _separated(200, shift=3.0, seed=4)  # S-RAG-like separation on the completion profile
+    at_20 = simulated_power(m, n, 20, 20, 0.25, n_sim=150)
+    needed = controls_for_power(m, n, 20, 20, n_sim=150)
+    assert at_20 < 0.9 and needed is not None and needed[0] in (40, 60, 100) and needed[1] >= 0.9
+    weak_m, weak_n = _separated(200, shift=0.3)
+    assert controls_for_power(weak_m, weak_n, 20, 20, n_sim=100) is None  # the signal, not the controls, limits
+    res = collection_test([0.0] * 20, [0.0] * 20, method="x", controls_kind="declared", member_raw=m, nonmember_raw=n)
+    assert res.power_quarter_members < 0.9 and res.controls_needed in (40, 60, 100)
+    assert f"with about {res.controls_needed} controls" in res.note
+
+
 def test_collection_method_is_chosen_from_the_shadow_not_from_audited_scores():
     good = C.apply_evidence(Calibration("mba"), C.fit_evidence(*_separated(100), source="t"))
     rng = np.random.default_rng(0)
