@@ -152,7 +152,8 @@ def simulate_collections(members: list[float], nonmembers: list[float], n_sim: i
     rng = np.random.default_rng(seed)
     m, n = np.asarray(members, float), np.asarray(nonmembers, float)
     need = n_docs - n_members + n_controls
-    replace = len(n) < need or len(m) < n_members
+    # the null collections draw n_docs + n_controls non-members, the member ones ``need``
+    replace = len(n) < n_docs + n_controls or len(m) < n_members
     fp = tp = 0
     for i in range(n_sim):
         if replace:
@@ -167,7 +168,7 @@ def simulate_collections(members: list[float], nonmembers: list[float], n_sim: i
             ctl1 = perm[n_docs - n_members:need]
         fp += top_weighted_test(docs0, ctl0, seed=i)[1] <= alpha
         tp += top_weighted_test(docs1, ctl1, seed=i)[1] <= alpha
-    return {"n_collections": n_sim, "fpr": fp / n_sim, "power_5_of_20": tp / n_sim,
+    return {"n_collections": n_sim, "n_controls": n_controls, "fpr": fp / n_sim, "power_5_of_20": tp / n_sim,
             "pool_members": len(m), "pool_nonmembers": len(n),
             "draws": "with replacement (pool too small)" if replace else "without replacement"}
 
@@ -281,9 +282,15 @@ def markdown(res: dict) -> str:
     if b:
         lines += [f"**(b) Collection test** (one-sided Savage-score permutation test on {b['method']}'s score, {b['pool']}; "
                   f"{b['draws']}; pool {b['pool_members']} members, {b['pool_nonmembers']} non-members): "
-                  f"false-positive rate over {b['n_collections']:,} collections of 20 non-members against 20 "
-                  f"controls **{b['fpr']:.3f}**; power for 20 documents of which 5 members against 20 controls "
-                  f"**{b['power_5_of_20']:.3f}**.", ""]
+                  f"false-positive rate over {b['n_collections']:,} collections of 20 non-members against "
+                  f"{b.get('n_controls', 20)} controls **{b['fpr']:.3f}**; power for 20 documents of which 5 members "
+                  f"against {b.get('n_controls', 20)} controls **{b['power_5_of_20']:.3f}**.", ""]
+    if res.get("b_controls"):
+        lines += ["| controls M | draws | FPR (20 non-members against M) | power (5 members of 20 against M) |",
+                  "|---|---|---|---|"]
+        lines += [f"| {m} | {r['draws']} | {r['fpr']:.3f} | {r['power_5_of_20']:.3f} |"
+                  for m, r in res["b_controls"].items()]
+        lines.append("")
     c = res.get("c")
     if c:
         sc, sb = c["shadow_calibrated"], c["sibling_calibrated"]
@@ -316,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool", choices=["target", "shadow"], default="target",
                     help="(b) from the target's held-out scores, or the primary's out-of-fold shadow scores")
     ap.add_argument("--collections", type=int, default=1000)
+    ap.add_argument("--controls", default="20",
+                    help="(b): controls per collection, comma-separated (e.g. 20,30,40,60: power against M)")
     ap.add_argument("--canaries", type=int, default=0, help="(c): n published-role + n siblings (0: skip)")
     ap.add_argument("--canary-shadow-size", type=int, default=40, help="shadow per class for S-RAG in (c)")
     ap.add_argument("--splits", type=int, default=1000)
@@ -350,8 +359,12 @@ def main(argv: list[str] | None = None) -> int:
         b_pool = (ev["member_raw"], ev["nonmember_raw"], "the shadow's out-of-fold scores (not the target's)")
     if b_pool and b_pool[0] and len(b_pool[1]) >= 2:
         t0 = time.time()
-        res["b"] = simulate_collections(b_pool[0], b_pool[1], args.collections) | {
+        counts = [int(x) for x in args.controls.split(",") if x]
+        res["b"] = simulate_collections(b_pool[0], b_pool[1], args.collections, n_controls=counts[0]) | {
             "method": args.primary, "pool": b_pool[2], "seconds": time.time() - t0}
+        if len(counts) > 1:
+            res["b_controls"] = {str(m): simulate_collections(b_pool[0], b_pool[1], args.collections, n_controls=m)
+                                 for m in counts}
     if args.canaries:
         res["c"] = canary_experiment(args.canaries, args.canary_shadow_size, args.splits)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
