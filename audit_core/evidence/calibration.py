@@ -89,8 +89,9 @@ class ClearRule:
     """When a score under the member threshold may say "not found" (module docstring, point 4)."""
 
     #: the largest share of the shadow's members allowed to score at or below a cleared document:
-    #: 5%, the default false-positive rate, so both calls of a method err at most that often on
-    #: the shadow (a "not found" for a member is the worse error, so it is never looser than this)
+    #: 5%, the default false-positive rate, so that at the default both calls of a method err at
+    #: most that often on the shadow. It does not follow the user's rate: a "not found" for a
+    #: member is the error this tool must avoid most, whatever rate the member calls use.
     max_miss_rate: float = 0.05
 
 
