@@ -322,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--primary", default="srag", help="method whose score the collection test uses")
     ap.add_argument("--pool", choices=["target", "shadow"], default="target",
                     help="(b) from the target's held-out scores, or the primary's out-of-fold shadow scores")
+    ap.add_argument("--defense", default="none", help="which defense's rows of the benchmark to read")
     ap.add_argument("--collections", type=int, default=1000)
     ap.add_argument("--controls", default="20",
                     help="(b): controls per collection, comma-separated (e.g. 20,30,40,60: power against M)")
@@ -341,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict = {"command": "python scripts/bench_evidence.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                  "date": _dt.date.today().isoformat(),
                  "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
-    rows = load_rows(Path(args.bench_out))
+    rows = load_rows(Path(args.bench_out), args.defense)
     cals = calibrations(cache_dir())
     if rows:
         res["a"] = realised_fpr(rows, cals)
