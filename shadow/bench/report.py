@@ -40,9 +40,16 @@ def combined_rows(rows: list[dict]) -> list[dict]:
     """The product's verdict (S-RAG primary, MBA second opinion) as one more method.
 
     Its cost is what the product pays for the verdict: the sum over the
-    primary and second methods' rows (the baselines do not feed it).
+    primary and second methods' rows (the baselines do not feed it). Its
+    score, for the AUC, is the verdict's; where the verdict has none (nobody
+    decided, e.g. every method "not cleared"), the score of the first method
+    in voting order that scored the document, so that the AUC is not taken
+    over the decided documents alone.
     """
+    from audit_core.verdict import PRIMARY_ORDER
+
     vc = VerdictConfig()
+    order = [vc.primary, vc.second] + [m for m in PRIMARY_ORDER if m not in (vc.primary, vc.second)]
     by: dict[tuple[str, str, str], list[dict]] = {}
     for r in rows:
         by.setdefault((_row_profile(r), r["defense"], r["doc_id"]), []).append(r)
@@ -53,8 +60,12 @@ def combined_rows(rows: list[dict]) -> list[dict]:
         decision = None if v.verdict == "inconclusive" else v.verdict == "member"
         feeding = [r for r in rs if r["method"] in (vc.primary, vc.second)]
         costs = {k: sum(r[k] for r in feeding if r.get(k) is not None) if feeding else None for k in COST_KEYS}
+        score = v.score
+        if score is None:
+            scored = {r["method"]: r["score"] for r in rs if r["score"] is not None}
+            score = next((scored[m] for m in order if m in scored), None)
         out.append({"profile": profile, "defense": defense, "method": "combined", "doc_id": doc_id, "label": rs[0]["label"],
-                    "score": v.score, "decision": decision, "reason": v.reason} | costs)
+                    "score": score, "decision": decision, "reason": v.reason} | costs)
     return out
 
 

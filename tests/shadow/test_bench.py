@@ -211,3 +211,18 @@ def test_the_table_counts_undecided_combined_verdicts():
     assert "| 0 / 1 |" in line
     line = next(x for x in bench.markdown_table(metrics).splitlines() if "| S-RAG |" in x)
     assert "| 0 |" in line
+
+
+def test_the_combined_row_keeps_a_score_where_no_method_decided():
+    """A document every method left "not cleared" has no verdict score; the combined row ranks it by the
+    first scored method, so its AUC is not computed over the decided documents alone."""
+    gray = "not cleared: below the member threshold, but 9 of the shadow's 30 members score this low"
+    rows = [{"defense": "none", "method": "verbatim", "doc_id": "a", "label": 1, "score": 0.9, "decision": True,
+             "reason": None},
+            {"defense": "none", "method": "verbatim", "doc_id": "b", "label": 1, "score": 0.2, "decision": None,
+             "reason": gray},
+            {"defense": "none", "method": "verbatim", "doc_id": "c", "label": 0, "score": 0.1, "decision": None,
+             "reason": gray}]
+    combined = {r["doc_id"]: r for r in bench.combined_rows(rows)}
+    assert combined["b"]["decision"] is None and combined["b"]["score"] == 0.2 and combined["c"]["score"] == 0.1
+    assert bench.compute_metrics(rows, n_boot=10)["none"]["combined"]["n_inconclusive_scores"] == 0
