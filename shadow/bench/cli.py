@@ -5,7 +5,8 @@ import json
 import sys
 from pathlib import Path
 
-from shadow.bench.report import SECTIONS, finish, markdown_table, update_benchmarks_md, zoo_table
+from shadow.bench.report import (SECTIONS, finish, first_profile_benign, markdown_table, update_benchmarks_md,
+                                 zoo_table)
 from shadow.bench.runner import ALL_DEFENSES, ALL_METHODS, ALL_PROFILES, BenchConfig, run_bench
 from shadow.prepare import ShadowConfig
 
@@ -83,9 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: target corpus {cfg.target_corpus} not found (see --target-corpus)", file=sys.stderr)
             return 2
         results = run_bench(cfg, log=lambda s: print(s, file=sys.stderr))
-    benign = results.get("benign_fpr") or {}
-    print(zoo_table(results["zoo"], results.get("cannot_run") or {}, benign) if results.get("zoo")
-          else markdown_table(results["metrics"], benign.get((results.get("config") or {}).get("profiles", ["completion"])[0])))
+    print(zoo_table(results["zoo"], results.get("cannot_run") or {}, results.get("benign_fpr")) if results.get("zoo")
+          else markdown_table(results["metrics"], first_profile_benign(results)))
     if args.update_benchmarks_md:
         # quick mode has its own section (a smoke run must not overwrite the full benchmark's
         # table), kept by a re-score since the mode is part of the saved configuration

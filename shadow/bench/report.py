@@ -12,7 +12,7 @@ from pathlib import Path
 from audit_core.methods import LABELS
 from audit_core.methods.base import MethodResult
 from audit_core.verdict import VerdictConfig, decide
-from shadow.bench.runner import ALL_DEFENSES, ALL_METHODS, BenchConfig, _row_profile
+from shadow.bench.runner import ALL_DEFENSES, ALL_METHODS, BENIGN_FILE, BenchConfig, _row_profile, read_benign
 
 ROOT = Path(__file__).resolve().parents[2]
 #: bump when the layout of results.json changes (2: rows carry their target profile)
@@ -119,6 +119,12 @@ def benign_cell(benign: dict | None, defense: str) -> str:
     if not benign or benign.get("rate") is None:
         return "not measured" if not benign else f"n/a ({benign.get('reason')})"
     return f"{benign['rate']:.3f} ({benign['flagged']} / {benign['total']})"
+
+
+def first_profile_benign(results: dict) -> dict | None:
+    """Mirabel's benign rate for the profile the membership table shows (the run's first)."""
+    first = ((results.get("config") or {}).get("profiles") or ["completion"])[0]
+    return (results.get("benign_fpr") or {}).get(first)
 
 
 def markdown_table(metrics: dict, benign: dict | None = None) -> str:
@@ -259,7 +265,7 @@ def finish(cfg: BenchConfig, prep_info: dict | None = None, timings: dict | None
         "metrics": metrics,
         "zoo": zoo,
         "cannot_run": cannot_run_reasons(rows),
-        "benign_fpr": json.loads((out / "benign_fpr.json").read_text()) if (out / "benign_fpr.json").exists() else {},
+        "benign_fpr": read_benign(out),
         "rows": rows,
     }
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
@@ -298,8 +304,7 @@ def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCH
         "Shadow validation AUC: " + ", ".join(
             f"{LABELS.get(m, m)} {v['shadow_auc']:.3f}" for m, v in shadow.items() if v.get("shadow_auc") is not None),
         "",
-        markdown_table(results["metrics"], (results.get("benign_fpr") or {}).get(
-            (results.get("config") or {}).get("profiles", ["completion"])[0])),
+        markdown_table(results["metrics"], first_profile_benign(results)),
         "",
         "Intervals are bootstrap 95% intervals (1,000 stratified resamples). Inconclusive documents are "
         "excluded from the metrics and counted: a single number, or *a / b* where a documents have no "
@@ -334,8 +339,7 @@ def merge_runs(dirs: list[Path], out: Path) -> None:
     rows, shadow, timings, profiles, cfg = [], {}, {"per_defense_s": {}, "wall_s": 0.0, "shadow_preparation_s": 0.0}, [], None
     benign: dict = {}
     for d in dirs:
-        if (Path(d) / "benign_fpr.json").exists():
-            benign |= json.loads((Path(d) / "benign_fpr.json").read_text())
+        benign |= read_benign(Path(d))
         res = json.loads((Path(d) / "results.json").read_text())
         cfg = cfg or res["config"]
         profiles += [p for p in res["config"].get("profiles", ["completion"]) if p not in profiles]
@@ -348,5 +352,5 @@ def merge_runs(dirs: list[Path], out: Path) -> None:
     cfg["profiles"], cfg["out_dir"], cfg["mode"] = profiles, str(out), "zoo"
     (out / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if benign:
-        (out / "benign_fpr.json").write_text(json.dumps(benign, indent=1))
+        (out / BENIGN_FILE).write_text(json.dumps(benign, indent=1))
     (out / "results.json").write_text(json.dumps({"config": cfg, "shadow": shadow, "timings": timings}))

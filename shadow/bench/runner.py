@@ -24,6 +24,8 @@ DEFAULT_TARGET_CORPUS = ROOT.parent / "shared" / "data" / "genmedgpt5k.jsonl"
 #: honest users' questions for Mirabel's benign false-positive rate (``benign_fpr``): MedQuAD's,
 #: or the shipped auxiliary corpus's where ../shared is absent (its questions then quote stored records)
 DEFAULT_BENIGN_CORPUS = ROOT.parent / "shared" / "data" / "medquad.jsonl"
+#: the run folder's file of Mirabel's benign rate per profile (``benign_fpr``)
+BENIGN_FILE = "benign_fpr.json"
 ALL_METHODS = list(METHODS)
 ALL_DEFENSES = ["none", "prompt_modification", "paraphrase", "mirabel"]
 ALL_PROFILES = list(PROFILES)
@@ -151,6 +153,12 @@ def benign_fpr(cfg: BenchConfig, prof: TargetProfile, kb: list[Document]) -> dic
                 "reason": f"no question found in {path.name}"}
     res = benign_false_positive_rate(RagSystem(prof.knowledge_base(kb), prof.rag_config("mirabel")), queries)
     return {"flagged": res.flagged, "total": res.total, "rate": res.rate, "corpus": path.name, "reason": None}
+
+
+def read_benign(folder: Path) -> dict:
+    """profile -> ``benign_fpr`` result stored in a run folder ({} when none was measured)."""
+    f = Path(folder) / BENIGN_FILE
+    return json.loads(f.read_text()) if f.exists() else {}
 
 
 def _row_profile(r: dict) -> str:
@@ -304,12 +312,11 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                 continue
             t_def = time.time()
             if defense == "mirabel" and cfg.benign_queries > 0:
-                benign_file = out / "benign_fpr.json"
-                benign = json.loads(benign_file.read_text()) if benign_file.exists() else {}
+                benign = read_benign(out)
                 if prof_name not in benign:
                     log(f"[{prof_name} / mirabel] {cfg.benign_queries} honest questions through the defense ...")
                     benign[prof_name] = benign_fpr(cfg, prof, kb)
-                    benign_file.write_text(json.dumps(benign, indent=1))
+                    (out / BENIGN_FILE).write_text(json.dumps(benign, indent=1))
             dflt = None if defense == "none" else defense
             log_file = out / (f"server-{defense}.log" if prof_name == "completion" else f"server-{prof_name}-{defense}.log")
             if prof_name == "completion" and cfg.target_generator != prof.rag.generator:
