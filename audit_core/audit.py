@@ -199,7 +199,8 @@ def collection_summary(
     controls = probed
     ctl_scores = [raw_score(control_results.get(c.id)) for c in controls]
     res = collection_test(doc_scores, ctl_scores, method=method, controls_kind=cfg.controls_kind,
-                          member_raw=ev.get("member_raw", ()), nonmember_raw=ev.get("nonmember_raw", ()))
+                          member_raw=ev.get("member_raw", ()), nonmember_raw=ev.get("nonmember_raw", ()),
+                          platt=ev.get("platt"))
     out = res.to_json()
     # per document against the controls themselves: exact when the controls are exchangeable with them
     calls = sibling_calls([s for s in doc_scores if s is not None], ctl_scores, cfg.fpr)

@@ -8,7 +8,8 @@
     this code), the realised FPR of every method at the requested 5% (and 1%,
     10% from the thresholds stored in each calibration), with the shadow's
     promised power and the realised TPR.
-(b) The collection test (``top_weighted_test``), simulated from those stored per-document scores (no
+(b) The collection test (``top_weighted_test``, weighted by the primary method's
+    shadow-estimated member odds), simulated from those stored per-document scores (no
     target query): >= 1,000 collections of 20 non-members against 20
     controls (FPR) and of 5 members + 15 non-members against 20 controls
     (power), on the primary method's score. Documents and controls are drawn
@@ -42,7 +43,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from audit_core.evidence.calibration import FPR_CHOICES, NOT_CLEARED, fpr_key  # noqa: E402
-from audit_core.evidence.collection import top_weighted_test  # noqa: E402
+from audit_core.evidence.collection import top_weighted_test, weights_kind  # noqa: E402
 
 
 def load_rows(bench_out: Path, defense: str = "none") -> list[dict]:
@@ -147,8 +148,26 @@ def heldout_shadow_fpr(member_raw: list[float], nonmember_raw: list[float], fpr:
 # --------------------------------------------------------------------------- (b)
 
 
+#: the log-odds of a calibrated probability are its own Platt log-odds (a = 1, b = 0)
+LOG_ODDS = {"a": 1.0, "b": 0.0}
+
+
+def log_odds(probabilities: list[float]) -> list[float]:
+    """A method's calibrated probabilities -> the log-odds its shadow's Platt fit gave them.
+
+    The benchmark stores each document's calibrated probability
+    sigma(a * raw + b); its logit is a * raw + b, so the collection test
+    weighs these with ``LOG_ODDS`` exactly as the audit weighs the raw score
+    with (a, b), without needing to know which stored calibration it was.
+    """
+    from scipy.special import logit
+
+    return [float(logit(min(max(p, 1e-15), 1 - 1e-15))) for p in probabilities]
+
+
 def simulate_collections(members: list[float], nonmembers: list[float], n_sim: int, seed: int = 0,
-                         n_docs: int = 20, n_members: int = 5, n_controls: int = 20, alpha: float = 0.05) -> dict:
+                         n_docs: int = 20, n_members: int = 5, n_controls: int = 20, alpha: float = 0.05,
+                         platt: dict | None = None) -> dict:
     rng = np.random.default_rng(seed)
     m, n = np.asarray(members, float), np.asarray(nonmembers, float)
     need = n_docs - n_members + n_controls
@@ -166,10 +185,11 @@ def simulate_collections(members: list[float], nonmembers: list[float], n_sim: i
             perm = rng.permutation(n)
             docs1 = np.r_[rng.permutation(m)[:n_members], perm[:n_docs - n_members]]
             ctl1 = perm[n_docs - n_members:need]
-        fp += top_weighted_test(docs0, ctl0, seed=i)[1] <= alpha
-        tp += top_weighted_test(docs1, ctl1, seed=i)[1] <= alpha
+        fp += top_weighted_test(docs0, ctl0, seed=i, platt=platt)[1] <= alpha
+        tp += top_weighted_test(docs1, ctl1, seed=i, platt=platt)[1] <= alpha
     return {"n_collections": n_sim, "n_controls": n_controls, "fpr": fp / n_sim, "power_5_of_20": tp / n_sim,
             "pool_members": len(m), "pool_nonmembers": len(n),
+            "weights": weights_kind(platt),
             "draws": "with replacement (pool too small)" if replace else "without replacement"}
 
 
@@ -210,6 +230,7 @@ def canary_experiment(n: int, shadow_size: int, n_splits: int, fpr: float = 0.05
     progress(stage, 0, len(canaries))
     obs = method.probe_many(canaries, rag, progress=tick, top_logprobs=cfg.top_logprobs)
     results = [method.score(o, cal) for o in obs]
+    platt = ((cal.params or {}).get("evidence") or {}).get("platt")
     probe_s = time.time() - t0
     scores = [raw_score(r) for r in results]
     decided = [r.decision for r in results if r.decision is not None]
@@ -223,7 +244,7 @@ def canary_experiment(n: int, shadow_size: int, n_splits: int, fpr: float = 0.05
         rates.append(float(np.mean([bool(c) for _, c in calls if c is not None])) if calls else float("nan"))
         pub_ok = [x for x in pub if x is not None]
         sib_ok = [x for x in sib if x is not None]
-        rejections += top_weighted_test(pub_ok, sib_ok, seed=s)[1] <= 0.05
+        rejections += top_weighted_test(pub_ok, sib_ok, seed=s, platt=platt)[1] <= 0.05
     finite = [x for x in scores if x is not None]
     return {
         "n_canaries": len(canaries), "probe_seconds": probe_s,
@@ -280,7 +301,9 @@ def markdown(res: dict) -> str:
         lines.append("")
     b = res.get("b")
     if b:
-        lines += [f"**(b) Collection test** (one-sided Savage-score permutation test on {b['method']}'s score, {b['pool']}; "
+        how = ("log-likelihood-ratio (member odds from the shadow)" if b.get("weights") == "likelihood ratio"
+               else "Savage-score")
+        lines += [f"**(b) Collection test** (one-sided {how} permutation test on {b['method']}'s score, {b['pool']}; "
                   f"{b['draws']}; pool {b['pool_members']} members, {b['pool_nonmembers']} non-members): "
                   f"false-positive rate over {b['n_collections']:,} collections of 20 non-members against "
                   f"{b.get('n_controls', 20)} controls **{b['fpr']:.3f}**; power for 20 documents of which 5 members "
@@ -350,22 +373,27 @@ def main(argv: list[str] | None = None) -> int:
     res["a_shadow"] = {m: heldout_shadow_fpr(c["params"]["evidence"]["member_raw"],
                                              c["params"]["evidence"]["nonmember_raw"])
                        for m, c in cals.items() if c["params"]["evidence"]["nonmember_raw"]}
-    b_pool = None
+    b_pool, platt = None, None
     if args.pool == "target" and rows:
         prim = [r for r in rows if r["method"] == args.primary and r["score"] is not None]
         b_pool = ([r["score"] for r in prim if r["label"] == 1], [r["score"] for r in prim if r["label"] == 0],
                   "the target's held-out test documents")
+        if (cals.get(args.primary) or {}).get("params", {}).get("evidence", {}).get("platt"):
+            b_pool = (log_odds(b_pool[0]), log_odds(b_pool[1]), b_pool[2])  # stored calibrated probabilities
+            platt = LOG_ODDS
     elif args.primary in cals:
         ev = cals[args.primary]["params"]["evidence"]
         b_pool = (ev["member_raw"], ev["nonmember_raw"], "the shadow's out-of-fold scores (not the target's)")
+        platt = ev.get("platt")
     if b_pool and b_pool[0] and len(b_pool[1]) >= 2:
         t0 = time.time()
         counts = [int(x) for x in args.controls.split(",") if x]
-        res["b"] = simulate_collections(b_pool[0], b_pool[1], args.collections, n_controls=counts[0]) | {
+        res["b"] = simulate_collections(b_pool[0], b_pool[1], args.collections, n_controls=counts[0],
+                                        platt=platt) | {
             "method": args.primary, "pool": b_pool[2], "seconds": time.time() - t0}
         if len(counts) > 1:
-            res["b_controls"] = {str(m): simulate_collections(b_pool[0], b_pool[1], args.collections, n_controls=m)
-                                 for m in counts}
+            res["b_controls"] = {str(m): simulate_collections(b_pool[0], b_pool[1], args.collections, n_controls=m,
+                                                              platt=platt) for m in counts}
     if args.canaries:
         res["c"] = canary_experiment(args.canaries, args.canary_shadow_size, args.splits)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -6,23 +6,36 @@ Maini et al. 2024): small per-document shifts add up over many documents.
 
 **The pre-registered statistic (one per run).** A one-sided two-sample
 permutation test of "the owner's documents score higher than the controls"
-with Savage (exponential) scores (``top_weighted_test``), on the raw score of
-ONE method, chosen before any audited score is seen by ``choose_method``: the
-first method in the verdict's order (S-RAG, MBA, then the baselines) that ran
-on this target and whose shadow validation passed the abstain rule, else the
-first that ran. It is never the smallest p-value over methods (that would
-inflate false positives by the number of methods).
+(``top_weighted_test``) on the raw score of ONE method, chosen before any
+audited score is seen by ``choose_method``: the first method in the verdict's
+order (S-RAG, MBA, then the baselines) that ran on this target and whose
+shadow validation passed the abstain rule, else the first that ran. It is
+never the smallest p-value over methods (that would inflate false positives
+by the number of methods).
 
-Why a rank test: it needs no distribution for the scores, which differ in
-kind between methods (probabilities, accuracies over ten masks with many
-ties), and its p-value is exact (all assignments, or a permutation p-value).
-Why Savage scores rather than the Mann-Whitney U (equal weight to every
-rank): a RAG may hold only part of a collection, and then the evidence is a
-few documents at the very top of the ranking. In our simulation (binormal
-scores, per-document separation d = 3.1, i.e. AUC 0.986 as S-RAG's in the
-benchmark; 20 documents of which 5 members against 20 controls; 300
-collections) U rejected at 5% in 38% of them and Savage scores in 65%, with
-both at or under 5% under the null. The effect size reported is still the
+The statistic is the sum, over the owner's documents, of
+``log(1 - s + s * LR(x))``, where LR is the likelihood ratio member /
+non-member of the score x as the method's shadow estimated it (the odds of
+its Platt fit on out-of-fold scores of a balanced shadow) and s =
+``MIXTURE_SHARE`` = 1/4 (``mixture_weights``). That is the log-likelihood
+ratio of "a quarter of these documents are members" against "none are"; by
+the Neyman-Pearson lemma, among permutation tests it is the most powerful
+against that alternative when the shadow's LR is the target's. A RAG often
+holds only part of a collection, and a quarter is the case the project's
+evidence target names. Where the shadow's fit does not increase with the
+score (a method without signal) the weights fall back to Savage (exponential)
+scores, a rank statistic that also weighs the top of the ranking most.
+
+Why a permutation test: its p-value is exact (all assignments, or a Monte
+Carlo permutation p-value) whatever the scores' distribution and whether or
+not the shadow's LR is right; a wrong LR costs power, never validity. Why
+the LR rather than ranks alone: ranks throw away how far above the controls
+a document scores. On the completion profile's held-out S-RAG scores (seed 3,
+BENCHMARKS.md) the power for 5 members among 20 documents against 20
+controls went from 0.62-0.65 with Savage scores to 0.91 (quick shadow's LR)
+and 0.985 (standard shadow's LR), with the false-positive rate at or under
+5% in both; with binormal scores at separation d = 3.1 (AUC 0.986) from 0.62
+to 0.86, the true LR being known there. The reported effect size is the
 Mann-Whitney U / (n m) (``u_test``): the probability that a random document
 outscores a random control, 0.5 under the null.
 
@@ -47,9 +60,7 @@ scores (documents from shadow members, controls from shadow non-members),
 that reach p <= alpha -- for a collection of members, and for one in which a
 quarter of the documents are members. Where the latter is below 0.9, the
 result also says how many controls would raise it to 0.9 (``controls_for_power``):
-with 20 controls the test cannot resolve a quarter of 20 documents well (0.63
-on the completion profile's held-out S-RAG scores, BENCHMARKS.md), with 40 it
-finds them nine times in ten, and controls are what an owner can add.
+controls are what an owner can add.
 """
 from __future__ import annotations
 
@@ -73,12 +84,16 @@ POWER_PERMUTATIONS = 999
 #: the power a quarter-member collection should be found with; multiples of the owner's control count tried
 TARGET_POWER = 0.9
 CONTROL_MULTIPLES = (2, 3, 5)
+#: the share of members the statistic is most powerful against (module docstring)
+MIXTURE_SHARE = 0.25
+#: bound on the Platt log-odds, so that one extreme score cannot overflow the weights
+MAX_LOG_ODDS = 50.0
 
 
 @dataclass
 class CollectionResult:
     p_value: float | None
-    statistic: float | None  # sum of the documents' Savage scores (top_weighted_test)
+    statistic: float | None  # sum of the documents' weights (top_weighted_test; ``weights`` says which)
     effect_size: float | None  # U / (n m): P(a document outscores a control)
     n_documents: int
     n_controls: int
@@ -92,6 +107,8 @@ class CollectionResult:
     #: (None: already enough, or not reached at CONTROL_MULTIPLES times the controls given)
     controls_needed: int | None = None
     controls_needed_power: float | None = None
+    #: "likelihood ratio" (the shadow's Platt fit) or "savage" (ranks: the fit does not increase with the score)
+    weights: str = "savage"
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -141,40 +158,68 @@ def savage_scores(pooled: np.ndarray) -> np.ndarray:
     return means[groups]
 
 
-def top_weighted_test(documents: Sequence[float], controls: Sequence[float], seed: int = 0,
-                      n_permutations: int | None = None) -> tuple[float, float]:
-    """One-sided Savage (exponential-scores) permutation test: (statistic, p).
+def weights_kind(platt: dict[str, float] | None) -> str:
+    """"likelihood ratio" where the Platt fit makes a higher score more member-like, else "savage" (ranks)."""
+    increasing = bool(platt) and float(platt.get("a", 0.0)) > 0 and math.isfinite(float(platt.get("b", 0.0)))
+    return "likelihood ratio" if increasing else "savage"
 
-    The statistic is the sum of the documents' Savage scores in the pooled
-    ranking; the p-value is exact (all assignments) when there are at most
+
+def mixture_weights(pooled: np.ndarray, platt: dict[str, float], share: float = MIXTURE_SHARE) -> np.ndarray:
+    """log(1 - share + share * LR(x)) per score, LR = the Platt fit's odds (a balanced shadow: prior odds 1).
+
+    Summed over the owner's documents this is the log-likelihood ratio of "a
+    ``share`` of them are members" against "none are"; it is bounded below
+    by log(1 - share), so a low-scoring document costs little, and grows
+    like log LR for a clearly member-like one.
+    """
+    z = np.clip(platt["a"] * np.asarray(pooled, dtype=float) + platt["b"], -MAX_LOG_ODDS, MAX_LOG_ODDS)
+    return np.log1p(share * np.expm1(z))
+
+
+def statistic_weights(pooled: np.ndarray, platt: dict[str, float] | None) -> tuple[np.ndarray, str]:
+    """The pre-registered statistic's weights of a pooled sample, and which kind they are."""
+    kind = weights_kind(platt)
+    return (mixture_weights(pooled, platt) if kind == "likelihood ratio" else savage_scores(pooled)), kind
+
+
+def top_weighted_test(documents: Sequence[float], controls: Sequence[float], seed: int = 0,
+                      n_permutations: int | None = None,
+                      platt: dict[str, float] | None = None) -> tuple[float, float]:
+    """One-sided permutation test of the documents' summed weights (``statistic_weights``): (statistic, p).
+
+    The p-value is exact (all assignments) when there are at most
     ``EXACT_LIMIT`` of them, else a seeded Monte Carlo permutation p-value
-    (1 + #as large) / (R + 1), valid for any R. Ties are handled by mid-scores.
+    (1 + #as large) / (R + 1), valid for any R. Tied scores get equal
+    weights (mid-scores for Savage's).
     """
     from itertools import combinations
     from math import comb
 
     d, c = np.asarray(documents, dtype=float), np.asarray(controls, dtype=float)
     n, N = len(d), len(d) + len(c)
-    a = savage_scores(np.concatenate([d, c]))
+    a, _ = statistic_weights(np.concatenate([d, c]), platt)
     t = float(a[:n].sum())
+    tol = 1e-9 * max(1.0, abs(t))
     if comb(N, n) <= EXACT_LIMIT and n_permutations is None:
         sums = np.array([a[list(ix)].sum() for ix in combinations(range(N), n)])
-        return t, float(np.mean(sums >= t - 1e-12))
+        return t, float(np.mean(sums >= t - tol))
     rng = np.random.default_rng(seed)
     R = n_permutations or N_PERMUTATIONS
     idx = np.argsort(rng.random((R, N)), axis=1)[:, :n]
     sums = a[idx].sum(axis=1)
-    return t, float((1 + np.sum(sums >= t - 1e-12)) / (R + 1))
+    return t, float((1 + np.sum(sums >= t - tol)) / (R + 1))
 
 
 def simulated_power(member_raw: Sequence[float], nonmember_raw: Sequence[float], n: int, m: int,
-                    member_share: float = 1.0, alpha: float = ALPHA, n_sim: int = N_SIM, seed: int = 0) -> float | None:
+                    member_share: float = 1.0, alpha: float = ALPHA, n_sim: int = N_SIM, seed: int = 0,
+                    platt: dict[str, float] | None = None) -> float | None:
     """Share of simulated collections (n documents, m controls) the pre-registered test finds at p <= alpha.
 
     Documents are drawn from shadow member scores (a ``member_share`` of
     them; the rest from non-member scores), controls from non-member scores,
     with replacement; each collection goes through ``top_weighted_test``
-    itself (with ``POWER_PERMUTATIONS`` permutations, enough to tell p <= 0.05).
+    itself, with the same ``platt`` fit (and ``POWER_PERMUTATIONS``
+    permutations, enough to tell p <= 0.05).
     """
     mem, non = _finite(member_raw), _finite(nonmember_raw)
     if n < 1 or m < 1 or len(mem) == 0 or len(non) == 0:
@@ -185,24 +230,25 @@ def simulated_power(member_raw: Sequence[float], nonmember_raw: Sequence[float],
     for i in range(n_sim):
         docs = np.concatenate([rng.choice(mem, size=k), rng.choice(non, size=n - k)])
         ctl = rng.choice(non, size=m)
-        hits += top_weighted_test(docs, ctl, seed=i, n_permutations=POWER_PERMUTATIONS)[1] <= alpha
+        hits += top_weighted_test(docs, ctl, seed=i, n_permutations=POWER_PERMUTATIONS, platt=platt)[1] <= alpha
     return hits / n_sim
 
 
 def controls_for_power(member_raw: Sequence[float], nonmember_raw: Sequence[float], n: int, m: int,
                        share: float = 0.25, target: float = TARGET_POWER, alpha: float = ALPHA,
-                       n_sim: int = N_SIM, seed: int = 0) -> tuple[int, float] | None:
+                       n_sim: int = N_SIM, seed: int = 0,
+                       platt: dict[str, float] | None = None) -> tuple[int, float] | None:
     """The fewest controls among ``CONTROL_MULTIPLES`` x ``m`` with simulated power >= ``target``, and that power.
 
     None when none of them reaches it (the method's signal, not the controls, is then what limits the test).
     The largest is tried first, so a weak method costs one simulation.
     """
     most = CONTROL_MULTIPLES[-1] * m
-    top = simulated_power(member_raw, nonmember_raw, n, most, share, alpha, n_sim, seed)
+    top = simulated_power(member_raw, nonmember_raw, n, most, share, alpha, n_sim, seed, platt)
     if top is None or top < target:
         return None
     for k in CONTROL_MULTIPLES[:-1]:
-        power = simulated_power(member_raw, nonmember_raw, n, k * m, share, alpha, n_sim, seed)
+        power = simulated_power(member_raw, nonmember_raw, n, k * m, share, alpha, n_sim, seed, platt)
         if power >= target:
             return k * m, power
     return most, top
@@ -216,6 +262,7 @@ def collection_test(
     controls_kind: str,
     member_raw: Sequence[float] = (),
     nonmember_raw: Sequence[float] = (),
+    platt: dict[str, float] | None = None,
     alpha: float = ALPHA,
     seed: int = 0,
     note: str = "",
@@ -223,37 +270,44 @@ def collection_test(
     """The owner's documents' scores against the controls' scores (module docstring).
 
     ``None`` scores (inconclusive documents) are left out and counted in the note.
+    ``member_raw``, ``nonmember_raw`` and ``platt`` are the method's
+    out-of-fold shadow scores and the Platt fit on them (its calibration's
+    evidence): the fit gives the statistic its weights, the scores its power.
     """
     if controls_kind not in CONTROL_KINDS:
         raise ValueError(f"unknown kind of controls '{controls_kind}'; one of {', '.join(CONTROL_KINDS)}")
     d, c = _finite(documents), _finite(controls)
     dropped = (len(documents) - len(d)) + (len(controls) - len(c))
-    notes = [f"one-sided Savage (top-weighted rank) permutation test on {method}'s score; "
-             f"controls: {CONTROL_KINDS[controls_kind]}"]
+    weights = weights_kind(platt)
+    notes = [(f"one-sided permutation test of the log-likelihood ratio of a {MIXTURE_SHARE:.0%}-member collection "
+              f"(member odds of {method}'s score from its shadow)" if weights != "savage" else
+              f"one-sided Savage (top-weighted rank) permutation test on {method}'s score (its shadow gives no "
+              f"increasing member odds)") + f"; controls: {CONTROL_KINDS[controls_kind]}"]
     if dropped:
         notes.append(f"{dropped} inconclusive document(s) or control(s) left out")
     if note:
         notes.append(note)
     if len(d) < 2 or len(c) < 2:
         notes.append("too few scored documents or controls for a test (2 of each at least)")
-        return CollectionResult(None, None, None, len(d), len(c), None, controls_kind, method, "; ".join(notes), alpha)
+        return CollectionResult(None, None, None, len(d), len(c), None, controls_kind, method, "; ".join(notes), alpha,
+                                weights=weights)
     u, _ = u_test(d, c, seed)
-    t, p = top_weighted_test(d, c, seed)
-    power = simulated_power(member_raw, nonmember_raw, len(d), len(c), 1.0, alpha, seed=seed)
-    quarter = simulated_power(member_raw, nonmember_raw, len(d), len(c), 0.25, alpha, seed=seed)
+    t, p = top_weighted_test(d, c, seed, platt=platt)
+    power = simulated_power(member_raw, nonmember_raw, len(d), len(c), 1.0, alpha, seed=seed, platt=platt)
+    quarter = simulated_power(member_raw, nonmember_raw, len(d), len(c), 0.25, alpha, seed=seed, platt=platt)
     needed = None
     if power is not None:
         notes.append(f"power at p <= {alpha:g} from the shadow's out-of-fold scores: {power:.2f} if every document "
                      f"were a member, {quarter:.2f} if a quarter were")
         if quarter < TARGET_POWER:
             needed = controls_for_power(member_raw, nonmember_raw, len(d), len(c), 0.25, TARGET_POWER, alpha,
-                                        seed=seed)
+                                        seed=seed, platt=platt)
             notes.append(f"with about {needed[0]} controls it would find a quarter-member collection with power "
                          f"{needed[1]:.2f}" if needed else
                          f"even {CONTROL_MULTIPLES[-1] * len(c)} controls would not find a quarter-member collection "
                          f"with power {TARGET_POWER:g}: the method's separation on the shadow limits it")
     return CollectionResult(p, t, u / (len(d) * len(c)), len(d), len(c), power, controls_kind, method,
-                            "; ".join(notes), alpha, quarter, *(needed or (None, None)))
+                            "; ".join(notes), alpha, quarter, *(needed or (None, None)), weights=weights)
 
 
 def choose_method(ran: Sequence[str], calibrations: dict, order: Sequence[str]) -> str | None:

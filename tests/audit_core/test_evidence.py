@@ -417,6 +417,56 @@ def test_collection_test_weighs_a_few_members_at_the_top_more_than_mann_whitney(
     assert sav > mw + 20
 
 
+def test_the_mixture_weights_are_the_log_likelihood_ratio_of_a_quarter_member_collection():
+    from audit_core.evidence.collection import mixture_weights, statistic_weights
+
+    w = mixture_weights(np.array([-100.0, 0.0, math.log(5.0), 100.0]), {"a": 1.0, "b": 0.0})
+    # LR = e^x: log(3/4 + LR/4); an even score weighs 0, a hopeless one log(3/4), a sure one ~ x + log(1/4)
+    assert w[0] == pytest.approx(math.log(0.75)) and w[1] == pytest.approx(0.0)
+    assert w[2] == pytest.approx(math.log(0.75 + 5 / 4)) and w[3] == pytest.approx(50.0 + math.log(0.25), abs=1e-9)
+    _, kind = statistic_weights(np.array([0.1, 0.9]), {"a": -3.0, "b": 1.0})  # a fit that falls with the score
+    assert kind == "savage"
+    assert statistic_weights(np.array([0.1, 0.9]), None)[1] == "savage"
+    assert statistic_weights(np.array([0.1, 0.9]), {"a": 2.0, "b": -1.0})[1] == "likelihood ratio"
+
+
+def test_the_likelihood_ratio_statistic_finds_a_quarter_member_collection_more_often_than_ranks():
+    """5 members of 20 against 20 controls at S-RAG-like separation (d = 3.1, AUC 0.986), the LR known."""
+    d = 3.1
+    lr = {"a": d, "b": -d * d / 2}  # binormal: log LR(x) = d x - d^2 / 2
+    rng = np.random.default_rng(8)
+    by_lr = by_rank = null_lr = 0
+    for i in range(200):
+        docs, ctl = np.r_[rng.normal(d, 1, 5), rng.normal(0, 1, 15)], rng.normal(0, 1, 20)
+        by_lr += top_weighted_test(docs, ctl, seed=i, n_permutations=999, platt=lr)[1] <= 0.05
+        by_rank += top_weighted_test(docs, ctl, seed=i, n_permutations=999)[1] <= 0.05
+        null_lr += top_weighted_test(rng.normal(0, 1, 20), ctl, seed=i, n_permutations=999, platt=lr)[1] <= 0.05
+    assert by_lr >= by_rank + 25 and by_lr / 200 > 0.75
+    assert null_lr / 200 <= 0.09  # a permutation test: its level holds whatever the weights
+
+
+def test_a_wrong_likelihood_ratio_costs_power_but_not_validity():
+    rng = np.random.default_rng(5)
+    wild = {"a": 40.0, "b": -30.0}  # far too steep for these scores
+    ps = np.array([top_weighted_test(rng.normal(size=20), rng.normal(size=20), seed=i, n_permutations=999,
+                                     platt=wild)[1] for i in range(300)])
+    assert abs(np.mean(ps <= 0.05) - 0.05) < 0.035 and abs(np.mean(ps <= 0.5) - 0.5) < 0.1
+
+
+def test_the_collection_test_weighs_by_the_shadows_fit_and_says_which_statistic_it_used():
+    m, n = _separated(200, shift=3.0, seed=4)
+    platt = C.fit_platt(m, n)
+    kw = dict(method="srag", controls_kind="declared", member_raw=m, nonmember_raw=n)
+    docs, ctl = m[:5] + n[:15], n[100:120]
+    with_lr = collection_test(docs, ctl, platt=platt, **kw)
+    by_rank = collection_test(docs, ctl, **kw)
+    assert with_lr.weights == "likelihood ratio" and by_rank.weights == "savage"
+    assert "log-likelihood ratio of a 25%-member collection" in with_lr.note and "Savage" in by_rank.note
+    assert with_lr.power_quarter_members > by_rank.power_quarter_members + 0.1
+    falling = collection_test(docs, ctl, platt={"a": -1.0, "b": 0.0}, **kw)
+    assert falling.weights == "savage" and falling.p_value == by_rank.p_value
+
+
 def test_collection_p_value_is_about_uniform_under_the_null():
     rng = np.random.default_rng(11)
     ps = np.array([collection_test(rng.normal(size=20), rng.normal(size=20), method="x",
@@ -572,3 +622,47 @@ def test_the_evidence_benchmark_counts_a_document_not_cleared_as_not_called_a_me
     assert at["decided_nonmembers"] == 10 and at["false_positives"] == 1 and at["realised_fpr"] == pytest.approx(0.1)
     assert at["realised_tpr"] == pytest.approx(0.5)
     assert res["not_found"] == {"members": 0, "nonmembers": 6, "not_cleared_members": 2, "not_cleared_nonmembers": 3}
+
+
+def test_the_evidence_benchmark_weighs_stored_probabilities_as_the_audit_weighs_raw_scores():
+    """The benchmark keeps Platt probabilities; their log-odds with (1, 0) are the raw scores with (a, b)."""
+    import importlib.util
+    from pathlib import Path
+
+    from audit_core.evidence.collection import mixture_weights
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_evidence.py"
+    spec = importlib.util.spec_from_file_location("bench_evidence", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    m, n = _separated(60, shift=2.5, seed=2)
+    platt = C.fit_platt(m, n)
+    raw = np.array(m[:10] + n[:10])
+    probs = [C.platt_probability(x, platt) for x in raw]
+    assert np.allclose(mixture_weights(np.array(bench.log_odds(probs)), bench.LOG_ODDS), mixture_weights(raw, platt))
+    res = bench.simulate_collections(bench.log_odds([C.platt_probability(x, platt) for x in m]),
+                                     bench.log_odds([C.platt_probability(x, platt) for x in n]), 60,
+                                     platt=bench.LOG_ODDS)
+    assert res["weights"] == "likelihood ratio" and res["power_5_of_20"] > 0.3
+
+
+def test_the_audits_collection_test_weighs_raw_scores_by_the_calibrations_platt_fit():
+    from audit_core.audit import AuditConfig, collection_summary
+
+    m, n = _separated(100, shift=3.0, seed=6)
+    cal = C.apply_evidence(Calibration("srag"), C.fit_evidence(m, n, source="t"))
+    platt = cal.params["evidence"]["platt"]
+    doc_raw, ctl_raw = m[:5] + n[:15], n[50:70]
+
+    def result(i: str, raw: float) -> MethodResult:
+        return MethodResult("srag", i, C.platt_probability(raw, platt), None, None, {"raw_score": raw})
+
+    docs = [Document(f"d{i}", "text") for i in range(20)]
+    ctls = [Document(f"c{i}", "text") for i in range(20)]
+    results = {d.id: {"srag": result(d.id, x)} for d, x in zip(docs, doc_raw)}
+    ctl_results = {c.id: result(c.id, x) for c, x in zip(ctls, ctl_raw)}
+    out = collection_summary(docs, results, ctls, ctl_results, "srag", {"srag": cal}, AuditConfig())
+    assert out["weights"] == "likelihood ratio"
+    direct = collection_test(doc_raw, ctl_raw, method="srag", controls_kind="declared", member_raw=m,
+                             nonmember_raw=n, platt=platt)
+    assert out["p_value"] == direct.p_value and out["statistic"] == pytest.approx(direct.statistic)
