@@ -59,16 +59,28 @@ def load_rows(bench_out: Path, defense: str = "none") -> list[dict]:
     return list(rows.values())
 
 
-def calibrations(cache: Path) -> dict[str, dict]:
-    """The newest stored calibration of each method under ``cache/shadow``."""
-    out: dict[str, tuple[float, dict]] = {}
+def calibrations(cache: Path, bench_out: Path | None = None) -> dict[str, dict]:
+    """Each method's stored calibration under ``cache/shadow``: the one the benchmark run used, else the newest.
+
+    A cache can hold several shadows of one method (the quick and the
+    standard size, say); the run's results.json names the key it used
+    (``key``), or, for runs from before it did, its threshold at 5%.
+    """
+    used: dict = {}
+    if bench_out is not None and (bench_out / "results.json").exists():
+        used = json.loads((bench_out / "results.json").read_text()).get("shadow") or {}
+    out: dict[str, tuple[tuple, dict]] = {}
     for f in (cache / "shadow").glob("*/calibration.json"):
         d = json.loads(f.read_text())
         if (d.get("params") or {}).get("evidence") is None:
             continue
-        t = f.stat().st_mtime
-        if d["method"] not in out or t > out[d["method"]][0]:
-            out[d["method"]] = (t, d)
+        info = used.get(d["method"]) or {}
+        match = (info.get("key") == f.parent.name if info.get("key") else
+                 info.get("threshold") is not None and d.get("threshold") is not None
+                 and abs(info["threshold"] - d["threshold"]) < 1e-12)
+        rank = (bool(match), f.stat().st_mtime)
+        if d["method"] not in out or rank > out[d["method"]][0]:
+            out[d["method"]] = (rank, d)
     return {m: d for m, (_, d) in out.items()}
 
 
@@ -349,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--collections", type=int, default=1000)
     ap.add_argument("--controls", default="20",
                     help="(b): controls per collection, comma-separated (e.g. 20,30,40,60: power against M)")
+    ap.add_argument("--weights", choices=["lr", "savage"], default="lr",
+                    help="(b): the test's statistic: the shadow's likelihood ratio (as the audit uses), or Savage "
+                         "ranks (the statistic before session 14, for comparison)")
     ap.add_argument("--canaries", type=int, default=0, help="(c): n published-role + n siblings (0: skip)")
     ap.add_argument("--canary-shadow-size", type=int, default=40, help="shadow per class for S-RAG in (c)")
     ap.add_argument("--splits", type=int, default=1000)
@@ -366,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
                  "date": _dt.date.today().isoformat(),
                  "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
     rows = load_rows(Path(args.bench_out), args.defense)
-    cals = calibrations(cache_dir())
+    cals = calibrations(cache_dir(), Path(args.bench_out))
     if rows:
         res["a"] = realised_fpr(rows, cals)
         res["bench_note"] = f"{args.bench_out}, {len(rows)} rows"
@@ -385,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         ev = cals[args.primary]["params"]["evidence"]
         b_pool = (ev["member_raw"], ev["nonmember_raw"], "the shadow's out-of-fold scores (not the target's)")
         platt = ev.get("platt")
+    if args.weights == "savage":
+        platt = None
     if b_pool and b_pool[0] and len(b_pool[1]) >= 2:
         t0 = time.time()
         counts = [int(x) for x in args.controls.split(",") if x]

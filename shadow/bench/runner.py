@@ -297,7 +297,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                 key = (m if d is None else f"{m}@{d}") if prof_name == "completion" else \
                     f"{prof_name}:{m}" + ("" if d is None else f"@{d}")
                 info[key] = {"shadow_auc": c.shadow_auc, "threshold": c.threshold,
-                             "mirror": (c.params or {}).get("mirror")}
+                             "mirror": (c.params or {}).get("mirror"), "key": p.keys.get(m)}
 
         kb_file = out / f"target_kb-{prof_name}.jsonl"
         if prof_name == "completion":

@@ -666,3 +666,27 @@ def test_the_audits_collection_test_weighs_raw_scores_by_the_calibrations_platt_
     direct = collection_test(doc_raw, ctl_raw, method="srag", controls_kind="declared", member_raw=m,
                              nonmember_raw=n, platt=platt)
     assert out["p_value"] == direct.p_value and out["statistic"] == pytest.approx(direct.statistic)
+
+
+def test_the_evidence_benchmark_reads_the_calibration_the_benchmark_run_used(tmp_path):
+    """A cache with a quick and a standard shadow of one method: the run's own is taken, not the newest."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_evidence.py"
+    spec = importlib.util.spec_from_file_location("bench_evidence", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for i, (key, thr) in enumerate([("quickkey", 0.81), ("standardkey", 0.89)]):
+        (tmp_path / "shadow" / key).mkdir(parents=True)
+        f = tmp_path / "shadow" / key / "calibration.json"
+        f.write_text(json.dumps({"method": "srag", "threshold": thr, "params": {"evidence": {"tag": key}}}))
+        os.utime(f, (1000 + i, 1000 + i))  # the standard one is newer
+    run = tmp_path / "run"
+    run.mkdir()
+    assert bench.calibrations(tmp_path, run)["srag"]["params"]["evidence"]["tag"] == "standardkey"  # newest
+    (run / "results.json").write_text(json.dumps({"shadow": {"srag": {"threshold": 0.81}}}))
+    assert bench.calibrations(tmp_path, run)["srag"]["params"]["evidence"]["tag"] == "quickkey"  # by threshold
+    (run / "results.json").write_text(json.dumps({"shadow": {"srag": {"threshold": 0.81, "key": "standardkey"}}}))
+    assert bench.calibrations(tmp_path, run)["srag"]["params"]["evidence"]["tag"] == "standardkey"  # by key
