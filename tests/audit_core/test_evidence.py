@@ -18,6 +18,18 @@ from audit_core.target.base import Capabilities, ChatRequest, Completion, Target
 from audit_core.verdict import INCONCLUSIVE, MEMBER, NOT_FOUND, VerdictConfig, decide
 
 
+def _bench_evidence():
+    """scripts/bench_evidence.py as a module (a script, not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_evidence.py"
+    spec = importlib.util.spec_from_file_location("bench_evidence", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
 def _separated(n: int = 100, shift: float = 2.0, seed: int = 0) -> tuple[list[float], list[float]]:
     rng = np.random.default_rng(seed)
     return (rng.normal(shift, 1, n).tolist(), rng.normal(0, 1, n).tolist())
@@ -603,13 +615,7 @@ def test_a_cached_srag_calibration_from_before_fpr_control_abstains(monkeypatch)
 
 def test_the_evidence_benchmark_counts_a_document_not_cleared_as_not_called_a_member():
     """Realised FPR is false positives over every non-member the method judged, not only the decided ones."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_evidence.py"
-    spec = importlib.util.spec_from_file_location("bench_evidence", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench_evidence()
     gray = f"{C.NOT_CLEARED}: below the member threshold, but 9 of the shadow's 30 members score this low"
     rows = ([{"method": "x", "label": 0, "score": 0.9, "decision": True, "reason": None}]
             + [{"method": "x", "label": 0, "score": 0.2, "decision": None, "reason": gray}] * 3
@@ -626,15 +632,9 @@ def test_the_evidence_benchmark_counts_a_document_not_cleared_as_not_called_a_me
 
 def test_the_evidence_benchmark_weighs_stored_probabilities_as_the_audit_weighs_raw_scores():
     """The benchmark keeps Platt probabilities; their log-odds with (1, 0) are the raw scores with (a, b)."""
-    import importlib.util
-    from pathlib import Path
-
     from audit_core.evidence.collection import mixture_weights
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_evidence.py"
-    spec = importlib.util.spec_from_file_location("bench_evidence", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench_evidence()
     m, n = _separated(60, shift=2.5, seed=2)
     platt = C.fit_platt(m, n)
     raw = np.array(m[:10] + n[:10])
@@ -670,14 +670,9 @@ def test_the_audits_collection_test_weighs_raw_scores_by_the_calibrations_platt_
 
 def test_the_evidence_benchmark_reads_the_calibration_the_benchmark_run_used(tmp_path):
     """A cache with a quick and a standard shadow of one method: the run's own is taken, not the newest."""
-    import importlib.util
     import os
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_evidence.py"
-    spec = importlib.util.spec_from_file_location("bench_evidence", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench_evidence()
     for i, (key, thr) in enumerate([("quickkey", 0.81), ("standardkey", 0.89)]):
         (tmp_path / "shadow" / key).mkdir(parents=True)
         f = tmp_path / "shadow" / key / "calibration.json"
