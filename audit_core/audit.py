@@ -420,7 +420,7 @@ def run_audit(
 
     order = [cfg.verdict.primary, cfg.verdict.second] + [m for m in PRIMARY_ORDER if m not in
                                                           (cfg.verdict.primary, cfg.verdict.second)]
-    coll_method = choose_method([m.name for m in methods], cal.calibrations, order)
+    coll_method = choose_method([m.name for m in methods], cal.calibrations, order, len(results), len(controls))
     control_results: dict[str, MethodResult] = {}
     if controls and coll_method is not None and not cancelled and stopped is None:
         m = next(x for x in methods if x.name == coll_method)

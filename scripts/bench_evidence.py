@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from audit_core.evidence.calibration import FPR_CHOICES, NOT_CLEARED, fpr_key  # noqa: E402
-from audit_core.evidence.collection import top_weighted_test, weights_kind  # noqa: E402
+from audit_core.evidence.collection import LOG_ODDS, log_odds, top_weighted_test, weights_kind  # noqa: E402
 
 
 def load_rows(bench_out: Path, defense: str = "none") -> list[dict]:
@@ -158,23 +158,6 @@ def heldout_shadow_fpr(member_raw: list[float], nonmember_raw: list[float], fpr:
 
 
 # --------------------------------------------------------------------------- (b)
-
-
-#: the log-odds of a calibrated probability are its own Platt log-odds (a = 1, b = 0)
-LOG_ODDS = {"a": 1.0, "b": 0.0}
-
-
-def log_odds(probabilities: list[float]) -> list[float]:
-    """A method's calibrated probabilities -> the log-odds its shadow's Platt fit gave them.
-
-    The benchmark stores each document's calibrated probability
-    sigma(a * raw + b); its logit is a * raw + b, so the collection test
-    weighs these with ``LOG_ODDS`` exactly as the audit weighs the raw score
-    with (a, b), without needing to know which stored calibration it was.
-    """
-    from scipy.special import logit
-
-    return [float(logit(min(max(p, 1e-15), 1 - 1e-15))) for p in probabilities]
 
 
 def simulate_collections(members: list[float], nonmembers: list[float], n_sim: int, seed: int = 0,
@@ -393,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         prim = [r for r in rows if r["method"] == args.primary and r["score"] is not None]
         b_pool = ([r["score"] for r in prim if r["label"] == 1], [r["score"] for r in prim if r["label"] == 0],
                   "the target's held-out test documents")
-        if (cals.get(args.primary) or {}).get("params", {}).get("evidence", {}).get("platt"):
+        fit = ((cals.get(args.primary) or {}).get("params") or {}).get("evidence", {}).get("platt")
+        if weights_kind(fit) == "likelihood ratio":
             b_pool = (log_odds(b_pool[0]), log_odds(b_pool[1]), b_pool[2])  # stored calibrated probabilities
             platt = LOG_ODDS
     elif args.primary in cals:

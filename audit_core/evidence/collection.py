@@ -7,11 +7,12 @@ Maini et al. 2024): small per-document shifts add up over many documents.
 **The pre-registered statistic (one per run).** A one-sided two-sample
 permutation test of "the owner's documents score higher than the controls"
 (``top_weighted_test``) on the raw score of ONE method, chosen before any
-audited score is seen by ``choose_method``: the first method in the verdict's
-order (S-RAG, MBA, then the baselines) that ran on this target and whose
-shadow validation passed the abstain rule, else the first that ran. It is
-never the smallest p-value over methods (that would inflate false positives
-by the number of methods).
+audited score is seen by ``choose_method``: among the methods that ran on
+this target and whose shadow validation passed the abstain rule, the one
+whose shadow scores promise this test the most power for a quarter-member
+collection of the given size (ties: the verdict's order, S-RAG, MBA, then the
+baselines), else the first that ran. It is never the smallest p-value over
+methods (that would inflate false positives by the number of methods).
 
 The statistic is the sum, over the owner's documents, of
 ``log(1 - s + s * LR(x))``, where LR is the likelihood ratio member /
@@ -211,6 +212,22 @@ def top_weighted_test(documents: Sequence[float], controls: Sequence[float], see
     return t, float((1 + np.sum(sums >= t - tol)) / (R + 1))
 
 
+#: the Platt fit under which a calibrated probability's log-odds weigh as its raw score did (a = 1, b = 0)
+LOG_ODDS = {"a": 1.0, "b": 0.0}
+
+
+def log_odds(probabilities: Sequence[float]) -> list[float]:
+    """Calibrated probabilities -> the log-odds a * raw + b their shadow's Platt fit gave them.
+
+    Benchmarks store each document's calibrated probability sigma(a * raw + b);
+    weighed with ``LOG_ODDS``, its logit gives the test the same weights as the
+    raw score with (a, b), without knowing which calibration it came from.
+    """
+    from scipy.special import logit
+
+    return [float(logit(min(max(float(p), 1e-15), 1 - 1e-15))) for p in probabilities]
+
+
 def simulated_power(member_raw: Sequence[float], nonmember_raw: Sequence[float], n: int, m: int,
                     member_share: float = 1.0, alpha: float = ALPHA, n_sim: int = N_SIM, seed: int = 0,
                     platt: dict[str, float] | None = None) -> float | None:
@@ -311,17 +328,30 @@ def collection_test(
                             "; ".join(notes), alpha, quarter, *(needed or (None, None)), weights=weights)
 
 
-def choose_method(ran: Sequence[str], calibrations: dict, order: Sequence[str]) -> str | None:
-    """The pre-registered method: first in ``order`` that ran and whose shadow showed signal, else first that ran.
+def choose_method(ran: Sequence[str], calibrations: dict, order: Sequence[str], n_documents: int = 20,
+                  n_controls: int = 20) -> str | None:
+    """The pre-registered method: the one whose shadow promises the test the most power, else the first that ran.
 
-    Depends on the shadow and on which methods the target allows, never on
-    an audited document's score.
+    Among the methods that ran and whose shadow showed signal, the one with
+    the highest simulated power (``simulated_power`` from its out-of-fold
+    shadow scores and Platt fit) for a quarter-member collection of this many
+    documents and controls; ties go to the earlier in ``order``. Without any
+    method with signal, the first that ran in ``order``. Depends on the
+    shadows, on which methods the target allows and on how many documents and
+    controls there are, never on an audited document's score.
     """
     candidates = [m for m in order if m in ran] + [m for m in ran if m not in order]
+    best, best_power = None, -1.0
     for m in candidates:
         ev = (getattr(calibrations.get(m), "params", None) or {}).get("evidence") or {}
-        if ev.get("signal"):
-            return m
+        if not ev.get("signal"):
+            continue
+        power = simulated_power(ev.get("member_raw", ()), ev.get("nonmember_raw", ()), max(n_documents, 1),
+                                max(n_controls, 1), 0.25, platt=ev.get("platt"))
+        if (power or 0.0) > best_power:
+            best, best_power = m, power or 0.0
+    if best is not None:
+        return best
     return candidates[0] if candidates else None
 
 

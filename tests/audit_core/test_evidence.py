@@ -522,6 +522,11 @@ def test_collection_method_is_chosen_from_the_shadow_not_from_audited_scores():
     assert choose_method(["srag", "mba"], {"srag": flat, "mba": good}, order) == "mba"
     assert choose_method(["srag", "mba"], {"srag": good, "mba": good}, order) == "srag"
     assert choose_method(["srag"], {"srag": flat}, order) == "srag"  # nothing has signal: still one, fixed
+    # both with signal: the one whose shadow promises the test more power, whatever the order
+    weaker = C.apply_evidence(Calibration("srag"), C.fit_evidence(*_separated(100, shift=1.2), source="t"))
+    stronger = C.apply_evidence(Calibration("mba"), C.fit_evidence(*_separated(100, shift=3.5), source="t"))
+    assert choose_method(["srag", "mba"], {"srag": weaker, "mba": stronger}, order) == "mba"
+    assert choose_method(["srag", "mba"], {"srag": stronger, "mba": weaker}, order) == "srag"
 
 
 # --------------------------------------------------------------------------- canaries
@@ -632,17 +637,17 @@ def test_the_evidence_benchmark_counts_a_document_not_cleared_as_not_called_a_me
 
 def test_the_evidence_benchmark_weighs_stored_probabilities_as_the_audit_weighs_raw_scores():
     """The benchmark keeps Platt probabilities; their log-odds with (1, 0) are the raw scores with (a, b)."""
-    from audit_core.evidence.collection import mixture_weights
+    from audit_core.evidence.collection import LOG_ODDS, log_odds, mixture_weights
 
     bench = _bench_evidence()
     m, n = _separated(60, shift=2.5, seed=2)
     platt = C.fit_platt(m, n)
     raw = np.array(m[:10] + n[:10])
     probs = [C.platt_probability(x, platt) for x in raw]
-    assert np.allclose(mixture_weights(np.array(bench.log_odds(probs)), bench.LOG_ODDS), mixture_weights(raw, platt))
-    res = bench.simulate_collections(bench.log_odds([C.platt_probability(x, platt) for x in m]),
-                                     bench.log_odds([C.platt_probability(x, platt) for x in n]), 60,
-                                     platt=bench.LOG_ODDS)
+    assert np.allclose(mixture_weights(np.array(log_odds(probs)), LOG_ODDS), mixture_weights(raw, platt))
+    res = bench.simulate_collections(log_odds([C.platt_probability(x, platt) for x in m]),
+                                     log_odds([C.platt_probability(x, platt) for x in n]), 60,
+                                     platt=LOG_ODDS)
     assert res["weights"] == "likelihood ratio" and res["power_5_of_20"] > 0.3
 
 
@@ -685,3 +690,24 @@ def test_the_evidence_benchmark_reads_the_calibration_the_benchmark_run_used(tmp
     assert bench.calibrations(tmp_path, run)["srag"]["params"]["evidence"]["tag"] == "quickkey"  # by threshold
     (run / "results.json").write_text(json.dumps({"shadow": {"srag": {"threshold": 0.81, "key": "standardkey"}}}))
     assert bench.calibrations(tmp_path, run)["srag"]["params"]["evidence"]["tag"] == "standardkey"  # by key
+
+
+def test_the_generated_controls_benchmark_sees_a_rewrite_bias_and_no_bias_where_there_is_none():
+    """Originals against their own rewrites: exchangeable rewrites reject at the level, deflated ones far more."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_generated_controls.py"
+    spec = importlib.util.spec_from_file_location("bench_generated_controls", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(3)
+    ids_m, ids_n = [f"m{i}" for i in range(50)], [f"n{i}" for i in range(50)]
+    orig = {i: rng.normal(3.0, 1) for i in ids_m} | {i: rng.normal(0, 1) for i in ids_n}
+    fair = {i: rng.normal(0, 1) for i in ids_m + ids_n}  # a rewrite is a fresh non-member
+    deflated = {i: orig[i] - 1.0 for i in ids_m + ids_n}  # a rewrite scores lower than its original
+    fit = {"a": 3.0, "b": -4.5}
+    ok = bench.collections(orig, fair, ids_m, ids_n, 200, fit)
+    biased = bench.collections(orig, deflated, ids_m, ids_n, 200, fit)
+    assert ok["fpr_20_nonmembers_vs_their_rewrites"] <= 0.1 and ok["power_5_members_of_20_vs_their_rewrites"] > 0.5
+    assert biased["fpr_20_nonmembers_vs_their_rewrites"] > 0.5
