@@ -20,7 +20,8 @@ finished ``shadow.bench`` run (completion profile, no defense):
 3. the bias: over random collections of 20 non-members, the collection test
    of the originals against their own rewrites (what the app does), whose
    rejection rate would be <= 5% if rewrites were exchangeable with originals;
-   and the power for 5 members + 15 non-members against their rewrites.
+   and the power for 5 members + 15 non-members against their rewrites; with
+   the likelihood-ratio weights and with Savage ranks.
 
 Writes every score and number to ``--out`` (JSON) and prints a Markdown summary.
 """
@@ -146,21 +147,24 @@ def main(argv: list[str] | None = None) -> int:
                            "rewrite": float(np.mean([rew[d] for d in non]))}},
         "nonmembers_original_above_rewrite": float(np.mean([stored[d] > rew[d] for d in non])),
         "nonmembers_paired_wilcoxon_p": float(wilcoxon([stored[d] for d in non], [rew[d] for d in non]).pvalue),
-        "collection": collections(orig_lo, rew_lo, mem, non, args.collections, LOG_ODDS if weights_kind(platt) == "likelihood ratio" else None),
+        "collection": collections(orig_lo, rew_lo, mem, non, args.collections,
+                                  LOG_ODDS if weights_kind(platt) == "likelihood ratio" else None),
+        "collection_savage": collections(orig_lo, rew_lo, mem, non, args.collections, None),
         "scores": {d: {"label": label[d], "original": stored[d], "rewrite": rew[d]} for d in ok},
         "rewrite_texts": {o: c.text for o, c in by_orig.items()},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
-    c, m = res["collection"], res["score_means"]
+    c, cs, m = res["collection"], res["collection_savage"], res["score_means"]
     print(f"| run | rewrites scored | mean score members: original / rewrite | non-members: original / rewrite | "
           f"non-members scoring above their rewrite (paired Wilcoxon p) | collection FPR, 20 non-members vs their "
-          f"rewrites | power, 5 of 20 vs their rewrites | path check (max difference, n) |")
+          f"rewrites: LR / Savage | power, 5 of 20 vs their rewrites: LR / Savage | path check (max difference, n) |")
     print("|---|---|---|---|---|---|---|---|")
     print(f"| {bench_out.name} | {len(rew)} / {len(docs)} | {m['members']['original']:.3f} / {m['members']['rewrite']:.3f} "
           f"| {m['nonmembers']['original']:.3f} / {m['nonmembers']['rewrite']:.3f} | "
           f"{res['nonmembers_original_above_rewrite']:.2f} (p = {res['nonmembers_paired_wilcoxon_p']:.3g}) | "
-          f"{c['fpr_20_nonmembers_vs_their_rewrites']:.3f} | {c['power_5_members_of_20_vs_their_rewrites']:.3f} | "
+          f"{c['fpr_20_nonmembers_vs_their_rewrites']:.3f} / {cs['fpr_20_nonmembers_vs_their_rewrites']:.3f} | "
+          f"{c['power_5_members_of_20_vs_their_rewrites']:.3f} / {cs['power_5_members_of_20_vs_their_rewrites']:.3f} | "
           f"{res['path_check']['max_abs_score_difference']} ({res['path_check']['originals']}) |")
     return 0
 

@@ -54,7 +54,8 @@ are for. Controls, in order of strength (``CONTROL_KINDS``):
 3. ``generated``: rewrites of the owner's own documents by a local model; they
    cannot be in the target, but a rewrite is not exchangeable with its
    original (style, length, wording), so this test carries that bias, which
-   BENCHMARKS.md measures and the note states.
+   BENCHMARKS.md measures (``scripts/bench_generated_controls.py``) and the
+   note states (``GENERATED_CONTROLS_BIAS``).
 
 **Power** is what the test could detect at this size: the share of simulated
 collections of the same n and m, drawn from the method's out-of-fold shadow
@@ -78,6 +79,13 @@ CONTROL_KINDS: dict[str, str] = {
     "canaries": "never-published canary siblings from the same seed (random assignment: exact by construction)",
     "generated": "rewrites of your documents by a local model (weaker: a rewrite differs in style from its original)",
 }
+#: what BENCHMARKS.md measured of generated controls' bias (evidence section, session 14), said with every such test
+GENERATED_CONTROLS_BIAS = (
+    "measured bias of rewritten controls: on two benchmark draws (completion target, S-RAG), collections of "
+    "20 documents that were NOT in the target, tested against their own rewrites, came out at p <= 0.05 in "
+    "1.8% and 12.5% of cases, against the 5% a sound test allows; read a p-value near 0.05 from these "
+    "controls as weak, and prefer never-published documents or canaries"
+)
 #: significance level of the collection test
 ALPHA = 0.05
 #: simulated collections per power estimate, and permutations per simulated test
@@ -301,6 +309,8 @@ def collection_test(
               f"(member odds of {method}'s score from its shadow)" if weights != "savage" else
               f"one-sided Savage (top-weighted rank) permutation test on {method}'s score (its shadow gives no "
               f"increasing member odds)") + f"; controls: {CONTROL_KINDS[controls_kind]}"]
+    if controls_kind == "generated":
+        notes.append(GENERATED_CONTROLS_BIAS)
     if dropped:
         notes.append(f"{dropped} inconclusive document(s) or control(s) left out")
     if note:

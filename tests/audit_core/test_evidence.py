@@ -711,3 +711,14 @@ def test_the_generated_controls_benchmark_sees_a_rewrite_bias_and_no_bias_where_
     biased = bench.collections(orig, deflated, ids_m, ids_n, 200, fit)
     assert ok["fpr_20_nonmembers_vs_their_rewrites"] <= 0.1 and ok["power_5_members_of_20_vs_their_rewrites"] > 0.5
     assert biased["fpr_20_nonmembers_vs_their_rewrites"] > 0.5
+
+
+def test_a_test_against_generated_controls_states_their_measured_bias():
+    from audit_core.evidence.collection import GENERATED_CONTROLS_BIAS
+
+    m, n = _separated(100, shift=3.0, seed=6)
+    kw = dict(method="srag", member_raw=m, nonmember_raw=n, platt=C.fit_platt(m, n))
+    generated = collection_test(m[:5] + n[:15], n[50:70], controls_kind="generated", **kw)
+    declared = collection_test(m[:5] + n[:15], n[50:70], controls_kind="declared", **kw)
+    assert GENERATED_CONTROLS_BIAS in generated.note and "12.5%" in generated.note
+    assert GENERATED_CONTROLS_BIAS not in declared.note and generated.p_value == declared.p_value
