@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     from audit_core.evidence.collection import LOG_ODDS, log_odds, weights_kind
     from audit_core.evidence.controls import REWRITE_MODEL, generate_controls
     from audit_core.methods import create_method
-    from shadow.bench.runner import BenchConfig, profile_shadow
+    from shadow.bench.runner import BenchConfig, profile_method_params, profile_shadow
     from shadow.corpus import load_corpus
     from shadow.prepare import ShadowConfig, prepare_shadow
     from shadow.profiles import get_profile
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     stored = {r["doc_id"]: r["score"] for r in rows}
 
     prof = get_profile("completion")
-    method = create_method(args.method)
+    method = create_method(args.method, **profile_method_params(cfg, prof).get(args.method, {}))  # as the run
     method.use_collection([d.text for d in docs])
     cal = prepare_shadow([method], profile_shadow(cfg, prof)).calibrations[args.method]
     platt = ((cal.params or {}).get("evidence") or {}).get("platt")
