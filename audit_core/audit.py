@@ -416,11 +416,9 @@ def run_audit(
     if progress and not cancelled and stopped is None:
         progress("auditing documents", len(docs), len(docs))
     from audit_core.evidence.collection import choose_method
-    from audit_core.verdict import PRIMARY_ORDER
 
-    order = [cfg.verdict.primary, cfg.verdict.second] + [m for m in PRIMARY_ORDER if m not in
-                                                          (cfg.verdict.primary, cfg.verdict.second)]
-    coll_method = choose_method([m.name for m in methods], cal.calibrations, order, len(results), len(controls))
+    coll_method = choose_method([m.name for m in methods], cal.calibrations, cfg.verdict.order(), len(results),
+                                len(controls))
     control_results: dict[str, MethodResult] = {}
     if controls and coll_method is not None and not cancelled and stopped is None:
         m = next(x for x in methods if x.name == coll_method)

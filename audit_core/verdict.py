@@ -65,6 +65,10 @@ class VerdictConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in (d or {}).items() if k in known})
 
+    def order(self) -> list[str]:
+        """Every registered method in voting order: the primary, the second opinion, then ``PRIMARY_ORDER``."""
+        return [self.primary, self.second] + [m for m in PRIMARY_ORDER if m not in (self.primary, self.second)]
+
 
 @dataclass
 class Verdict:
@@ -85,7 +89,7 @@ def voters(results: Sequence[MethodResult], cfg: VerdictConfig) -> list[MethodRe
     lead = [decided[m] for m in (cfg.primary, cfg.second) if m in decided]
     if lead:
         return lead
-    order = [m for m in PRIMARY_ORDER if m not in (cfg.primary, cfg.second)]
+    order = cfg.order()[2:]
     order += sorted(m for m in decided if m not in order)
     first = next((decided[m] for m in order if m in decided), None)
     return [first] if first is not None else []

@@ -46,10 +46,8 @@ def combined_rows(rows: list[dict]) -> list[dict]:
     in voting order that scored the document, so that the AUC is not taken
     over the decided documents alone.
     """
-    from audit_core.verdict import PRIMARY_ORDER
-
     vc = VerdictConfig()
-    order = [vc.primary, vc.second] + [m for m in PRIMARY_ORDER if m not in (vc.primary, vc.second)]
+    order = vc.order()
     by: dict[tuple[str, str, str], list[dict]] = {}
     for r in rows:
         by.setdefault((_row_profile(r), r["defense"], r["doc_id"]), []).append(r)

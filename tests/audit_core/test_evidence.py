@@ -18,13 +18,13 @@ from audit_core.target.base import Capabilities, ChatRequest, Completion, Target
 from audit_core.verdict import INCONCLUSIVE, MEMBER, NOT_FOUND, VerdictConfig, decide
 
 
-def _bench_evidence():
-    """scripts/bench_evidence.py as a module (a script, not a package)."""
+def _script(name: str = "bench_evidence"):
+    """scripts/<name>.py as a module (a script, not a package)."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_evidence.py"
-    spec = importlib.util.spec_from_file_location("bench_evidence", path)
+    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     return bench
@@ -620,7 +620,7 @@ def test_a_cached_srag_calibration_from_before_fpr_control_abstains(monkeypatch)
 
 def test_the_evidence_benchmark_counts_a_document_not_cleared_as_not_called_a_member():
     """Realised FPR is false positives over every non-member the method judged, not only the decided ones."""
-    bench = _bench_evidence()
+    bench = _script()
     gray = f"{C.NOT_CLEARED}: below the member threshold, but 9 of the shadow's 30 members score this low"
     rows = ([{"method": "x", "label": 0, "score": 0.9, "decision": True, "reason": None}]
             + [{"method": "x", "label": 0, "score": 0.2, "decision": None, "reason": gray}] * 3
@@ -639,7 +639,7 @@ def test_the_evidence_benchmark_weighs_stored_probabilities_as_the_audit_weighs_
     """The benchmark keeps Platt probabilities; their log-odds with (1, 0) are the raw scores with (a, b)."""
     from audit_core.evidence.collection import LOG_ODDS, log_odds, mixture_weights
 
-    bench = _bench_evidence()
+    bench = _script()
     m, n = _separated(60, shift=2.5, seed=2)
     platt = C.fit_platt(m, n)
     raw = np.array(m[:10] + n[:10])
@@ -677,7 +677,7 @@ def test_the_evidence_benchmark_reads_the_calibration_the_benchmark_run_used(tmp
     """A cache with a quick and a standard shadow of one method: the run's own is taken, not the newest."""
     import os
 
-    bench = _bench_evidence()
+    bench = _script()
     for i, (key, thr) in enumerate([("quickkey", 0.81), ("standardkey", 0.89)]):
         (tmp_path / "shadow" / key).mkdir(parents=True)
         f = tmp_path / "shadow" / key / "calibration.json"
@@ -694,13 +694,7 @@ def test_the_evidence_benchmark_reads_the_calibration_the_benchmark_run_used(tmp
 
 def test_the_generated_controls_benchmark_sees_a_rewrite_bias_and_no_bias_where_there_is_none():
     """Originals against their own rewrites: exchangeable rewrites reject at the level, deflated ones far more."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_generated_controls.py"
-    spec = importlib.util.spec_from_file_location("bench_generated_controls", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _script("bench_generated_controls")
     rng = np.random.default_rng(3)
     ids_m, ids_n = [f"m{i}" for i in range(50)], [f"n{i}" for i in range(50)]
     orig = {i: rng.normal(3.0, 1) for i in ids_m} | {i: rng.normal(0, 1) for i in ids_n}
