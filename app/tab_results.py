@@ -41,18 +41,22 @@ def _verdict_rows(result: dict) -> list[dict]:
     from audit_core.report import mba_accuracy
 
     rows = []
+    against = (result.get("collection") or {}).get("document_p_values") or {}
     for v in result.get("verdicts", []):
         methods = v.get("methods") or {}
         srag = methods.get("srag") or {}
         acc = mba_accuracy(result, v["doc_id"])
         mba = f"{acc[0]}/{acc[1]}" if acc else _fmt((methods.get("mba") or {}).get("score"))
-        rows.append({
+        row = {
             "document": v["doc_id"],
             "verdict": v["verdict"],
             "reason": v["reason"],
             "S-RAG probability": _method_cell(result, "srag", _fmt(srag.get("score"))),
             "MBA accuracy": _method_cell(result, "mba", mba),
-        })
+        }
+        if against:  # the document's conformal p-value against the owner's own controls
+            row["p against your controls"] = _fmt(against.get(v["doc_id"]), 3)
+        rows.append(row)
     return rows
 
 

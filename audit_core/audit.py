@@ -202,10 +202,15 @@ def collection_summary(
                           member_raw=ev.get("member_raw", ()), nonmember_raw=ev.get("nonmember_raw", ()),
                           platt=ev.get("platt"))
     out = res.to_json()
-    # per document against the controls themselves: exact when the controls are exchangeable with them
-    calls = sibling_calls([s for s in doc_scores if s is not None], ctl_scores, cfg.fpr)
+    # per document against the controls themselves: a conformal p-value whose false-positive rate holds
+    # on the owner's own kind of text (not the shadow's) when the controls are exchangeable with the
+    # documents; None where a document has no score, or the controls are too few for the rate
+    ids = [d.id for d in docs if d.id in results]
+    calls = sibling_calls(doc_scores, ctl_scores, cfg.fpr)
     out["fpr"] = cfg.fpr
-    out["called_members"] = sum(1 for _, c in calls if c) if all(c is not None for _, c in calls) else None
+    out["document_p_values"] = {i: p for i, (p, _) in zip(ids, calls)}
+    decided = [c for _, c in calls if c is not None]
+    out["called_members"] = sum(decided) if decided else None
     out["control_scores"] = {c.id: raw_score(control_results.get(c.id)) for c in controls}
     return out
 

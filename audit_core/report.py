@@ -637,6 +637,14 @@ def collection_lines(result: dict) -> list[str]:
     out = ["Collection-level test: " + ("; ".join(parts) or "computed") + "."]
     if c.get("note"):
         out.append(str(c.get("note")))
+    from audit_core.evidence.statement import per_document_sentence
+
+    per_doc = per_document_sentence(c).strip()
+    if per_doc:
+        called = [d for d, p in (c.get("document_p_values") or {}).items()
+                  if p is not None and c.get("called_members") is not None and p <= (c.get("fpr") or 0.05)]
+        more = f" and {len(called) - 20} more" if len(called) > 20 else ""
+        out.append(per_doc + (f" Called: {', '.join(called[:20])}{more}." if called else ""))
     return out
 
 

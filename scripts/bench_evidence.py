@@ -157,6 +157,40 @@ def heldout_shadow_fpr(member_raw: list[float], nonmember_raw: list[float], fpr:
             "mean_tpr": float(np.mean(tprs))}
 
 
+def control_calibrated_fpr(rows: list[dict], n_controls: int = 20, splits: int = 1000, fpr: float = 0.05,
+                           seed: int = 0) -> dict[str, dict]:
+    """(a, controls) Per method: each held-out document called against ``n_controls`` held-out non-members.
+
+    What an owner with never-published controls gets (``audit.collection_summary``'s
+    ``document_p_values``): a document is a member when its conformal p-value
+    against the controls is at most ``fpr``. Each split draws the controls from
+    the target's held-out non-members and tests the others and every member;
+    the realised FPR is over the tested non-members, averaged over splits.
+    """
+    from audit_core.evidence.canaries import sibling_calls
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for method in sorted({r["method"] for r in rows}):
+        rs = [r for r in rows if r["method"] == method and r["score"] is not None]
+        non = np.asarray([r["score"] for r in rs if r["label"] == 0], float)
+        mem = [r["score"] for r in rs if r["label"] == 1]
+        if len(non) <= n_controls:
+            out[method] = {"reason": f"{len(non)} scored non-members: too few for {n_controls} controls and a test"}
+            continue
+        fprs, tprs = [], []
+        for _ in range(splits):
+            perm = rng.permutation(non)
+            ctl, test = perm[:n_controls], perm[n_controls:]
+            fprs.append(float(np.mean([c for _, c in sibling_calls(test.tolist(), ctl.tolist(), fpr)])))
+            tprs.append(float(np.mean([c for _, c in sibling_calls(mem, ctl.tolist(), fpr)])) if mem else float("nan"))
+        out[method] = {"splits": splits, "controls": n_controls, "tested_nonmembers": len(non) - n_controls,
+                       "members": len(mem), "fpr_requested": fpr, "mean_fpr": float(np.mean(fprs)),
+                       "fpr_q05_q95": [float(np.quantile(fprs, 0.05)), float(np.quantile(fprs, 0.95))],
+                       "mean_tpr": float(np.nanmean(tprs)) if mem else None}
+    return out
+
+
 # --------------------------------------------------------------------------- (b)
 
 
@@ -279,6 +313,23 @@ def markdown(res: dict) -> str:
                 dec = "yes" if r["decides"] else f"no ({(r.get('abstain_reason') or at.get('reason') or '')[:60]})"
                 lines.append(f"| {m} | {auc} | {dec} | {float(k):.0%} | {rf} | {pw} | {tp} |")
         lines.append("")
+    a_c = res.get("a_controls") or {}
+    if a_c:
+        lines += ["**(a, controls) Each held-out document against controls**: M held-out non-members drawn as the "
+                  "owner's never-published controls, every other document called a member where its p-value "
+                  "against them is at most 5% (what the audit reports per document when controls are given), "
+                  "over random draws of the controls:", "",
+                  "| method | controls + tested non-members | requested FPR | mean realised FPR [5%, 95% of draws] | mean TPR |",
+                  "|---|---|---|---|---|"]
+        for m, r in a_c.items():
+            if "reason" in r:
+                lines.append(f"| {m} | - | 5% | n/a ({r['reason']}) | n/a |")
+                continue
+            q = r["fpr_q05_q95"]
+            tpr = "n/a" if r["mean_tpr"] is None else f"{r['mean_tpr']:.2f}"
+            lines.append(f"| {m} | {r['controls']} + {r['tested_nonmembers']} | {r['fpr_requested']:.0%} | "
+                         f"{r['mean_fpr']:.3f} [{q[0]:.2f}, {q[1]:.2f}] | {tpr} |")
+        lines.append("")
     a_sh = res.get("a_shadow") or {}
     if a_sh:
         lines += ["**(a, shadow) Held-out shadow documents**: the 5% threshold set on a random half of a "
@@ -367,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     cals = calibrations(cache_dir(), Path(args.bench_out))
     if rows:
         res["a"] = realised_fpr(rows, cals)
+        res["a_controls"] = control_calibrated_fpr(rows, int(args.controls.split(",")[0]), args.splits)
         res["bench_note"] = f"{args.bench_out}, {len(rows)} rows"
     res["a_shadow"] = {m: heldout_shadow_fpr(c["params"]["evidence"]["member_raw"],
                                              c["params"]["evidence"]["nonmember_raw"])

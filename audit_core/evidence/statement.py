@@ -44,4 +44,32 @@ def collection_sentence(collection: dict | None) -> str | None:
     eff = collection.get("effect_size")
     es = "" if eff is None else f"; effect size {eff:.2f}"
     return (f"Your collection: member evidence p = {collection['p_value']:.2g}, from {n} documents against {m} "
-            f"controls ({collection.get('controls_kind')}, {LABELS.get(method, method)}{es}{pw}).")
+            f"controls ({collection.get('controls_kind')}, {LABELS.get(method, method)}{es}{pw})."
+            + per_document_sentence(collection))
+
+
+def per_document_sentence(collection: dict) -> str:
+    """Each document against the controls alone (``audit.collection_summary``), as a clause; "" without p-values.
+
+    A document is called a member when its conformal p-value against the
+    controls is at most the audit's rate. With controls drawn like the
+    documents (kept back, or canary siblings) the rate holds by construction
+    on the owner's own kind of text, where the shadow's thresholds hold only
+    as far as the shadow resembles the target; rewritten controls carry the
+    bias the collection note states.
+    """
+    from audit_core.evidence.calibration import min_nonmembers
+
+    pv = [p for p in (collection.get("document_p_values") or {}).values() if p is not None]
+    if not pv:
+        return ""
+    fpr = collection.get("fpr") or 0.05
+    called = collection.get("called_members")
+    if called is None:
+        return (f" No document can be called a member against the controls alone at {fpr:.0%}: that needs at "
+                f"least {min_nonmembers(fpr)} scored controls.")
+    basis = ("a rate that holds by construction when the controls are drawn like the documents"
+             if collection.get("controls_kind") != "generated" else
+             "rewritten controls are biased, as the note says")
+    return (f" Against the controls alone, {called} of {len(pv)} documents are called members at {fpr:.0%} "
+            f"(each one's p-value against the controls; {basis}).")

@@ -354,3 +354,14 @@ def test_a_text_only_endpoint_offers_the_methods_that_need_no_logprobs(app):
     chosen = app.multiselect(key="methods").value
     assert chosen == suggested_methods(logprobs=False) and "srag" not in chosen and "verbatim" in chosen
     assert not [b for b in app.button if b.key == "use_text_only_methods"]  # nothing left to switch to
+
+
+def test_the_verdict_table_shows_each_documents_p_value_against_the_controls_only_when_there_are_controls():
+    from app.tab_results import _verdict_rows
+
+    result = {"verdicts": [{"doc_id": "a", "verdict": "member", "reason": "r", "methods": {}},
+                           {"doc_id": "b", "verdict": "inconclusive", "reason": "r", "methods": {}}]}
+    assert all("p against your controls" not in row for row in _verdict_rows(result))
+    result["collection"] = {"document_p_values": {"a": 1 / 21, "b": None}}
+    rows = _verdict_rows(result)
+    assert [row["p against your controls"] for row in rows] == ["0.048", None]

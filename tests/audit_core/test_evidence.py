@@ -716,3 +716,51 @@ def test_a_test_against_generated_controls_states_their_measured_bias():
     declared = collection_test(m[:5] + n[:15], n[50:70], controls_kind="declared", **kw)
     assert GENERATED_CONTROLS_BIAS in generated.note and "12.5%" in generated.note
     assert GENERATED_CONTROLS_BIAS not in declared.note and generated.p_value == declared.p_value
+
+
+def test_each_document_gets_its_p_value_against_the_controls_and_the_line_counts_the_calls():
+    """With controls, every scored document is also called against them alone (conformal, at the audit's rate)."""
+    from audit_core.audit import AuditConfig, collection_summary
+    from audit_core.evidence.statement import collection_sentence
+    from audit_core.report import collection_lines
+
+    m, n = _separated(100, shift=3.0, seed=6)
+    cal = C.apply_evidence(Calibration("srag"), C.fit_evidence(m, n, source="t"))
+    ctl_raw = [float(x) for x in np.linspace(-1.0, 1.0, 20)]
+    doc_raw = [5.0, 0.0, 1.5, None]  # above every control, in the middle, just above the highest, no score
+
+    def result(i: str, raw: float | None) -> MethodResult:
+        return MethodResult("srag", i, None if raw is None else C.platt_probability(raw, cal.params["evidence"]["platt"]),
+                            None, None, {} if raw is None else {"raw_score": raw})
+
+    docs = [Document(f"d{i}", "text") for i in range(4)]
+    ctls = [Document(f"c{i}", "text") for i in range(20)]
+    results = {d.id: {"srag": result(d.id, x)} for d, x in zip(docs, doc_raw)}
+    ctl_results = {c.id: result(c.id, x) for c, x in zip(ctls, ctl_raw)}
+    out = collection_summary(docs, results, ctls, ctl_results, "srag", {"srag": cal}, AuditConfig())
+    pv = out["document_p_values"]
+    assert pv["d0"] == pytest.approx(1 / 21) and pv["d2"] == pytest.approx(1 / 21) and pv["d3"] is None
+    assert pv["d1"] == pytest.approx(11 / 21)  # 10 of 20 controls score 0.0 or more
+    assert out["called_members"] == 2
+    line = collection_sentence(out)
+    assert "Against the controls alone, 2 of 3 documents are called members at 5%" in line
+    assert "holds by construction" in line
+    assert any("Called: d0, d2." in x for x in collection_lines({"collection": out}))
+    # 18 controls are too few for a call at 5%: p-values, but no call, and the line says what is needed
+    few = collection_summary(docs, results, ctls[:18], ctl_results, "srag", {"srag": cal}, AuditConfig())
+    assert few["called_members"] is None and few["document_p_values"]["d0"] == pytest.approx(1 / 19)
+    assert "needs at least 19 scored controls" in collection_sentence(few)
+    # rewritten controls: the clause does not claim the rate holds by construction
+    assert "holds by construction" not in collection_sentence({**out, "controls_kind": "generated"})
+
+
+def test_the_evidence_benchmark_calls_documents_against_held_out_controls_at_the_rate():
+    """Controls drawn from exchangeable non-members: the realised FPR is about the rate; members are found."""
+    bench = _script()
+    rng = np.random.default_rng(8)
+    rows = ([{"method": "x", "label": 0, "score": float(s)} for s in rng.normal(0, 1, 60)]
+            + [{"method": "x", "label": 1, "score": float(s)} for s in rng.normal(4, 1, 30)]
+            + [{"method": "y", "label": 0, "score": 0.0}] * 10)
+    res = bench.control_calibrated_fpr(rows, n_controls=20, splits=300)
+    assert 0.02 < res["x"]["mean_fpr"] < 0.08 and res["x"]["mean_tpr"] > 0.8
+    assert res["x"]["tested_nonmembers"] == 40 and "too few" in res["y"]["reason"]
