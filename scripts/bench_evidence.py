@@ -295,6 +295,20 @@ def canary_experiment(n: int, shadow_size: int, n_splits: int, fpr: float = 0.05
 # --------------------------------------------------------------------------- output
 
 
+def _resampled_fpr_table(intro: str, sizes_header: str, draws: str, results: dict, sizes) -> list[str]:
+    """A Markdown table of realised FPR and TPR over resamplings, one row per method (its reason if none)."""
+    lines = [intro, "", f"| method | {sizes_header} | requested FPR | mean realised FPR [5%, 95% of {draws}] | "
+             "mean TPR |", "|---|---|---|---|---|"]
+    for m, r in results.items():
+        if "reason" in r:
+            lines.append(f"| {m} | - | 5% | n/a ({r['reason']}) | n/a |")
+            continue
+        q = r["fpr_q05_q95"]
+        tpr = "n/a" if r.get("mean_tpr") is None else f"{r['mean_tpr']:.2f}"
+        lines.append(f"| {m} | {sizes(r)} | 5% | {r['mean_fpr']:.3f} [{q[0]:.2f}, {q[1]:.2f}] | {tpr} |")
+    return lines + [""]
+
+
 def markdown(res: dict) -> str:
     lines = [f"Command: `{res['command']}`  ", f"Date: {res['date']}; machine: {res['machine']}  ", ""]
     a = res.get("a") or {}
@@ -315,36 +329,20 @@ def markdown(res: dict) -> str:
         lines.append("")
     a_c = res.get("a_controls") or {}
     if a_c:
-        lines += ["**(a, controls) Each held-out document against controls**: M held-out non-members drawn as the "
-                  "owner's never-published controls, every other document called a member where its p-value "
-                  "against them is at most 5% (what the audit reports per document when controls are given), "
-                  "over random draws of the controls:", "",
-                  "| method | controls + tested non-members | requested FPR | mean realised FPR [5%, 95% of draws] | mean TPR |",
-                  "|---|---|---|---|---|"]
-        for m, r in a_c.items():
-            if "reason" in r:
-                lines.append(f"| {m} | - | 5% | n/a ({r['reason']}) | n/a |")
-                continue
-            q = r["fpr_q05_q95"]
-            tpr = "n/a" if r["mean_tpr"] is None else f"{r['mean_tpr']:.2f}"
-            lines.append(f"| {m} | {r['controls']} + {r['tested_nonmembers']} | {r['fpr_requested']:.0%} | "
-                         f"{r['mean_fpr']:.3f} [{q[0]:.2f}, {q[1]:.2f}] | {tpr} |")
-        lines.append("")
+        lines += _resampled_fpr_table(
+            "**(a, controls) Each held-out document against controls**: M held-out non-members drawn as the "
+            "owner's never-published controls, every other document called a member where its p-value against "
+            "them is at most 5% (what the audit reports per document when controls are given), over random draws "
+            "of the controls:", "controls + tested non-members", "draws", a_c,
+            lambda r: f"{r['controls']} + {r['tested_nonmembers']}")
     a_sh = res.get("a_shadow") or {}
     if a_sh:
-        lines += ["**(a, shadow) Held-out shadow documents**: the 5% threshold set on a random half of a "
-                  "method's out-of-fold shadow non-members, the false-positive rate measured on the other half, "
-                  "1,000 halvings (this checks the calibration, not the shift from shadow to target):", "",
-                  "| method | non-members (calibration + test) | requested FPR | mean realised FPR [5%, 95% of halvings] | mean TPR |",
-                  "|---|---|---|---|---|"]
-        for m, r in a_sh.items():
-            if "reason" in r:
-                lines.append(f"| {m} | - | 5% | n/a ({r['reason']}) | n/a |")
-                continue
-            q = r["fpr_q05_q95"]
-            lines.append(f"| {m} | {r['calibration_nonmembers']} + {r['test_nonmembers']} | 5% | "
-                         f"{r['mean_fpr']:.3f} [{q[0]:.2f}, {q[1]:.2f}] | {r['mean_tpr']:.2f} |")
-        lines.append("")
+        lines += _resampled_fpr_table(
+            "**(a, shadow) Held-out shadow documents**: the 5% threshold set on a random half of a method's "
+            "out-of-fold shadow non-members, the false-positive rate measured on the other half, 1,000 halvings "
+            "(this checks the calibration, not the shift from shadow to target):",
+            "non-members (calibration + test)", "halvings", a_sh,
+            lambda r: f"{r['calibration_nonmembers']} + {r['test_nonmembers']}")
     b = res.get("b")
     if b:
         how = ("log-likelihood-ratio (member odds from the shadow)" if b.get("weights") == "likelihood ratio"

@@ -200,8 +200,11 @@ def _same(a, b, path="obs") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} != {b!r}"]
 
 
-def _reprobe(prep_cfg: shipped.DefaultPreparation, observations) -> None:
-    """Probe the documents of ``observations`` again, on the shadow prepare_shadow builds, and compare."""
+def _reprobe(prep_cfg: shipped.DefaultPreparation, observations, rag=None) -> None:
+    """Probe the documents of ``observations`` again, on the shadow prepare_shadow builds, and compare.
+
+    ``rag``: that shadow, already built (it depends only on the shadow configuration).
+    """
     from shadow.corpus import split_members
 
     cfg = prep_cfg.shadow_config()
@@ -209,7 +212,7 @@ def _reprobe(prep_cfg: shipped.DefaultPreparation, observations) -> None:
     half = len(docs) // 2
     kb, outside = split_members(docs, half, len(docs) - half, cfg.seed)
     by_id = {d.id: d for d in list(kb) + list(outside)}
-    rag = prepare.build_shadow_rag(cfg, kb)
+    rag = rag or prepare.build_shadow_rag(cfg, kb)
     m = prep_cfg.create_method()
     for shipped_obs in observations:
         fresh = prepare._probe(m, [by_id[shipped_obs.doc_id]], rag, cfg, lambda n=1: None)[0]
@@ -217,14 +220,39 @@ def _reprobe(prep_cfg: shipped.DefaultPreparation, observations) -> None:
         assert not diffs, f"{shipped_obs.doc_id}: " + "; ".join(diffs[:5])
 
 
-@pytest.mark.parametrize("method,params,n_docs,style", [
-    ("srag", {}, 2, "completion"), ("mba", {"elicitation": "continue"}, 1, "completion"),
-    ("srag", {"style": "chat"}, 1, "chat"), ("verbatim", {}, 0, "chat")])
+#: the shipped configurations of the README's audits, re-probed with more documents
+_REPROBE_CASES = [("srag", {}, 2, "completion"), ("mba", {"elicitation": "continue"}, 1, "completion"),
+                  ("srag", {"style": "chat"}, 1, "chat"), ("verbatim", {}, 0, "chat")]
+
+
+@pytest.mark.parametrize("method,params,n_docs,style", _REPROBE_CASES)
 def test_shipped_observations_are_what_the_code_probes_today(manifest, method, params, n_docs, style):
     """Re-probe shipped shadow members and a non-member with the build's own code path."""
     key = _entry(manifest, method, params, "quick", style)
     mem, non = shipped.load_shipped(key)
     _reprobe(shipped.from_manifest(manifest[key]), mem[:n_docs] + non[:1])
+
+
+def test_every_other_shipped_preparation_is_what_the_code_probes_today(manifest):
+    """One shipped non-member per other configuration, re-probed on one shadow per style (kept cheap)."""
+    from shadow.corpus import split_members
+
+    rags = {}
+    checked = 0
+    for key, entry in sorted(manifest.items()):
+        prep_cfg = shipped.from_manifest(entry)
+        if (entry["method"], entry["params"], entry["style"]) in [(m, p, st) for m, p, _, st in _REPROBE_CASES] \
+                or entry["size"] != "quick":
+            continue
+        _, non = shipped.load_shipped(key)
+        if entry["style"] not in rags:
+            cfg = prep_cfg.shadow_config()
+            docs = cfg.corpus_docs()
+            kb, _ = split_members(docs, len(docs) // 2, len(docs) - len(docs) // 2, cfg.seed)
+            rags[entry["style"]] = prepare.build_shadow_rag(cfg, kb)
+        _reprobe(prep_cfg, non[:1], rags[entry["style"]])
+        checked += 1
+    assert checked >= 2  # MBA's fill-in in both styles, at least
 
 
 def test_the_shipped_srag_calibration_is_restored_with_one_fit(manifest, tmp_path, monkeypatch):
