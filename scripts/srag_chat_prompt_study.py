@@ -25,14 +25,27 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+def probe_document(rag, probes, prompt: str, tail_words: int | None, budget):
+    """One document's S-RAG probes in chat style with ``prompt``: (texts sent, completions, word readings)."""
+    from audit_core.methods.srag import SragConfig, observe_word
+    from audit_core.target.base import ChatRequest
+
+    scfg = SragConfig(style="chat", chat_tail_words=tail_words)
+    sent = [scfg.sent_text(p.prefix) for p in probes]
+    reqs = [ChatRequest.chat([{"role": "user", "content": prompt.format(prefix=s)}],
+                             max_tokens=budget(len(s.split())), temperature=0.0, logprobs=True, top_logprobs=20)
+            for s in sent]
+    comps = rag.complete_many(reqs)
+    return sent, comps, [observe_word(p.word, c, s) for p, c, s in zip(probes, comps, sent)]
+
+
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
     from sklearn.metrics import roc_auc_score
 
-    from audit_core.methods.srag import SRAG_PROMPT, SragConfig, observe_word, segment
+    from audit_core.methods.srag import SRAG_PROMPT, SragConfig, segment
     from audit_core.methods.verbatim import reproduction
     from tqdm import tqdm
-    from audit_core.target.base import ChatRequest
     from shadow.corpus import split_members
     from shadow.prepare import ShadowConfig, build_shadow_rag
 
@@ -58,16 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     probes = {d.id: segment(d.text, SragConfig(style="chat")) for _, d in drawn}
     for name in args.variants.split(","):
         tail_words, budget = variants[name]
-        scfg = SragConfig(style="chat", chat_tail_words=tail_words)
         t0, rows = time.time(), []
         for label, d in tqdm(drawn, desc=f"{name}: documents", file=sys.stderr):
-            ps = probes[d.id]
-            sent = [scfg.sent_text(p.prefix) for p in ps]
-            reqs = [ChatRequest.chat([{"role": "user", "content": SRAG_PROMPT.format(prefix=s)}],
-                                     max_tokens=budget(len(s.split())), temperature=0.0, logprobs=True, top_logprobs=20)
-                    for s in sent]
-            comps = rag.complete_many(reqs)
-            obs = [observe_word(p.word, c, s) for p, c, s in zip(ps, comps, sent)]
+            sent, comps, obs = probe_document(rag, probes[d.id], SRAG_PROMPT, tail_words, budget)
             rep = reproduction("\n".join(c.text for c in comps), "\n".join(sent), d.text, 4)
             rows.append((label, obs, rep["share"]))
         y = [r[0] for r in rows]

@@ -38,9 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     from audit_core.documents import Document
-    from audit_core.methods.srag import SRAG_PROMPT, SragConfig, normalise_word, observe_word, segment
+    from audit_core.methods.srag import SRAG_PROMPT, SragConfig, normalise_word, segment
     from audit_core.methods.verbatim import reproduction
-    from audit_core.target.base import ChatRequest
+    from scripts.srag_chat_prompt_study import probe_document
     from shadow.corpus import split_members
     from shadow.prepare import ShadowConfig, build_shadow_rag
 
@@ -85,17 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {}
     for name in args.variants.split(","):
         prompt, tail_words, tokens = variants[name]
-        scfg = SragConfig(style="chat", chat_tail_words=tail_words)
         t0, rows = time.time(), []
         for label, d in tqdm(drawn, desc=f"{name}: documents", file=sys.stderr):
             ps = probes[d.id]
-            sent = [scfg.sent_text(p.prefix) for p in ps]
-            reqs = [ChatRequest.chat([{"role": "user", "content": prompt.format(prefix=s)}],
-                                     max_tokens=tokens(len(s.split())), temperature=0.0, logprobs=True,
-                                     top_logprobs=20) for s in sent]
-            comps = rag.complete_many(reqs)
-            retrieved = [d.id in rec.doc_ids for rec in rag.retrieve_records([r.messages[-1][1] for r in reqs])]
-            obs = [observe_word(p.word, c, s) for p, c, s in zip(ps, comps, sent)]
+            sent, comps, obs = probe_document(rag, ps, prompt, tail_words, tokens)
+            retrieved = [d.id in rec.doc_ids for rec in rag.retrieve_records([prompt.format(prefix=s) for s in sent])]
             rep = reproduction("\n".join(c.text for c in comps), "\n".join(sent), d.text, 4)
             # how far a restated answer goes on copying the document after the probed word
             runs = []
