@@ -200,10 +200,11 @@ def _same(a, b, path="obs") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} != {b!r}"]
 
 
-def _reprobe(prep_cfg: shipped.DefaultPreparation, observations, rag=None) -> None:
+def _reprobe(prep_cfg: shipped.DefaultPreparation, observations, rags: dict | None = None) -> None:
     """Probe the documents of ``observations`` again, on the shadow prepare_shadow builds, and compare.
 
-    ``rag``: that shadow, already built (it depends only on the shadow configuration).
+    ``rags``: shadows already built, by style (a shadow depends only on its configuration); a
+    shadow built here is added to it.
     """
     from shadow.corpus import split_members
 
@@ -212,7 +213,10 @@ def _reprobe(prep_cfg: shipped.DefaultPreparation, observations, rag=None) -> No
     half = len(docs) // 2
     kb, outside = split_members(docs, half, len(docs) - half, cfg.seed)
     by_id = {d.id: d for d in list(kb) + list(outside)}
-    rag = rag or prepare.build_shadow_rag(cfg, kb)
+    rags = {} if rags is None else rags
+    if prep_cfg.style not in rags:
+        rags[prep_cfg.style] = prepare.build_shadow_rag(cfg, kb)
+    rag = rags[prep_cfg.style]
     m = prep_cfg.create_method()
     for shipped_obs in observations:
         fresh = prepare._probe(m, [by_id[shipped_obs.doc_id]], rag, cfg, lambda n=1: None)[0]
@@ -240,28 +244,17 @@ def test_every_other_shipped_method_is_what_the_code_probes_today(manifest):
     same in both, the style only changes the shadow); the key test above catches a changed
     configuration or method version in every shipped file.
     """
-    from shadow.corpus import split_members
-
-    rags = {}
-    checked = 0
+    reprobed = [(m, p, st) for m, p, _, st in _REPROBE_CASES]
     chosen: dict[tuple, tuple[str, dict]] = {}
     for key, entry in sorted(manifest.items(), key=lambda kv: kv[1]["style"] != "chat"):
-        if (entry["method"], entry["params"], entry["style"]) in [(m, p, st) for m, p, _, st in _REPROBE_CASES] \
-                or entry["size"] != "quick":
+        if (entry["method"], entry["params"], entry["style"]) in reprobed or entry["size"] != "quick":
             continue
         name = (entry["method"], json.dumps({k: v for k, v in entry["params"].items() if k != "style"}))
         chosen.setdefault(name, (key, entry))
+    rags: dict = {}
     for key, entry in chosen.values():
-        prep_cfg = shipped.from_manifest(entry)
-        _, non = shipped.load_shipped(key)
-        if entry["style"] not in rags:
-            cfg = prep_cfg.shadow_config()
-            docs = cfg.corpus_docs()
-            kb, _ = split_members(docs, len(docs) // 2, len(docs) - len(docs) // 2, cfg.seed)
-            rags[entry["style"]] = prepare.build_shadow_rag(cfg, kb)
-        _reprobe(prep_cfg, non[:1], rags[entry["style"]])
-        checked += 1
-    assert checked >= 2  # MBA's fill-in and the rest, at least
+        _reprobe(shipped.from_manifest(entry), shipped.load_shipped(key)[1][:1], rags)
+    assert len(chosen) >= 2  # MBA's fill-in and the rest, at least
 
 
 def test_the_shipped_srag_calibration_is_restored_with_one_fit(manifest, tmp_path, monkeypatch):
