@@ -87,8 +87,8 @@ def test_the_readme_first_audit_is_shipped(manifest, corpus_hash):
         assert shipped.load_shipped(key) is not None
 
 
-def test_the_clis_default_srag_on_the_demo_is_shipped(manifest, corpus_hash):
-    """`./run cli audit --target demo` (shadow size 200, the "standard" size): S-RAG's shadow is shipped."""
+def test_the_clis_default_audit_of_the_demo_is_shipped(manifest, corpus_hash):
+    """`./run cli audit --target demo` (its default methods at shadow size 200, the "standard" size): every shadow is shipped."""
     from app.cli import _audit_config, main
     from audit_core.audit import select_methods, with_target_style
     from audit_core.target.base import Capabilities
@@ -100,15 +100,17 @@ def test_the_clis_default_srag_on_the_demo_is_shipped(manifest, corpus_hash):
     real = app.cli.cmd_audit
     try:
         app.cli.cmd_audit = lambda args: got.append(_audit_config(args)) or 0
-        assert main(["audit", "--target", "demo", "--docs", "x.csv", "--method", "srag"]) == 0
+        assert main(["audit", "--target", "demo", "--docs", "x.csv"]) == 0
     finally:
         app.cli.cmd_audit = real
     caps = Capabilities(True, True, 20, style=DEMO_STYLE)
     cfg = with_target_style(got[0], caps)
     assert (cfg.shadow.n_members, cfg.shadow.n_nonmembers) == shipped.SHIPPED_SIZES["standard"][:2]
-    (srag,), _ = select_methods(cfg, caps)
-    key = prepare.preparation_key(srag, cfg.shadow, corpus_hash)
-    assert key in manifest and shipped.load_shipped(key) is not None
+    methods, _ = select_methods(cfg, caps)
+    assert sorted(m.name for m in methods) == ["mba", "srag"]
+    for m in methods:
+        key = prepare.preparation_key(m, cfg.shadow, corpus_hash)
+        assert key in manifest and shipped.load_shipped(key) is not None, m.name
 
 
 def test_a_quick_audit_of_a_chat_target_is_shipped(manifest, corpus_hash):
