@@ -6,8 +6,10 @@
 The corpus is split as the shadow preparation splits it (seeded halves:
 knowledge base / outside); ``--n`` members are drawn from the knowledge base
 and ``--n`` non-members from outside. The target is ``shadow.rag.RagSystem``
-with SmolLM2-135M-Instruct in chat style, retrieval per request, no logprobs
-requested by the text-only methods. Every method's score per document is
+with SmolLM2-135M-Instruct in the style ``--style`` names (chat by default;
+"completion" is the completion-style shadow the preparation builds for a
+completion target), retrieval per request, no logprobs requested by the
+text-only methods. Every method's score per document is
 ranked against the labels (scikit-learn ROC AUC); documents a method abstains
 on are left out and counted. For S-RAG (text only) the AUC is that of the
 mean estimated next-word probability (the histogram's ``mean_prob``), so that
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=DEFAULT_METHODS)
     ap.add_argument("--samples", default="1", help="n_samples values for srag_sampled, e.g. 1,3")
     ap.add_argument("--style", choices=["chat", "completion"], default="chat",
-                    help="how srag_sampled reads the answers (the RAG here is a chat model: chat)")
+                    help="how the RAG prompts its generator, and how srag_sampled reads the answers")
     ap.add_argument("--defense", default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="textonly_bench.json")
@@ -58,8 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     rnd = random.Random(a.seed + 1)
     members = rnd.sample(list(kb), a.n)
     nonmembers = rnd.sample(list(outside), a.n)
-    rag = RagSystem(kb, RagConfig(generator="smollm2-135m-instruct", prompt_style="chat", defense=a.defense))
-    results: dict = {"corpus": a.corpus, "n": a.n, "kb": len(kb), "defense": a.defense,
+    rag = RagSystem(kb, RagConfig(generator="smollm2-135m-instruct", prompt_style=a.style, defense=a.defense))
+    results: dict = {"corpus": a.corpus, "n": a.n, "kb": len(kb), "defense": a.defense, "style": a.style,
+                     "seed": a.seed,
                      "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}", "methods": {}}
     runs: list[tuple[str, dict]] = []
     for name in a.methods.split(","):
