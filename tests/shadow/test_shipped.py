@@ -123,18 +123,15 @@ def test_the_clis_default_audit_of_the_demo_is_shipped(manifest, corpus_hash):
                               ["mba", "srag"], manifest, corpus_hash)
 
 
-def test_the_clis_text_only_audit_of_a_chat_endpoint_is_shipped(manifest, corpus_hash):
-    """A text-only chat endpoint audited with the methods the CLI suggests for it, at the CLI's default size.
-
-    (A text-only endpoint that continues plain text, the completion style, is
-    not shipped at this size yet: Verbatim's 60 + 60 completion shadow.)
-    """
+@pytest.mark.parametrize("style", ["chat", "completion"])
+def test_the_clis_text_only_audit_is_shipped(style, manifest, corpus_hash):
+    """A text-only endpoint audited with the methods the CLI suggests for it, at the CLI's default size."""
     from audit_core.methods import suggested_methods
     from audit_core.target.base import Capabilities
 
     names = suggested_methods(False)
     _assert_cli_audit_shipped(["--target", "https://rag.example/v1", "--model", "m", "--method", ",".join(names)],
-                              Capabilities(True, False, 0, style="chat"), sorted(names), manifest, corpus_hash)
+                              Capabilities(True, False, 0, style=style), sorted(names), manifest, corpus_hash)
 
 
 def test_a_quick_audit_of_a_chat_target_is_shipped(manifest, corpus_hash):
