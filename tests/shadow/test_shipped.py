@@ -87,25 +87,20 @@ def test_the_readme_first_audit_is_shipped(manifest, corpus_hash):
         assert shipped.load_shipped(key) is not None
 
 
-def _cli_audit_config(argv: list[str]):
+def _cli_audit_config(argv: list[str], monkeypatch):
     """The AuditConfig `./run cli audit <argv>` builds, without probing anything."""
-    from app.cli import _audit_config, main
     import app.cli
 
     got = []
-    real = app.cli.cmd_audit
-    try:
-        app.cli.cmd_audit = lambda args: got.append(_audit_config(args)) or 0
-        assert main(["audit", "--docs", "x.csv", *argv]) == 0
-    finally:
-        app.cli.cmd_audit = real
+    monkeypatch.setattr(app.cli, "cmd_audit", lambda args: got.append(app.cli._audit_config(args)) or 0)
+    assert app.cli.main(["audit", "--docs", "x.csv", *argv]) == 0
     return got[0]
 
 
-def _assert_cli_audit_shipped(argv, caps, expected, manifest, corpus_hash):
+def _assert_cli_audit_shipped(argv, caps, expected, manifest, corpus_hash, monkeypatch):
     from audit_core.audit import select_methods, with_target_style
 
-    cfg = with_target_style(_cli_audit_config(argv), caps)
+    cfg = with_target_style(_cli_audit_config(argv, monkeypatch), caps)
     assert (cfg.shadow.n_members, cfg.shadow.n_nonmembers) == shipped.SHIPPED_SIZES["standard"][:2]
     methods, _ = select_methods(cfg, caps)
     assert sorted(m.name for m in methods) == expected
@@ -114,24 +109,25 @@ def _assert_cli_audit_shipped(argv, caps, expected, manifest, corpus_hash):
         assert key in manifest and shipped.load_shipped(key) is not None, f"{m.name}: {key} not shipped"
 
 
-def test_the_clis_default_audit_of_the_demo_is_shipped(manifest, corpus_hash):
+def test_the_clis_default_audit_of_the_demo_is_shipped(manifest, corpus_hash, monkeypatch):
     """`./run cli audit --target demo` (its default methods at shadow size 200, the "standard" size): every shadow is shipped."""
     from audit_core.target.base import Capabilities
     from shadow.demo import DEMO_STYLE
 
     _assert_cli_audit_shipped(["--target", "demo"], Capabilities(True, True, 20, style=DEMO_STYLE),
-                              ["mba", "srag"], manifest, corpus_hash)
+                              ["mba", "srag"], manifest, corpus_hash, monkeypatch)
 
 
 @pytest.mark.parametrize("style", ["chat", "completion"])
-def test_the_clis_text_only_audit_is_shipped(style, manifest, corpus_hash):
+def test_the_clis_text_only_audit_is_shipped(style, manifest, corpus_hash, monkeypatch):
     """A text-only endpoint audited with the methods the CLI suggests for it, at the CLI's default size."""
     from audit_core.methods import suggested_methods
     from audit_core.target.base import Capabilities
 
     names = suggested_methods(False)
     _assert_cli_audit_shipped(["--target", "https://rag.example/v1", "--model", "m", "--method", ",".join(names)],
-                              Capabilities(True, False, 0, style=style), sorted(names), manifest, corpus_hash)
+                              Capabilities(True, False, 0, style=style), sorted(names), manifest, corpus_hash,
+                              monkeypatch)
 
 
 def test_a_quick_audit_of_a_chat_target_is_shipped(manifest, corpus_hash):
