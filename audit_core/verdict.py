@@ -34,10 +34,22 @@ R4    the first voter says not found, a later     inconclusive    "methods disag
 
 So every "member" verdict is one method's member call at the stated FPR: the
 verdict's false-positive rate is that method's, never the sum of two.
+
+R0, before the table: when the owner gave controls drawn like the documents
+(declared never-published documents or canary siblings, ``LEADING_KINDS``)
+and at least 1/FPR - 1 of them were scored, the collection test's method is
+re-decided against those controls (``control_call``) and votes first. Its
+member call is then "p <= FPR against your controls", whose false-positive
+rate holds on the owner's own kind of text by construction, where a shadow's
+threshold holds only as far as the shadow resembles the target (BENCHMARKS,
+evidence section: the shadow's 5% was 0-2% realised, the controls' 4.5-5.1%,
+with much higher recall). It says "not found" only where its shadow clears
+the document too, and a shadow member call that the controls do not confirm
+is not counted. Rows R1-R4 then apply unchanged.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Sequence
 
 from audit_core.methods import METHODS
@@ -83,29 +95,72 @@ class Verdict:
         return asdict(self)
 
 
-def voters(results: Sequence[MethodResult], cfg: VerdictConfig) -> list[MethodResult]:
-    """The methods whose decisions count, in voting order (module docstring)."""
+#: kinds of controls whose per-document calls lead a verdict (R0): drawn like the documents, so the rate
+#: holds by construction; rewrites are biased (``evidence.collection.GENERATED_CONTROLS_BIAS``)
+LEADING_KINDS = ("declared", "canaries")
+
+
+def control_call(result: MethodResult, p: float, fpr: float, n_controls: int) -> MethodResult:
+    """``result`` re-decided against the owner's controls (R0, module docstring).
+
+    Member when the document's conformal p-value against the controls is at
+    most ``fpr``. Otherwise "not found" only if the shadow cleared it as well,
+    and undecided where the shadow did not, or where only the shadow's
+    threshold called it a member (the controls score as high, so on this kind
+    of text that call would not keep its rate).
+    """
+    ev = {**(result.evidence or {}), "fpr": fpr, "calibrated_on": "controls", "control_p_value": p,
+          "n_controls": n_controls}
+    against = f"p = {p:.2g} against your {n_controls} controls"
+    if p <= fpr:
+        return replace(result, decision=True, reason=f"{against} (at most {fpr:.0%})", evidence=ev)
+    if result.decision is False:
+        return replace(result, reason=f"{against}, and its shadow clears it", evidence=ev)
+    why = ("its shadow's threshold calls it a member, but your controls score as high, so that call is not counted"
+           if result.decision else result.reason or "its shadow does not clear it")
+    return replace(result, decision=None, reason=f"{against} (above {fpr:.0%}): {why}", evidence=ev)
+
+
+def decide_with_controls(doc_id: str, results: Sequence[MethodResult], collection: dict,
+                         cfg: VerdictConfig | None = None) -> Verdict:
+    """``decide`` after R0: the collection method's call against the controls leads where it applies."""
+    method = collection.get("method")
+    p = (collection.get("document_p_values") or {}).get(doc_id)
+    if (collection.get("controls_kind") not in LEADING_KINDS or collection.get("called_members") is None
+            or p is None or not any(r.method == method for r in results)):
+        return decide(doc_id, results, cfg)
+    n = sum(v is not None for v in (collection.get("control_scores") or {}).values())
+    fpr = collection.get("fpr") or 0.05
+    swapped = [control_call(r, p, fpr, n) if r.method == method else r for r in results]
+    return decide(doc_id, swapped, cfg, lead=method)
+
+
+def voters(results: Sequence[MethodResult], cfg: VerdictConfig, lead: str | None = None) -> list[MethodResult]:
+    """The methods whose decisions count, in voting order (module docstring); ``lead`` votes first (R0)."""
     decided = {r.method: r for r in results if r.decision is not None}
-    lead = [decided[m] for m in (cfg.primary, cfg.second) if m in decided]
-    if lead:
-        return lead
+    lead_ = [decided[m] for m in dict.fromkeys((lead, cfg.primary, cfg.second)) if m in decided]
+    if lead_:
+        return lead_
     order = cfg.order()[2:]
     order += sorted(m for m in decided if m not in order)
     first = next((decided[m] for m in order if m in decided), None)
     return [first] if first is not None else []
 
 
-def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | None = None) -> Verdict:
+def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | None = None,
+           lead: str | None = None) -> Verdict:
     cfg = cfg or VerdictConfig()
     summary = {r.method: {"score": r.score, "decision": r.decision, "reason": r.reason} for r in results}
-    vote = voters(results, cfg)
+    vote = voters(results, cfg, lead)
     if not vote:  # R1
         reasons = "; ".join(f"{r.method}: {r.reason}" for r in results) or "no method was run"
         return Verdict(doc_id, INCONCLUSIVE, reasons, None, summary, "R1")
     first, others = vote[0], vote[1:]
     fpr = (first.evidence or {}).get("fpr")
     at = f" at a {fpr:.0%} false-positive rate" if isinstance(fpr, float) else ""
-    alone = "" if first.method in (cfg.primary, cfg.second) else " alone"
+    if (first.evidence or {}).get("calibrated_on") == "controls":
+        at += f" against your {first.evidence['n_controls']} controls"
+    alone = "" if first.method in (cfg.primary, cfg.second, lead) else " alone"
     if first.decision:  # R2
         dissent = [r.method for r in others if not r.decision]
         note = f"; {', '.join(dissent)} did not find it" if dissent else (

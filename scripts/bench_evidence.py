@@ -191,6 +191,57 @@ def control_calibrated_fpr(rows: list[dict], n_controls: int = 20, splits: int =
     return out
 
 
+def control_led_verdicts(rows: list[dict], lead: str, n_controls: int = 20, splits: int = 1000, fpr: float = 0.05,
+                         seed: int = 0) -> dict:
+    """(a, verdicts) Whole verdicts with and without rule R0 (``verdict.decide_with_controls``).
+
+    ``rows`` hold every method's stored result for the same held-out documents
+    (one benchmark draw; several runs of it may be merged). Each split takes
+    ``n_controls`` non-members as the owner's declared controls, calls every
+    other document against them with ``lead`` (the collection test's method),
+    and decides each one as the audit does, once with R0 and once with the
+    shadow's calls alone. Reported: the share of tested non-members and of
+    members whose verdict is "member", and of members called "not found".
+    """
+    from audit_core.evidence.canaries import sibling_calls
+    from audit_core.methods.base import MethodResult
+    from audit_core.verdict import MEMBER, NOT_FOUND, decide, decide_with_controls
+
+    docs: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        docs.setdefault(r["doc_id"], {})[r["method"]] = r
+    scored = {d: ms for d, ms in docs.items() if (ms.get(lead) or {}).get("score") is not None}
+    non = sorted(d for d, ms in scored.items() if ms[lead]["label"] == 0)
+    mem = sorted(d for d, ms in scored.items() if ms[lead]["label"] == 1)
+    if len(non) <= n_controls or not mem:
+        return {"reason": f"{len(non)} scored non-members and {len(mem)} members of {lead}: too few"}
+    rng = np.random.default_rng(seed)
+    tally = {k: {"nonmember_member": [], "member_member": [], "member_not_found": []} for k in ("r0", "shadow")}
+    for _ in range(splits):
+        perm = list(rng.permutation(non))
+        ctl, tested = perm[:n_controls], perm[n_controls:] + mem
+        ctl_scores = [scored[c][lead]["score"] for c in ctl]
+        p_values = [p for p, _ in sibling_calls([scored[d][lead]["score"] for d in tested], ctl_scores, fpr)]
+        got = {"r0": [], "shadow": []}
+        for d, p in zip(tested, p_values):
+            results = [MethodResult(m, d, r["score"], r["decision"], r.get("reason"), {"fpr": fpr})
+                       for m, r in scored[d].items()]
+            coll = {"method": lead, "controls_kind": "declared", "fpr": fpr, "called_members": 0,
+                    "document_p_values": {d: p}, "control_scores": dict(zip(ctl, ctl_scores))}
+            got["r0"].append(decide_with_controls(d, results, coll).verdict)
+            got["shadow"].append(decide(d, results).verdict)
+        label = [scored[d][lead]["label"] for d in tested]
+        for k, verdicts in got.items():
+            t = tally[k]
+            t["nonmember_member"].append(np.mean([v == MEMBER for v, y in zip(verdicts, label) if y == 0]))
+            t["member_member"].append(np.mean([v == MEMBER for v, y in zip(verdicts, label) if y == 1]))
+            t["member_not_found"].append(np.mean([v == NOT_FOUND for v, y in zip(verdicts, label) if y == 1]))
+    return {"lead": lead, "methods": sorted({m for ms in scored.values() for m in ms}), "splits": splits,
+            "controls": n_controls, "tested_nonmembers": len(non) - n_controls, "members": len(mem),
+            "fpr_requested": fpr,
+            **{k: {q: float(np.mean(v)) for q, v in t.items()} for k, t in tally.items()}}
+
+
 # --------------------------------------------------------------------------- (b)
 
 
@@ -335,6 +386,19 @@ def markdown(res: dict) -> str:
             "them is at most 5% (what the audit reports per document when controls are given), over random draws "
             "of the controls:", "controls + tested non-members", "draws", a_c,
             lambda r: f"{r['controls']} + {r['tested_nonmembers']}")
+    a_v = res.get("a_verdicts") or {}
+    if a_v.get("lead"):
+        lines += [f"**(a, verdicts) Whole verdicts with rule R0** ({', '.join(a_v['methods'])}; {a_v['lead']}'s "
+                  f"call against {a_v['controls']} held-out non-members as declared controls leads; "
+                  f"{a_v['tested_nonmembers']} tested non-members and {a_v['members']} members per draw, "
+                  f"{a_v['splits']:,} draws of the controls; requested rate {a_v['fpr_requested']:.0%}):", "",
+                  "| verdicts from | non-members called member | members called member | members called not found |",
+                  "|---|---|---|---|"]
+        for k, name in (("shadow", "the shadow's calls alone (no controls)"), ("r0", "R0: the controls' call leads")):
+            t = a_v[k]
+            lines.append(f"| {name} | {t['nonmember_member']:.3f} | {t['member_member']:.3f} | "
+                         f"{t['member_not_found']:.3f} |")
+        lines.append("")
     a_sh = res.get("a_shadow") or {}
     if a_sh:
         lines += _resampled_fpr_table(
@@ -399,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--canaries", type=int, default=0, help="(c): n published-role + n siblings (0: skip)")
     ap.add_argument("--canary-shadow-size", type=int, default=40, help="shadow per class for S-RAG in (c)")
     ap.add_argument("--splits", type=int, default=1000)
+    ap.add_argument("--verdict-runs", help="(a, verdicts): comma-separated shadow.bench folders of one draw (e.g. "
+                                          "one per method); whole verdicts with and without rule R0, "
+                                          "--primary leading")
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench-evidence.json"))
     ap.add_argument("--update-benchmarks-md", action="store_true")
     args = ap.parse_args(argv)
@@ -418,6 +485,9 @@ def main(argv: list[str] | None = None) -> int:
         res["a"] = realised_fpr(rows, cals)
         res["a_controls"] = control_calibrated_fpr(rows, int(args.controls.split(",")[0]), args.splits)
         res["bench_note"] = f"{args.bench_out}, {len(rows)} rows"
+    if args.verdict_runs:
+        merged = [r for d in args.verdict_runs.split(",") for r in load_rows(Path(d), args.defense)]
+        res["a_verdicts"] = control_led_verdicts(merged, args.primary, int(args.controls.split(",")[0]), args.splits)
     res["a_shadow"] = {m: heldout_shadow_fpr(c["params"]["evidence"]["member_raw"],
                                              c["params"]["evidence"]["nonmember_raw"])
                        for m, c in cals.items() if c["params"]["evidence"]["nonmember_raw"]}

@@ -17,6 +17,10 @@ def what_this_shows(fpr: float | None, collection: dict | None) -> str:
         "controls that were never published (documents you kept back, or canary siblings), because there the "
         "false-positive rate holds by construction.",
     ]
+    if collection and collection.get("leads_verdicts"):
+        parts.insert(1, "In this audit your never-published controls set that rate instead of the shadow: each "
+                        "document's call against them leads its verdict, and there the rate holds by construction "
+                        "on your own kind of text.")
     if collection and collection.get("p_value") is not None:
         parts.append(f"Your collection: p = {collection['p_value']:.2g} from {collection.get('n_documents')} "
                      f"documents against {collection.get('n_controls')} controls ({collection.get('controls_kind')}).")
@@ -71,5 +75,6 @@ def per_document_sentence(collection: dict) -> str:
     basis = ("a rate that holds by construction when the controls are drawn like the documents"
              if collection.get("controls_kind") != "generated" else
              "rewritten controls are biased, as the note says")
+    leads = "; these calls lead the verdicts" if collection.get("leads_verdicts") else ""
     return (f" Against the controls alone, {called} of {len(pv)} documents are called members at {fpr:.0%} "
-            f"(each one's p-value against the controls; {basis}).")
+            f"(each one's p-value against the controls; {basis}{leads}).")

@@ -183,6 +183,47 @@ def test_calibration_never_sees_an_audited_document():
     assert result.to_json()["fpr"] == 0.05 and result.to_json()["method_power"]["toy"]["decides"] is True
 
 
+def test_with_declared_controls_the_owners_own_rate_leads_the_verdicts():
+    """The owner's text scores lower than the shadow's (the shift BENCHMARKS measured): members that the
+    shadow's 5% threshold misses are found against the owner's controls, and its rate is said."""
+    from audit_core.audit import AuditConfig, run_audit
+
+    rng = np.random.default_rng(4)
+    shadow_m = [Observation("toy", f"sm{i}", data={"raw": float(rng.normal(4, 1))}) for i in range(60)]
+    shadow_n = [Observation("toy", f"sn{i}", data={"raw": float(rng.normal(0, 1))}) for i in range(60)]
+
+    class Prep:
+        def __init__(self, cals):
+            self.calibrations = cals
+
+    def prepare(methods, shadow_cfg, progress):
+        return Prep({"toy": methods[0].prepare(shadow_m, shadow_n)})
+
+    docs = [Document(f"d{i}", "t") for i in range(20)]
+    controls = [Document(f"c{i}", "t") for i in range(20)]
+    # members score 1.0: below the shadow's 5% threshold (about 1.6), above every control (about -3)
+    target = _ToyTarget({d.id: 1.0 for d in docs[:10]} | {d.id: -3.0 + 0.01 * i for i, d in enumerate(docs[10:])}
+                        | {c.id: -3.0 + 0.01 * i + 0.005 for i, c in enumerate(controls)})
+    import audit_core.audit as audit_mod
+
+    orig = audit_mod.create_method
+    audit_mod.create_method = lambda name, **kw: _ToyMethod()
+    try:
+        run = lambda kind, ctl: run_audit(  # noqa: E731
+            docs, target, AuditConfig(methods=["toy"], fpr=0.05, controls_kind=kind), prepare=prepare,
+            capabilities=Capabilities(reachable=True, logprobs=False, max_top_logprobs=0), controls=ctl)
+        shadow_only, declared, generated = run("declared", []), run("declared", controls), run("generated", controls)
+    finally:
+        audit_mod.create_method = orig
+    assert [v.verdict for v in shadow_only.verdicts[:10]].count(MEMBER) == 0  # the shadow's threshold misses them
+    assert [v.verdict for v in declared.verdicts] == [MEMBER] * 10 + [v.verdict for v in shadow_only.verdicts[10:]]
+    assert all("against your 20 controls" in v.reason for v in declared.verdicts[:10])
+    assert declared.collection["leads_verdicts"] is True and "set that rate" in declared.to_json()["what_this_shows"]
+    # rewritten controls are biased: they give p-values but do not lead
+    assert generated.collection["leads_verdicts"] is False
+    assert [v.verdict for v in generated.verdicts] == [v.verdict for v in shadow_only.verdicts]
+
+
 class _ToyTarget(Target):
     """Answers a number: the raw score of the document (10 for 'members', else noise)."""
 
@@ -392,6 +433,43 @@ def test_verdict_rule_table_row_by_row(results, verdict, rule):
         assert v.reason.startswith("methods disagree")
     if rule == "R1" and results:
         assert "no signal" in v.reason and "too many non-answers" in v.reason  # every reason is kept
+
+
+def _controls(p, kind="declared", method="srag", n=20, called=1):
+    """A collection summary as ``audit.collection_summary`` writes it, for one document "d" with p-value ``p``."""
+    return {"method": method, "controls_kind": kind, "fpr": 0.05, "called_members": called,
+            "document_p_values": {"d": p}, "control_scores": {f"c{i}": 0.1 for i in range(n)} | {"unscored": None}}
+
+
+@pytest.mark.parametrize("results, collection, verdict, rule, reason", [
+    # R0: the collection method's call against the controls leads; a member at p <= 5% though the shadow did
+    # not clear or call it
+    ([_r("srag", None, 0.4, reason="not cleared"), _r("mba", False, 0.1)], _controls(1 / 21), MEMBER, "R2",
+     "srag calls it a member at a 5% false-positive rate against your 20 controls; mba did not find it"),
+    # the collection method need not be the primary: MBA's control call leads, S-RAG's "not found" dissents
+    ([_r("srag", False, 0.1), _r("mba", None, 0.6, reason="not cleared")], _controls(1 / 21, method="mba"), MEMBER,
+     "R2", "mba calls it a member at a 5% false-positive rate against your 20 controls; srag did not find it"),
+    # above the rate: "not found" only where the shadow clears it too
+    ([_r("srag", False, 0.1)], _controls(0.5), NOT_FOUND, "R3", "srag did not find it"),
+    ([_r("srag", None, 0.4, reason="not cleared")], _controls(0.5), INCONCLUSIVE, "R1", "not cleared"),
+    # a shadow member call the controls do not confirm is not counted
+    ([_r("srag", True, 0.9)], _controls(0.3), INCONCLUSIVE, "R1", "your controls score as high"),
+    ([_r("srag", True, 0.9), _r("mba", False, 0.2)], _controls(0.3), NOT_FOUND, "R3", "mba did not find it"),
+    # R0 does not apply: rewritten controls (biased), too few controls to call, no p-value: the shadow decides
+    ([_r("srag", None, 0.4, reason="not cleared")], _controls(1 / 21, kind="generated"), INCONCLUSIVE, "R1",
+     "not cleared"),
+    ([_r("srag", None, 0.4, reason="not cleared")], _controls(1 / 19, n=18, called=None), INCONCLUSIVE, "R1",
+     "not cleared"),
+    ([_r("srag", True, 0.9)], _controls(None), MEMBER, "R2", "srag calls it a member at a 5% false-positive rate"),
+])
+def test_verdict_rule_r0_the_call_against_the_controls_leads(results, collection, verdict, rule, reason):
+    from audit_core.verdict import decide_with_controls
+
+    v = decide_with_controls("d", results, collection)
+    assert (v.verdict, v.rule) == (verdict, rule), v.reason
+    assert reason in v.reason or reason in str(v.methods), (v.reason, v.methods)
+    if rule == "R2" and "controls" not in reason:
+        assert "controls" not in v.reason  # a shadow call does not claim the controls' rate
 
 
 def test_verdict_config_ignores_keys_of_older_versions():
@@ -752,6 +830,22 @@ def test_each_document_gets_its_p_value_against_the_controls_and_the_line_counts
     assert "needs at least 19 scored controls" in collection_sentence(few)
     # rewritten controls: the clause does not claim the rate holds by construction
     assert "holds by construction" not in collection_sentence({**out, "controls_kind": "generated"})
+
+
+def test_the_evidence_benchmark_measures_whole_verdicts_with_and_without_r0():
+    """Shadow calls that are conservative on the target (threshold far above its non-members): R0 brings the
+    realised rate up to about the requested 5% and finds the members the shadow's threshold missed."""
+    bench = _script()
+    rng = np.random.default_rng(9)
+    rows = []
+    for i, (label, s) in enumerate([(0, x) for x in rng.normal(0, 1, 70)] + [(1, x) for x in rng.normal(3, 1, 40)]):
+        rows.append({"method": "srag", "doc_id": f"d{i}", "label": label, "score": float(s), "reason": None,
+                     "decision": True if s > 4.0 else (False if s < 1.0 else None)})
+    res = bench.control_led_verdicts(rows, "srag", n_controls=20, splits=200)
+    assert res["shadow"]["nonmember_member"] < 0.01 and res["shadow"]["member_member"] < 0.3
+    assert 0.02 < res["r0"]["nonmember_member"] < 0.08 and res["r0"]["member_member"] > 0.8
+    assert res["r0"]["member_not_found"] <= res["shadow"]["member_not_found"]
+    assert "too few" in bench.control_led_verdicts(rows[:15], "srag")["reason"]
 
 
 def test_the_evidence_benchmark_calls_documents_against_held_out_controls_at_the_rate():
