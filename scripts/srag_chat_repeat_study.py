@@ -32,17 +32,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 REPEAT = "{prefix}\n\nPlease repeat the text above word for word, and then write how it goes on."
 
 
+def padded_chat_shadow(cfg, distractors: int, medquad: str):
+    """The shadow RAG of ``cfg`` over half its corpus, padded with ``distractors`` MedQuAD documents that are
+    not in the auxiliary corpus (never drawn): (rag, members, non-members, distractors)."""
+    from audit_core.documents import Document
+    from shadow.corpus import split_members
+    from shadow.prepare import build_shadow_rag
+
+    docs = cfg.corpus_docs()
+    half = len(docs) // 2
+    kb, outside = split_members(docs, half, len(docs) - half, cfg.seed)
+    extra: list[Document] = []
+    if distractors:
+        have = {d.text for d in docs} | {d.id for d in docs}
+        pool = {}
+        for line in open(medquad, encoding="utf-8"):
+            r = json.loads(line)
+            if r["text"] not in have and r["id"] not in have and len(r["text"].split()) <= (cfg.max_doc_words or 10**9):
+                pool.setdefault(r["id"], Document(id=r["id"], text=r["text"]))
+        pool = sorted(pool.values(), key=lambda d: d.id)
+        extra = random.Random(7).sample(pool, min(distractors, len(pool)))
+    return build_shadow_rag(cfg, list(kb) + extra), kb, outside, extra
+
+
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
     from sklearn.metrics import roc_auc_score
     from tqdm import tqdm
 
-    from audit_core.documents import Document
     from audit_core.methods.srag import SRAG_PROMPT, SragConfig, normalise_word, segment
     from audit_core.methods.verbatim import reproduction
     from scripts.srag_chat_prompt_study import probe_document
-    from shadow.corpus import split_members
-    from shadow.prepare import ShadowConfig, build_shadow_rag
+    from shadow.prepare import ShadowConfig
 
     def budget(cap: int):
         return lambda w: min(cap, math.ceil(1.5 * w) + 16)
@@ -63,20 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     cfg = ShadowConfig(prompt_style="chat", probe_retrieval="per_request")
-    docs = cfg.corpus_docs()
-    half = len(docs) // 2
-    kb, outside = split_members(docs, half, len(docs) - half, cfg.seed)
-    extra: list[Document] = []
-    if args.distractors:
-        have = {d.text for d in docs} | {d.id for d in docs}
-        pool = {}
-        for line in open(args.medquad, encoding="utf-8"):
-            r = json.loads(line)
-            if r["text"] not in have and r["id"] not in have and len(r["text"].split()) <= (cfg.max_doc_words or 10**9):
-                pool.setdefault(r["id"], Document(id=r["id"], text=r["text"]))
-        pool = sorted(pool.values(), key=lambda d: d.id)
-        extra = random.Random(7).sample(pool, min(args.distractors, len(pool)))
-    rag = build_shadow_rag(cfg, list(kb) + extra)
+    rag, kb, outside, extra = padded_chat_shadow(cfg, args.distractors, args.medquad)
     rng = random.Random(args.seed)
     drawn = [(1, d) for d in rng.sample(list(kb), args.n)] + [(0, d) for d in rng.sample(list(outside), args.n)]
     probes = {d.id: segment(d.text, SragConfig(style="chat")) for _, d in drawn}

@@ -332,17 +332,35 @@ def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCH
 
 def merge_runs(dirs: list[Path], out: Path) -> None:
     """One run directory from several (e.g. one process per profile): rows, shadow info and timings
-    together, configuration of the first with the union of profiles, so ``--rescore out`` reports them."""
+    together, configuration of the first with the union of profiles, so ``--rescore out`` reports them.
+
+    Runs of different draws (seeds) are kept apart: each of their profiles is reported as
+    "<profile> (seed N)", so no row, metric or combined verdict mixes two knowledge bases.
+    """
     out.mkdir(parents=True, exist_ok=True)
     rows, shadow, timings, profiles, cfg = [], {}, {"per_defense_s": {}, "wall_s": 0.0, "shadow_preparation_s": 0.0}, [], None
     benign: dict = {}
-    for d in dirs:
-        benign |= read_benign(Path(d))
-        res = json.loads((Path(d) / "results.json").read_text())
+    results = [json.loads((Path(d) / "results.json").read_text()) for d in dirs]
+    several_draws = len({res["config"].get("seed") for res in results}) > 1
+    for d, res in zip(dirs, results):
+        seed = res["config"].get("seed")
+
+        def label(profile: str) -> str:
+            return f"{profile} (seed {seed})" if several_draws else profile
+
+        benign |= {label(p): v for p, v in read_benign(Path(d)).items()}
         cfg = cfg or res["config"]
-        profiles += [p for p in res["config"].get("profiles", ["completion"]) if p not in profiles]
-        rows += load_rows(Path(d))
-        shadow |= res.get("shadow") or {}
+        profiles += [label(p) for p in res["config"].get("profiles", ["completion"]) if label(p) not in profiles]
+        rows += [r | {"profile": label(_row_profile(r))} for r in load_rows(Path(d))]
+        names = set(res["config"].get("profiles", ["completion"]))
+
+        def shadow_key(k: str) -> str:  # "profile:method", or a bare method for the completion profile
+            prof, sep, rest = k.partition(":")
+            if sep and prof in names:
+                return f"{label(prof)}:{rest}"
+            return f"{label('completion')}:{k}" if several_draws else k
+
+        shadow |= {shadow_key(k): v for k, v in (res.get("shadow") or {}).items()}
         t = res.get("timings") or {}
         timings["per_defense_s"] |= {f"{Path(d).name}:{k}": v for k, v in (t.get("per_defense_s") or {}).items()}
         timings["wall_s"] = max(timings["wall_s"], t.get("wall_s", 0.0))  # the runs ran side by side

@@ -226,3 +226,42 @@ def test_the_combined_row_keeps_a_score_where_no_method_decided():
     combined = {r["doc_id"]: r for r in bench.combined_rows(rows)}
     assert combined["b"]["decision"] is None and combined["b"]["score"] == 0.2 and combined["c"]["score"] == 0.1
     assert bench.compute_metrics(rows, n_boot=10)["none"]["combined"]["n_inconclusive_scores"] == 0
+
+
+def _finished_run(folder: Path, seed: int, profile: str, method: str, doc_ids: list[str]) -> Path:
+    """A finished benchmark folder as ``run_bench`` leaves it: results.json and scores.jsonl."""
+    folder.mkdir(parents=True)
+    cfg = json.loads(json.dumps(BenchConfig(seed=seed, profiles=[profile], out_dir=str(folder)).__dict__, default=str))
+    cfg["shadow"] = ShadowConfig().__dict__
+    key = method if profile == "completion" else f"{profile}:{method}"
+    (folder / "results.json").write_text(json.dumps({"config": cfg, "shadow": {key: {"shadow_auc": 0.8}},
+                                                     "timings": {}}))
+    rows = [{"profile": profile, "defense": "none", "method": method, "doc_id": d, "label": i % 2,
+             "score": 0.9 if i % 2 else 0.1, "decision": bool(i % 2), "reason": None, "queries": 1}
+            for i, d in enumerate(doc_ids)]
+    (folder / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_merging_runs_of_different_draws_keeps_each_draw_apart(tmp_path):
+    """Two draws of the completion profile (one document in both test sets, with another knowledge base) and
+    a chat run: the merged zoo reports each draw on its own rows, never pooled."""
+    from shadow.bench.report import load_rows, merge_runs, zoo_metrics, zoo_table
+
+    a = _finished_run(tmp_path / "a", 3, "completion", "srag", ["x", "y", "s", "t"])
+    b = _finished_run(tmp_path / "b", 4, "completion", "srag", ["x", "z", "u", "v", "w", "q"])
+    c = _finished_run(tmp_path / "c", 4, "chat", "verbatim", ["x", "z"])
+    out = tmp_path / "merged"
+    merge_runs([a, b, c], out)
+    res = json.loads((out / "results.json").read_text())
+    assert res["config"]["profiles"] == ["completion (seed 3)", "completion (seed 4)", "chat (seed 4)"]
+    assert set(res["shadow"]) == {"completion (seed 3):srag", "completion (seed 4):srag", "chat (seed 4):verbatim"}
+    zoo = zoo_metrics(load_rows(out), n_boot=5)
+    assert zoo["completion (seed 3)"]["none"]["srag"]["n_members"] == 2
+    assert zoo["completion (seed 4)"]["none"]["srag"]["n_members"] == 3
+    assert set(zoo["chat (seed 4)"]["none"]) == {"verbatim", "combined"}
+    table = zoo_table(zoo, {})
+    assert "| completion (seed 3) | S-RAG | none | 2 + 2 |" in table and "| chat (seed 4) | Verbatim" in table
+    # runs of one draw (e.g. one process per profile) keep their profile names
+    merge_runs([b, c], tmp_path / "one")
+    assert json.loads((tmp_path / "one" / "results.json").read_text())["config"]["profiles"] == ["completion", "chat"]
