@@ -377,9 +377,11 @@ def explain_verdict(verdict: dict) -> str:
     if kind == "member":
         head = (f"The audit found evidence that “{doc}” is in the target's knowledge base "
                 f"(combined score {_fmt(verdict.get('score'))}; {reason}).")
-        tail = ("The target reacts to this text the way our shadow RAG reacts to documents it holds. This is "
-                "strong evidence, not proof: a near-copy of the text in the knowledge base, or the text in the "
-                "model's own training data, can produce the same signal.")
+        how = ("The target reacts to this text more strongly than to almost all of your never-published "
+               "controls (rule R0: the rate is set on your own kind of text)." if "against your" in reason else
+               "The target reacts to this text the way our shadow RAG reacts to documents it holds.")
+        tail = (how + " This is strong evidence, not proof: a near-copy of the text in the knowledge base, or the "
+                "text in the model's own training data, can produce the same signal.")
     elif kind == "not found":
         head = (f"The audit found no evidence that “{doc}” is in the target's knowledge base "
                 f"(combined score {_fmt(verdict.get('score'))}; {reason}).")

@@ -323,6 +323,11 @@ def test_explain_verdict_each_kind(result):
     by_kind = {v["verdict"]: v for v in result["verdicts"]}
     member = report.explain_verdict(by_kind["member"])
     assert "found evidence" in member and "not proof" in member and "0.91" in member
+    assert "shadow RAG reacts" in member and "controls" not in member
+    # a member call against the owner's controls (rule R0) says where its rate was set
+    led = report.explain_verdict({**by_kind["member"], "reason": "srag calls it a member at a 5% false-positive "
+                                                                 "rate against your 20 controls"})
+    assert "never-published controls" in led and "shadow RAG reacts" not in led and "not proof" in led
     not_found = report.explain_verdict(by_kind["not found"])
     assert "no evidence" in not_found and "not proof of absence" in not_found
     disagree = report.explain_verdict(next(v for v in result["verdicts"] if v["doc_id"] == "A&B <x>"))
