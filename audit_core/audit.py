@@ -22,7 +22,7 @@ from audit_core.methods import create_method
 from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, no_signal_reason,
                                      takes_top_logprobs)
 from audit_core.target.base import Capabilities, Target
-from audit_core.verdict import LEADING_KINDS, Verdict, VerdictConfig, decide, decide_with_controls
+from audit_core.verdict import Verdict, VerdictConfig, controls_lead, decide, decide_with_controls
 
 #: progress(stage, done, total)
 Progress = Callable[[str, int, int], None]
@@ -440,8 +440,7 @@ def run_audit(
     collection = collection_summary(audited, results, list(controls), control_results, coll_method,
                                     cal.calibrations, cfg)
     # R0 of the verdict rules: with controls drawn like the documents, each document's call against them leads
-    collection["leads_verdicts"] = (collection.get("called_members") is not None
-                                    and collection.get("controls_kind") in LEADING_KINDS)
+    collection["leads_verdicts"] = controls_lead(collection)
     if collection["leads_verdicts"]:
         verdicts = [decide_with_controls(v.doc_id, list(results[v.doc_id].values()), collection, cfg.verdict)
                     for v in verdicts]

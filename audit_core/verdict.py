@@ -121,13 +121,18 @@ def control_call(result: MethodResult, p: float, fpr: float, n_controls: int) ->
     return replace(result, decision=None, reason=f"{against} (above {fpr:.0%}): {why}", evidence=ev)
 
 
+def controls_lead(collection: dict) -> bool:
+    """Whether R0 applies to an audit's collection block: controls drawn like the documents, enough of them
+    scored for a call at the audit's rate (``audit.collection_summary`` sets ``called_members`` then)."""
+    return collection.get("controls_kind") in LEADING_KINDS and collection.get("called_members") is not None
+
+
 def decide_with_controls(doc_id: str, results: Sequence[MethodResult], collection: dict,
                          cfg: VerdictConfig | None = None) -> Verdict:
     """``decide`` after R0: the collection method's call against the controls leads where it applies."""
     method = collection.get("method")
     p = (collection.get("document_p_values") or {}).get(doc_id)
-    if (collection.get("controls_kind") not in LEADING_KINDS or collection.get("called_members") is None
-            or p is None or not any(r.method == method for r in results)):
+    if not controls_lead(collection) or p is None or not any(r.method == method for r in results):
         return decide(doc_id, results, cfg)
     n = sum(v is not None for v in (collection.get("control_scores") or {}).values())
     fpr = collection.get("fpr") or 0.05
