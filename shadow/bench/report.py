@@ -40,8 +40,9 @@ def combined_rows(rows: list[dict]) -> list[dict]:
     """The product's verdict (S-RAG primary, MBA second opinion) as one more method.
 
     Its cost is what the product pays for the verdict: the sum over the
-    primary and second methods' rows (the baselines do not feed it). Its
-    score, for the AUC, is the verdict's; where the verdict has none (nobody
+    primary and second methods' rows (the baselines do not feed it), or over
+    every method's where neither ran. Its score, for the AUC, is the
+    verdict's; where the verdict has none (nobody
     decided, e.g. every method "not cleared"), the score of the first method
     in voting order that scored the document, so that the AUC is not taken
     over the decided documents alone.
@@ -56,7 +57,9 @@ def combined_rows(rows: list[dict]) -> list[dict]:
         results = [MethodResult(r["method"], doc_id, r["score"], r["decision"], r["reason"]) for r in rs]
         v = decide(doc_id, results, vc)
         decision = None if v.verdict == "inconclusive" else v.verdict == "member"
-        feeding = [r for r in rs if r["method"] in (vc.primary, vc.second)]
+        # the primary and second opinion feed the verdict where they ran; on a target where neither can,
+        # the methods that ran in their place do (a Verbatim-only run's verdict is not free)
+        feeding = [r for r in rs if r["method"] in (vc.primary, vc.second)] or rs
         costs = {k: sum(r[k] for r in feeding if r.get(k) is not None) if feeding else None for k in COST_KEYS}
         score = v.score
         if score is None:

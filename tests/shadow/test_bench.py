@@ -195,6 +195,9 @@ def test_the_combined_verdict_costs_what_its_two_methods_cost():
     # S-RAG and MBA feed the verdict; Min-k% does not, so its cost is not counted
     assert (c["queries"], c["prompt_tokens"], c["completion_tokens"], c["auditor_cpu_s"]) == (15, 150, 15, 0.75)
     assert bench.compute_metrics(rows, n_boot=10)["none"]["combined"]["queries_per_doc"] == 15
+    # where neither S-RAG nor MBA ran (a text-only chat target), the methods that ran in their place pay
+    (c,) = bench.combined_rows([row("verbatim", "a", 0.9, 3, 0.1)])
+    assert c["queries"] == 3
 
 
 def test_the_table_counts_undecided_combined_verdicts():
