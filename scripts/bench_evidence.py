@@ -46,16 +46,19 @@ from audit_core.evidence.calibration import FPR_CHOICES, NOT_CLEARED, fpr_key  #
 from audit_core.evidence.collection import LOG_ODDS, log_odds, top_weighted_test, weights_kind  # noqa: E402
 
 
-def load_rows(bench_out: Path, defense: str = "none") -> list[dict]:
+def load_rows(bench_out: Path, defense: str = "none", profile: str | None = None) -> list[dict]:
+    """One defense's rows of a benchmark folder; of one target profile where the folder holds several
+    (``profile`` None: the first profile of the folder's rows, so two profiles' rows never mix)."""
     rows = {}
     path = bench_out / "scores.jsonl"
     if not path.exists():
         return []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            if r.get("defense", "none") == defense:
-                rows[(r["method"], r["doc_id"])] = r  # the last row of a key wins, as in shadow.bench
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    if profile is None and lines:
+        profile = lines[0].get("profile") or "completion"
+    for r in lines:
+        if r.get("defense", "none") == defense and (r.get("profile") or "completion") == profile:
+            rows[(r["method"], r["doc_id"])] = r  # the last row of a key wins, as in shadow.bench
     return list(rows.values())
 
 
@@ -454,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool", choices=["target", "shadow"], default="target",
                     help="(b) from the target's held-out scores, or the primary's out-of-fold shadow scores")
     ap.add_argument("--defense", default="none", help="which defense's rows of the benchmark to read")
+    ap.add_argument("--profile", help="which target profile's rows to read (default: the folder's first)")
     ap.add_argument("--collections", type=int, default=1000)
     ap.add_argument("--controls", default="20",
                     help="(b): controls per collection, comma-separated (e.g. 20,30,40,60: power against M)")
@@ -479,14 +483,14 @@ def main(argv: list[str] | None = None) -> int:
     res: dict = {"command": "python scripts/bench_evidence.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                  "date": _dt.date.today().isoformat(),
                  "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
-    rows = load_rows(Path(args.bench_out), args.defense)
+    rows = load_rows(Path(args.bench_out), args.defense, args.profile)
     cals = calibrations(cache_dir(), Path(args.bench_out))
     if rows:
         res["a"] = realised_fpr(rows, cals)
         res["a_controls"] = control_calibrated_fpr(rows, int(args.controls.split(",")[0]), args.splits)
         res["bench_note"] = f"{args.bench_out}, {len(rows)} rows"
     if args.verdict_runs:
-        merged = [r for d in args.verdict_runs.split(",") for r in load_rows(Path(d), args.defense)]
+        merged = [r for d in args.verdict_runs.split(",") for r in load_rows(Path(d), args.defense, args.profile)]
         res["a_verdicts"] = control_led_verdicts(merged, args.primary, int(args.controls.split(",")[0]), args.splits)
     res["a_shadow"] = {m: heldout_shadow_fpr(c["params"]["evidence"]["member_raw"],
                                              c["params"]["evidence"]["nonmember_raw"])

@@ -832,6 +832,16 @@ def test_each_document_gets_its_p_value_against_the_controls_and_the_line_counts
     assert "holds by construction" not in collection_sentence({**out, "controls_kind": "generated"})
 
 
+def test_the_evidence_benchmark_reads_one_profile_of_a_run_with_several(tmp_path):
+    """A run of two profiles holds the same documents twice: their rows must not replace each other."""
+    bench = _script()
+    rows = [{"profile": p, "defense": "none", "method": "verbatim", "doc_id": "d", "label": 1, "score": s}
+            for p, s in (("chunked", 0.3), ("http-custom", 0.7))]
+    (tmp_path / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [r["score"] for r in bench.load_rows(tmp_path)] == [0.3]  # the folder's first profile
+    assert [r["score"] for r in bench.load_rows(tmp_path, profile="http-custom")] == [0.7]
+
+
 def test_the_evidence_benchmark_measures_whole_verdicts_with_and_without_r0():
     """Shadow calls that are conservative on the target (threshold far above its non-members): R0 brings the
     realised rate up to about the requested 5% and finds the members the shadow's threshold missed."""
