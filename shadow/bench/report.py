@@ -283,6 +283,8 @@ def finish(cfg: BenchConfig, prep_info: dict | None = None, timings: dict | None
 def _wall_time_line(t: dict) -> str:
     """The run's timings in one line; a resumed run's covers only its last invocation, and says so."""
     legs = ", ".join(f"{k} {v / 60:.1f} min" for k, v in (t.get("per_defense_s") or {}).items())
+    if t.get("merged_runs"):
+        return f"Wall time: {t['merged_runs']} runs merged, each timed on its own: {legs}"
     line = (f"Wall time: {t.get('wall_s', 0) / 60:.1f} min (shadow preparation "
             f"{t.get('shadow_preparation_s', 0) / 60:.1f} min{'; ' + legs if legs else ''})")
     if t.get("rows_from_earlier_runs"):
@@ -363,11 +365,16 @@ def merge_runs(dirs: list[Path], out: Path) -> None:
                 return f"{label(prof)}:{rest}"
             return f"{label('completion')}:{k}" if several_draws else k
 
-        shadow |= {shadow_key(k): v for k, v in (res.get("shadow") or {}).items()}
+        for k, v in (res.get("shadow") or {}).items():
+            key = shadow_key(k)
+            if key in shadow and shadow[key] != v:  # two runs of one draw with different shadows (sizes)
+                key = f"{key} [{Path(d).name}]"
+            shadow[key] = v
         t = res.get("timings") or {}
         timings["per_defense_s"] |= {f"{Path(d).name}:{k}": v for k, v in (t.get("per_defense_s") or {}).items()}
         timings["wall_s"] = max(timings["wall_s"], t.get("wall_s", 0.0))  # the runs ran side by side
         timings["shadow_preparation_s"] = max(timings["shadow_preparation_s"], t.get("shadow_preparation_s", 0.0))
+    timings["merged_runs"] = len(dirs)
     cfg["profiles"], cfg["out_dir"], cfg["mode"] = profiles, str(out), "zoo"
     (out / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if benign:

@@ -265,6 +265,15 @@ def test_merging_runs_of_different_draws_keeps_each_draw_apart(tmp_path):
     assert set(zoo["chat (seed 4)"]["none"]) == {"verbatim", "combined"}
     table = zoo_table(zoo, {})
     assert "| completion (seed 3) | S-RAG | none | 2 + 2 |" in table and "| chat (seed 4) | Verbatim" in table
+    assert res["timings"]["merged_runs"] == 3
+    # a second run of one draw with another shadow keeps its shadow line apart
+    d = _finished_run(tmp_path / "d", 4, "chat", "verbatim", ["x", "z"])
+    r = json.loads((d / "results.json").read_text())
+    r["shadow"]["chat:verbatim"]["shadow_auc"] = 0.6
+    (d / "results.json").write_text(json.dumps(r))
+    merge_runs([a, c, d], tmp_path / "two-shadows")
+    assert set(json.loads((tmp_path / "two-shadows" / "results.json").read_text())["shadow"]) == {
+        "completion (seed 3):srag", "chat (seed 4):verbatim", "chat (seed 4):verbatim [d]"}
     # runs of one draw (e.g. one process per profile) keep their profile names
     merge_runs([b, c], tmp_path / "one")
     assert json.loads((tmp_path / "one" / "results.json").read_text())["config"]["profiles"] == ["completion", "chat"]
