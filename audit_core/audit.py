@@ -182,7 +182,7 @@ def collection_summary(
     cfg: AuditConfig,
 ) -> dict:
     """The collection-level test as JSON (``evidence.collection``), or why there is none."""
-    from audit_core.evidence.canaries import sibling_calls
+    from audit_core.evidence.canaries import document_calls
     from audit_core.evidence.collection import collection_test, raw_score
 
     probed = [c for c in controls if c.id in control_results]
@@ -205,12 +205,7 @@ def collection_summary(
     # per document against the controls themselves: a conformal p-value whose false-positive rate holds
     # on the owner's own kind of text (not the shadow's) when the controls are exchangeable with the
     # documents; None where a document has no score, or the controls are too few for the rate
-    ids = [d.id for d in docs if d.id in results]
-    calls = sibling_calls(doc_scores, ctl_scores, cfg.fpr)
-    out["fpr"] = cfg.fpr
-    out["document_p_values"] = {i: p for i, (p, _) in zip(ids, calls)}
-    decided = [c for _, c in calls if c is not None]
-    out["called_members"] = sum(decided) if decided else None
+    out |= document_calls([d.id for d in docs if d.id in results], doc_scores, ctl_scores, cfg.fpr)
     out["control_scores"] = {c.id: raw_score(control_results.get(c.id)) for c in controls}
     return out
 

@@ -206,7 +206,7 @@ def control_led_verdicts(rows: list[dict], lead: str, n_controls: int = 20, spli
     shadow's calls alone. Reported: the share of tested non-members and of
     members whose verdict is "member", and of members called "not found".
     """
-    from audit_core.evidence.canaries import sibling_calls
+    from audit_core.evidence.canaries import document_calls
     from audit_core.methods.base import MethodResult
     from audit_core.verdict import MEMBER, NOT_FOUND, decide, decide_with_controls
 
@@ -224,13 +224,13 @@ def control_led_verdicts(rows: list[dict], lead: str, n_controls: int = 20, spli
         perm = list(rng.permutation(non))
         ctl, tested = perm[:n_controls], perm[n_controls:] + mem
         ctl_scores = [scored[c][lead]["score"] for c in ctl]
-        p_values = [p for p, _ in sibling_calls([scored[d][lead]["score"] for d in tested], ctl_scores, fpr)]
+        # the collection block as audit.collection_summary writes it
+        coll = {"method": lead, "controls_kind": "declared", "control_scores": dict(zip(ctl, ctl_scores))} | \
+            document_calls(tested, [scored[d][lead]["score"] for d in tested], ctl_scores, fpr)
         got = {"r0": [], "shadow": []}
-        for d, p in zip(tested, p_values):
+        for d in tested:
             results = [MethodResult(m, d, r["score"], r["decision"], r.get("reason"), {"fpr": fpr})
                        for m, r in scored[d].items()]
-            coll = {"method": lead, "controls_kind": "declared", "fpr": fpr, "called_members": 0,
-                    "document_p_values": {d: p}, "control_scores": dict(zip(ctl, ctl_scores))}
             got["r0"].append(decide_with_controls(d, results, coll).verdict)
             got["shadow"].append(decide(d, results).verdict)
         label = [scored[d][lead]["label"] for d in tested]

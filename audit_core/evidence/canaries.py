@@ -212,3 +212,13 @@ def sibling_calls(canary_scores: Sequence[float | None], sibling_scores: Sequenc
         p = conformal_p_value(float(s), sib)
         out.append((p, bool(p <= fpr) if len(sib) >= min_nonmembers(fpr) else None))
     return out
+
+
+def document_calls(ids: Sequence[str], scores: Sequence[float | None], control_scores: Sequence[float | None],
+                   fpr: float) -> dict:
+    """The per-document block of an audit's collection result: each document's p-value against the
+    controls, and how many are called members at ``fpr`` (None when the controls are too few for a call)."""
+    calls = sibling_calls(scores, control_scores, fpr)
+    decided = [c for _, c in calls if c is not None]
+    return {"fpr": fpr, "document_p_values": {i: p for i, (p, _) in zip(ids, calls)},
+            "called_members": sum(decided) if decided else None}

@@ -42,10 +42,10 @@ def combined_rows(rows: list[dict]) -> list[dict]:
     Its cost is what the product pays for the verdict: the sum over the
     primary and second methods' rows (the baselines do not feed it), or over
     every method's where neither ran. Its score, for the AUC, is the
-    verdict's; where the verdict has none (nobody
-    decided, e.g. every method "not cleared"), the score of the first method
-    in voting order that scored the document, so that the AUC is not taken
-    over the decided documents alone.
+    verdict's; where the verdict has none (nobody decided, e.g. every method
+    "not cleared"), the score of the first method in voting order that scored
+    the document, so that the AUC is not taken over the decided documents
+    alone.
     """
     vc = VerdictConfig()
     order = vc.order()
