@@ -49,17 +49,15 @@ from audit_core.evidence.collection import LOG_ODDS, log_odds, top_weighted_test
 def load_rows(bench_out: Path, defense: str = "none", profile: str | None = None) -> list[dict]:
     """One defense's rows of a benchmark folder; of one target profile where the folder holds several
     (``profile`` None: the first profile of the folder's rows, so two profiles' rows never mix)."""
-    rows = {}
-    path = bench_out / "scores.jsonl"
-    if not path.exists():
+    from shadow.bench.report import load_rows as bench_rows
+    from shadow.bench.runner import _row_profile
+
+    if not (bench_out / "scores.jsonl").exists():
         return []
-    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    if profile is None and lines:
-        profile = lines[0].get("profile") or "completion"
-    for r in lines:
-        if r.get("defense", "none") == defense and (r.get("profile") or "completion") == profile:
-            rows[(r["method"], r["doc_id"])] = r  # the last row of a key wins, as in shadow.bench
-    return list(rows.values())
+    rows = bench_rows(bench_out)  # the last row of a key wins, as in the benchmark's own tables
+    if profile is None and rows:
+        profile = _row_profile(rows[0])
+    return [r for r in rows if r.get("defense", "none") == defense and _row_profile(r) == profile]
 
 
 def calibrations(cache: Path, bench_out: Path | None = None) -> dict[str, dict]:
