@@ -101,14 +101,25 @@ def _store_path(args) -> str:
 
 
 def _print_estimate(docs, cfg, is_demo: bool) -> None:
-    """The cost of the audit on the target, before anything is sent (every query is paid)."""
-    from audit_core.estimate import estimate_audit
+    """The cost of the audit on the target, before anything is sent (every query is paid).
 
-    est = estimate_audit(docs, cfg.methods, cfg.method_params)
+    Counted in the style the audit will read the target in: the demo's, the
+    user's ``--target-style``, or for an endpoint not yet checked chat, the
+    upper bound (a chat target gets longer S-RAG probes and more Verbatim
+    probes) and what an audit reads a target in when its style cannot be found.
+    """
+    from audit_core.audit import with_target_style
+    from audit_core.estimate import estimate_audit
+    from audit_core.target.base import Capabilities
+    from shadow.demo import DEMO_STYLE
+
+    styled = with_target_style(cfg, Capabilities(True, True, 20, style=DEMO_STYLE if is_demo else None))
+    est = estimate_audit(docs, styled.methods, styled.method_params)
     paid = "free: the demo runs on this computer" if is_demo else "billed by the endpoint's provider"
     print(f"estimated cost: {est.queries} target queries for {len(docs)} documents, about "
           f"{est.prompt_tokens} prompt tokens + at most {est.completion_tokens} completion tokens "
-          f"({paid}; retrieved context the target adds is not counted)", file=sys.stderr)
+          f"({paid}; retrieved context the target adds is not counted; counted for a target that answers "
+          f"in {styled.target_style} style)", file=sys.stderr)
     for m in est.methods.values():
         skipped = f", {m.skipped_documents} documents too short for it" if m.skipped_documents else ""
         note = f" ({m.note})" if m.note else ""

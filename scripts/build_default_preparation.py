@@ -15,7 +15,8 @@ calibration gets one without probing again.
 
 Probe results are cached under ``--work`` (by key) so that an interrupted
 build resumes where it stopped. Shipped files whose key no longer matches the
-current code (a method's probes or version changed) are removed.
+current code (a method's probes or version changed), or that are no longer a
+default configuration, are removed.
 """
 from __future__ import annotations
 
@@ -46,8 +47,14 @@ def _progress():
     return show
 
 
-def remove_stale(folder: Path, corpus_hash: str) -> list[str]:
-    """Drop shipped files whose manifest entry no longer gives their key with the current code."""
+def remove_stale(folder: Path, corpus_hash: str, defaults: set[str] | None = None) -> list[str]:
+    """Drop shipped files whose manifest entry no longer gives their key with the current code.
+
+    With ``defaults`` (the keys of every configuration shipped today), also drop
+    entries that are none of them: a default that changed (Verbatim's probes for
+    a chat target) leaves its old file consistent with its old parameters, but no
+    audit asks for it any more.
+    """
     import json
 
     from shadow.shipped import MANIFEST, from_manifest, key_of, read_manifest, shipped_file
@@ -59,7 +66,7 @@ def remove_stale(folder: Path, corpus_hash: str) -> list[str]:
             current = key_of(from_manifest(entry), corpus_hash)
         except Exception:  # a method or parameter that no longer exists
             current = None
-        if current != key:
+        if current != key or (defaults is not None and key not in defaults):
             stale.append(key)
             shipped_file(key, folder).unlink(missing_ok=True)
             del manifest[key]
@@ -130,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
 
     todo = default_preparations(sizes, styles, methods)
     chash = corpus_hash(todo[0].shadow_config().corpus_docs()) if todo else ""
-    for key in remove_stale(args.out, chash):
-        print(f"removed stale {key} (its configuration now has another key)")
+    for key in remove_stale(args.out, chash, {key_of(p, chash) for p in default_preparations()}):
+        print(f"removed stale {key} (its configuration now has another key, or is no longer a default)")
     t_all = time.time()
     add_calibrations(args.out, todo, chash)
     for (size, style), group in groupby(todo, key=lambda p: (p.size, p.style)):

@@ -13,6 +13,15 @@ does) and prints, per wording, the document AUC of Verbatim's reproduction share
 reproduce anything, and the seconds per document.
 
     .venv/bin/python scripts/verbatim_prompt_study.py --n 12 --distractors 1750
+
+With ``--probe-set`` it asks the other question, how many probes: each document
+gets every listed probe (template:share of the words sent), in order, and the
+script prints the AUC of the method's score (the best reproduced share) over the
+first k probes for every k, with a paired bootstrap of each k against the
+method's default three. The first three listed should be the default's.
+
+    .venv/bin/python scripts/verbatim_prompt_study.py --n 20 --distractors 1750 --max-tokens 128 \
+        --probe-set quote:0.5,quote:0.333,repeat:0.5,quote:0.25,repeat:0.333,quote:0.667,repeat:0.25,quote:0.4,repeat:0.667
 """
 from __future__ import annotations
 
@@ -53,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=321)
     ap.add_argument("--distractors", type=int, default=0)
     ap.add_argument("--medquad", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "medquad.jsonl"))
+    ap.add_argument("--probe-set", help="probes sent to every document, template:share, comma-separated; "
+                                        "prints the AUC over the first k of them for every k")
     ap.add_argument("--out", help="JSON file for the per-document rows")
     args = ap.parse_args(argv)
 
@@ -65,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     drawn = [(1, d) for d in rng.sample(eligible_kb, args.n)] + [(0, d) for d in rng.sample(eligible_out, args.n)]
     print(f"knowledge base {len(kb) + len(extra)} documents ({len(extra)} distractors); {args.n} + {args.n} drawn",
           file=sys.stderr)
+    if args.probe_set:
+        return probe_count_study(args, rag, drawn)
     report: dict = {}
     for name in args.variants.split(","):
         m = vb.VerbatimMethod(vb.VerbatimConfig(probes=[(name, args.cut)], max_tokens=args.max_tokens))
@@ -85,6 +98,48 @@ def main(argv: list[str] | None = None) -> int:
               f"non-members {np.mean([x for x, l in zip(s, y) if not l]):.3f}")
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+def best_shares(rows: list[dict], k: int) -> float:
+    """The method's score over the first ``k`` probes of a document: the best reproduced share (0 without any)."""
+    return max([r.get("share") or 0.0 for r in rows[:k]], default=0.0)
+
+
+def probe_count_study(args, rag, drawn) -> int:
+    """Every probe of ``--probe-set`` to every drawn document once; the AUC over the first k probes, k = 1..K."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+    from tqdm import tqdm
+
+    from audit_core.methods import verbatim as vb
+
+    probes = [(t, float(f)) for t, f in (p.split(":") for p in args.probe_set.split(","))]
+    m = vb.VerbatimMethod(vb.VerbatimConfig(probes=probes, max_tokens=args.max_tokens))
+    m.use_collection([d.text for _, d in drawn])
+    t0, docs = time.time(), []
+    for label, d in tqdm(drawn, desc=f"{len(probes)} probes: documents", file=sys.stderr):
+        _, ev, why = m.observation_score(m.probe(d, rag))
+        docs.append({"label": label, "id": d.id, "why": why,
+                     "probes": [{"template": r["template"], "share": r.get("share"), "non_answer": r["non_answer"],
+                                 "longest_words": r.get("longest_words"), "answer": (r.get("answer") or "")[:300]}
+                                for r in ev.get("probes", [])]})
+    print(f"{(time.time() - t0) / len(docs):.1f} s / document for {len(probes)} probes", file=sys.stderr)
+    y = np.array([d["label"] for d in docs])
+    rng = np.random.default_rng(0)
+    boots = [rng.integers(0, len(docs), len(docs)) for _ in range(1000)]
+    base = np.array([best_shares(d["probes"], 3) for d in docs])
+    print("| probes (first k) | AUC | AUC - first 3 [95% CI] | members reproducing anything | non-members |")
+    print("|---|---|---|---|---|")
+    for k in range(1, len(probes) + 1):
+        s = np.array([best_shares(d["probes"], k) for d in docs])
+        diffs = [roc_auc_score(y[b], s[b]) - roc_auc_score(y[b], base[b]) for b in boots if 0 < y[b].sum() < len(b)]
+        lo, hi = np.percentile(diffs, [2.5, 97.5])
+        print(f"| {k} | {roc_auc_score(y, s):.3f} | {np.mean(diffs):+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+              f"{int(((s > 0) & (y == 1)).sum())} / {int(y.sum())} | {int(((s > 0) & (y == 0)).sum())} / "
+              f"{int((y == 0).sum())} |")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"probes": probes, "documents": docs}, indent=1))
     return 0
 
 

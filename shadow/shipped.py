@@ -95,9 +95,9 @@ def _in_style(method: str, params: tuple[tuple[str, object], ...], style: str) -
     (``audit_core.audit.with_target_style``); S-RAG read in completion style on
     a chat shadow is a mismatch nobody audits with, so it is not shipped.
     """
-    from audit_core.methods import method_config
+    from audit_core.methods import reads_target_style
 
-    if "style" in {f for f in getattr(method_config(method), "__dataclass_fields__", {})} and style != "completion":
+    if reads_target_style(method) and style != "completion":
         return tuple(sorted({**dict(params), "style": style}.items()))
     return params
 

@@ -75,7 +75,7 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
     # text-only methods, in voting order (audit_core.verdict): verbatim first, the strongest on the
     # chat profile in its design runs (8 + 8 documents outside the benchmark's reported draw)
     MethodSpec("verbatim", "Verbatim continuation", _M + "verbatim", "VerbatimMethod", "VerbatimConfig",
-               False, "text-only", "3 requests to quote how the document goes on",
+               False, "text-only", "3 requests to quote how the document goes on (9 on a chat target)",
                description='gives the target the beginning of the document and asks it to quote the rest; a RAG that '
                            'retrieved the document copies word sequences from it that the question did not contain',
                suggested_for=("text only",)),
@@ -124,6 +124,15 @@ def method_spec(name: str) -> MethodSpec:
 def method_config(name: str, params: dict[str, Any] | None = None) -> Any:
     """The method's own config dataclass built with ``params`` (validates them too)."""
     return method_spec(name).config_class()(**(params or {}))
+
+
+def reads_target_style(name: str) -> bool:
+    """Whether the method probes or reads a chat target differently from a completion-style one.
+
+    Such a method's config has a ``style`` field, which the audit, the shipped
+    preparation and the benchmark set to the target's style.
+    """
+    return "style" in getattr(method_spec(name).config_class(), "__dataclass_fields__", {})
 
 
 def create_method(name: str, **params: Any):

@@ -25,8 +25,13 @@ document, and is not counted (``use_collection``).
 
 Small chat models follow a quoting request erratically (they often restate
 the query and stop), so several probes are sent, differing in wording and in
-where the document is cut (``probes``), and the score is the best one: the
-share of the remainder's n-grams that the answer reproduced. Replies that are
+where the document is cut, and the score is the best one: the share of the
+remainder's n-grams that the answer reproduced. Whether a chat model copies
+depends on where the document is cut far more than on the wording, so a chat
+target gets nine cuts (``chat_probes``) where a completion-style one gets three
+(``probes``): on the chat-style shadow the best of nine found something in 16
+of 20 members instead of 8, for an AUC of 0.83 instead of 0.62 (BENCHMARKS.md,
+target zoo, "how many probes"). Replies that are
 empty, refusals or "I don't know" are non-answers; a document with too many of
 them is inconclusive, never "not found".
 """
@@ -51,14 +56,31 @@ TEMPLATES: dict[str, str] = {
 }
 
 
+#: the three probes of a completion-style target, and the first three of a chat target's
+THREE_PROBES: list[tuple[str, float]] = [("quote", 0.5), ("quote", 1 / 3), ("repeat", 0.5)]
+#: a chat target's nine: the three, then both wordings at cuts of a quarter to two thirds
+NINE_PROBES: list[tuple[str, float]] = THREE_PROBES + [("quote", 0.25), ("repeat", 1 / 3), ("quote", 2 / 3),
+                                                       ("repeat", 0.25), ("quote", 0.4), ("repeat", 2 / 3)]
+
+
 @dataclass
 class VerbatimConfig:
-    #: (template, share of the document's words sent) per probe. Three probes: the
-    #: quote request cut at a half and at a third (a shorter beginning leaves the
-    #: model more of its budget for the remainder), and the repeat request cut at a
-    #: half. Chosen on 8 + 8 documents of the chat profile (BENCHMARKS.md, target zoo).
-    probes: list[tuple[str, float]] = field(default_factory=lambda: [("quote", 0.5), ("quote", 1 / 3),
-                                                                       ("repeat", 0.5)])
+    #: (template, share of the document's words sent) per probe, for a completion-style
+    #: target. Three probes: the quote request cut at a half and at a third (a shorter
+    #: beginning leaves the model more of its budget for the remainder), and the repeat
+    #: request cut at a half. Chosen on 8 + 8 documents of the chat profile (BENCHMARKS.md,
+    #: target zoo); not measured at more probes on completion-style targets.
+    probes: list[tuple[str, float]] = field(default_factory=lambda: list(THREE_PROBES))
+    #: the target's interaction style (set from the capability probe or the user's choice,
+    #: ``audit_core.audit.with_target_style``): a chat target gets ``chat_probes``
+    style: str = field(default="completion", metadata={"added_later": True})
+    #: the probes for a chat target. Nine, within the 10 queries per document that issue 16
+    #: allows: on the chat-style shadow (20 + 20 MedQuAD documents, knowledge base padded to
+    #: 1,821) the best of the first k probes gave AUC 0.60 / 0.62 / 0.72 / 0.83 at
+    #: k = 1 / 3 / 6 / 9, nine minus three +0.21 [+0.07, +0.36] (paired bootstrap;
+    #: ``scripts/verbatim_prompt_study.py --probe-set``, BENCHMARKS.md)
+    chat_probes: list[tuple[str, float]] = field(default_factory=lambda: list(NINE_PROBES),
+                                                 metadata={"chat_only": True})
     #: words per n-gram: four words in a row rarely match by chance outside stock phrases
     ngram: int = 4
     #: room to restate the beginning and then quote the rest
@@ -71,18 +93,31 @@ class VerbatimConfig:
     shared_min_docs: int = field(default=2, metadata={"scoring_only": True})
 
     def __post_init__(self) -> None:
-        self.probes = [(str(t), float(f)) for t, f in self.probes]
-        for t, f in self.probes:
-            if t not in TEMPLATES:
-                raise ValueError(f"unknown verbatim template '{t}'; known: {', '.join(TEMPLATES)}")
-            if not 0 < f < 1:
-                raise ValueError(f"the share of the document sent must lie between 0 and 1 (got {f})")
-        if not self.probes:
-            raise ValueError("verbatim needs at least one probe")
+        if self.style not in ("completion", "chat"):
+            raise ValueError(f"verbatim's style is 'completion' or 'chat' (got '{self.style}')")
+        self.probes = _checked_probes(self.probes)
+        self.chat_probes = _checked_probes(self.chat_probes)
         if self.ngram < 2:
             raise ValueError("verbatim n-grams need at least 2 words")
         if self.shared_min_docs == 1 or self.shared_min_docs < 0:
             raise ValueError("shared_min_docs must be 0 (off) or at least 2 documents")
+
+    @property
+    def active_probes(self) -> list[tuple[str, float]]:
+        """The probes sent to a target of this style."""
+        return self.chat_probes if self.style == "chat" else self.probes
+
+
+def _checked_probes(probes: Sequence[Sequence[Any]]) -> list[tuple[str, float]]:
+    out = [(str(t), float(f)) for t, f in probes]
+    for t, f in out:
+        if t not in TEMPLATES:
+            raise ValueError(f"unknown verbatim template '{t}'; known: {', '.join(TEMPLATES)}")
+        if not 0 < f < 1:
+            raise ValueError(f"the share of the document sent must lie between 0 and 1 (got {f})")
+    if not out:
+        raise ValueError("verbatim needs at least one probe")
+    return out
 
 
 def _grams(words: Sequence[str], n: int) -> list[tuple[str, ...]]:
@@ -156,21 +191,21 @@ class VerbatimMethod(ThresholdTextMethod):
             self._shared = audit_shared
 
     def query_cost(self, n_words: int) -> QueryCost | None:
-        c = self.config
+        c, probes = self.config, self.config.active_probes
         if n_words < c.min_words:
             return None
-        words = sum(template_words(TEMPLATES[t]) + int(n_words * f) for t, f in c.probes)
-        return QueryCost(len(c.probes), words, len(c.probes) * c.max_tokens)
+        words = sum(template_words(TEMPLATES[t]) + int(n_words * f) for t, f in probes)
+        return QueryCost(len(probes), words, len(probes) * c.max_tokens)
 
     def probe(self, doc: Document, target: Target) -> Observation:
-        c = self.config
-        cuts = [split_at(doc.text, f, c.min_words) for _, f in c.probes]
+        c, probes = self.config, self.config.active_probes
+        cuts = [split_at(doc.text, f, c.min_words) for _, f in probes]
         if any(h is None for h in cuts):
             obs = Observation(self.name, doc.id)
             obs.skipped = f"too short: verbatim needs at least {c.min_words} words"
             return obs
-        prompts = [TEMPLATES[t].format(query=h.first) for (t, _), h in zip(c.probes, cuts)]
-        data = {"cuts": [h.n_first_words for h in cuts], "templates": [t for t, _ in c.probes],
+        prompts = [TEMPLATES[t].format(query=h.first) for (t, _), h in zip(probes, cuts)]
+        data = {"cuts": [h.n_first_words for h in cuts], "templates": [t for t, _ in probes],
                 "queries": [h.first for h in cuts], "remainders": [h.second for h in cuts]}
         return self.send(doc, target, prompts, data, c.max_tokens)
 

@@ -110,10 +110,14 @@ def split_target_corpus(cfg: BenchConfig) -> tuple[list[Document], list[Document
 
 
 def profile_method_params(cfg: BenchConfig, prof: TargetProfile) -> dict[str, dict]:
-    """Method parameters for a profile: S-RAG reads answers in the profile's style."""
+    """Method parameters for a profile: the methods that read a chat target differently read it in its style."""
+    from audit_core.methods import reads_target_style
+
     base = cfg.method_params if prof.style == "completion" else cfg.chat_method_params
     params = {m: dict(p) for m, p in base.items()}
-    params.setdefault("srag", {})["style"] = prof.style
+    for name in sorted({"srag", *cfg.methods}):
+        if reads_target_style(name):
+            params.setdefault(name, {})["style"] = prof.style
     return params
 
 

@@ -295,6 +295,32 @@ def test_verbatim_query_cost_matches_what_it_sends():
         create_method("verbatim", probes=[("sing", 0.5)])
 
 
+def test_verbatim_sends_a_chat_target_nine_cuts_and_keeps_the_completion_key():
+    """A chat target gets the nine probes (its first three are the completion style's), within 10 queries."""
+    from audit_core.methods.verbatim import NINE_PROBES, THREE_PROBES
+    from shadow.prepare import _config_of
+
+    chat, plain = create_method("verbatim", style="chat"), create_method("verbatim")
+    t = FakeRag(DOCS)
+    obs = chat.probe(DOCS[1], t)
+    n = len(DOCS[1].text.split())
+    assert len(t.seen) == chat.query_cost(n).queries == 9 <= 10
+    assert obs.data["templates"] == [tp for tp, _ in NINE_PROBES] and NINE_PROBES[:3] == THREE_PROBES
+    assert obs.data["cuts"] == [max(1, int(n * f)) for _, f in NINE_PROBES]
+    assert len(set(obs.data["cuts"])) >= 5  # the probes differ in where the document is cut
+    score, _, why = chat.observation_score(obs)
+    assert why is None and score > 0.5  # the fake RAG holds DOCS[1] and copies it
+    t.seen.clear()
+    plain.probe(DOCS[1], t)
+    assert len(t.seen) == plain.query_cost(n).queries == 3
+    # the completion style's shipped key stands: neither the new field nor the chat probes enter it
+    assert set(_config_of(plain)) == set(_config_of(chat)) - {"style", "chat_probes"}
+    with pytest.raises(ValueError, match="style"):
+        create_method("verbatim", style="voice")
+    with pytest.raises(ValueError, match="at least one probe"):
+        create_method("verbatim", chat_probes=[])
+
+
 STOCK = "Based on your symptoms it seems like you may be suffering from"
 
 
@@ -379,3 +405,20 @@ def test_verbatim_abstains_when_nothing_in_the_unseen_part_is_distinctive():
     m.use_collection([d.text for d in docs])
     res = m.score(m.probe(docs[0], StockPhraseRag(docs)), Calibration("verbatim", threshold=0.1, shadow_auc=0.95))
     assert res.decision is None and res.reason.startswith("nothing distinctive")
+
+
+@pytest.mark.parametrize("style_args, per_doc, said", [([], 9, "chat"), (["--target-style", "completion"], 3, "completion"),
+                                                         (["--target-style", "chat"], 9, "chat")])
+def test_the_clis_estimate_counts_verbatim_in_the_style_it_will_read_the_target(tmp_path, capsys, style_args,
+                                                                                 per_doc, said):
+    """An endpoint not yet checked is counted as chat (the upper bound, and how it is read if no style is found)."""
+    from app.cli import main
+
+    path = tmp_path / "docs.csv"
+    path.write_text("id,text\n" + "".join(f'd{i},"{d.text}"\n' for i, d in enumerate(DOCS[:2])))
+    rc = main(["audit", "--target", "http://127.0.0.1:9/v1", "--model", "m", "--docs", str(path),
+               "--method", "verbatim", "--estimate-only", *style_args])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert f"estimated cost: {2 * per_doc} target queries for 2 documents" in err
+    assert f"answers in {said} style" in err

@@ -159,3 +159,22 @@ def test_srag_separates_members_from_non_members_on_the_chat_profile(tmp_path, s
     assert s["n_members"] + s["n_nonmembers"] >= 40  # most documents got a reading, not "not aligned"
     assert s["auc"] > 0.8
     assert results["shadow"]["chat:srag"]["mirror"]["mirrors"] is True
+
+
+def test_the_benchmark_reads_each_profile_in_its_style_with_every_method_that_has_one():
+    """On a chat profile the benchmark sets the style of every such method, as an audit does (with_target_style)."""
+    from audit_core.audit import AuditConfig, with_target_style
+    from audit_core.methods import reads_target_style
+    from audit_core.target.base import Capabilities
+    from shadow.bench.runner import BenchConfig, profile_method_params
+
+    names = ["srag", "srag_sampled", "verbatim", "mba", "rag_mia"]
+    assert [n for n in names if reads_target_style(n)] == ["srag", "srag_sampled", "verbatim"]
+    cfg = BenchConfig(methods=names)
+    for prof in ("completion", "chat"):
+        style = PROFILES[prof].style
+        bench = profile_method_params(cfg, PROFILES[prof])
+        audit = with_target_style(AuditConfig(methods=names), Capabilities(True, True, 20, style=style))
+        for n in ("srag", "srag_sampled", "verbatim"):
+            assert bench[n]["style"] == audit.method_params[n]["style"] == style
+        assert "style" not in bench.get("mba", {}) and "style" not in bench.get("rag_mia", {})

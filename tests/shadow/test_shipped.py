@@ -132,14 +132,14 @@ def test_the_clis_text_only_audit_is_shipped(style, manifest, corpus_hash, monke
 
 def test_a_quick_audit_of_a_chat_target_is_shipped(manifest, corpus_hash):
     """The methods suggested for a chat endpoint (with logprobs, or text only), as `with_target_style` sets them."""
-    from audit_core.methods import create_method, suggested_methods
+    from audit_core.methods import create_method, reads_target_style, suggested_methods
 
     n_m, n_n, n_g = shipped.SHIPPED_SIZES["quick"]
     cfg = ShadowConfig(n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g, prompt_style="chat")
     names = sorted(set(suggested_methods(True)) | set(suggested_methods(False)))
     assert {"srag", "mba", "verbatim"} <= set(names)
     for name in names:
-        m = create_method(name, **({"style": "chat"} if name == "srag" else {}))
+        m = create_method(name, **({"style": "chat"} if reads_target_style(name) else {}))
         key = prepare.preparation_key(m, cfg, corpus_hash)
         assert key in manifest and shipped.load_shipped(key) is not None, f"{name}: {key} not shipped"
         note = prepare.mirror_note(m, cfg)
@@ -245,7 +245,7 @@ def _reprobe(prep_cfg: shipped.DefaultPreparation, observations, rags: dict | No
 
 #: the shipped configurations of the README's audits, re-probed with more documents
 _REPROBE_CASES = [("srag", {}, 2, "completion"), ("mba", {"elicitation": "continue"}, 1, "completion"),
-                  ("srag", {"style": "chat"}, 1, "chat"), ("verbatim", {}, 0, "chat")]
+                  ("srag", {"style": "chat"}, 1, "chat"), ("verbatim", {"style": "chat"}, 0, "chat")]
 
 
 @pytest.mark.parametrize("method,params,n_docs,style", _REPROBE_CASES)
@@ -348,6 +348,31 @@ def test_the_build_script_ships_what_prepare_shadow_probes(tmp_path, monkeypatch
     (out / shipped.MANIFEST).write_text(json.dumps(manifest))
     assert script.remove_stale(out, _hash()) == [key]
     assert not shipped.shipped_file(key, out).exists() and shipped.read_manifest(out) == {}
+
+
+def test_a_shipped_file_that_is_no_longer_a_default_is_removed(tmp_path):
+    """An entry whose key still matches its parameters, but whose parameters no audit uses any more, goes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_default_preparation",
+                                                  shipped.ROOT / "scripts" / "build_default_preparation.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    h = _hash()
+    old = shipped.DefaultPreparation("verbatim", (), "quick", "chat")  # Verbatim on chat before it had a style
+    now = shipped.DefaultPreparation("verbatim", (("style", "chat"),), "quick", "chat")
+    entries = {}
+    for p in (old, now):
+        key = shipped.key_of(p, h)
+        entries[key] = {"method": p.method, "params": dict(p.params), "style": p.style, "size": p.size}
+        shipped.shipped_file(key, tmp_path).write_bytes(b"")
+    (tmp_path / shipped.MANIFEST).write_text(json.dumps(entries))
+    defaults = {shipped.key_of(p, h) for p in shipped.default_preparations(methods=("verbatim",))}
+    assert shipped.key_of(now, h) in defaults and shipped.key_of(old, h) not in defaults
+    assert script.remove_stale(tmp_path, h) == []  # both keys match their parameters
+    assert script.remove_stale(tmp_path, h, defaults) == [shipped.key_of(old, h)]
+    assert list(shipped.read_manifest(tmp_path)) == [shipped.key_of(now, h)]
+    assert not shipped.shipped_file(shipped.key_of(old, h), tmp_path).exists()
 
 
 def _hash() -> str:
