@@ -133,19 +133,17 @@ def with_target_style(cfg: AuditConfig, caps: Capabilities) -> AuditConfig:
     generator's chat template, or plain text it continues) and the methods that
     treat the styles differently (``reads_target_style``: S-RAG with and without
     logprobs read the answers in it, Verbatim sends a chat target more probes)
-    follow it, so the calibration is made on answers like the target's. An unknown style is read as chat (``style.resolve_style``).
+    follow it, so the calibration is made on answers like the target's. An
+    unknown style is read as chat (``style.resolve_style``).
     """
     from dataclasses import replace
 
     from audit_core.target.style import resolve_style
 
-    from audit_core.methods import METHODS, reads_target_style
+    from audit_core.methods import in_target_style
 
     style, source = resolve_style(cfg.target_style, caps.style, caps.style_detail)
-    params = {name: dict(p) for name, p in cfg.method_params.items()}
-    for name in sorted({"srag", *cfg.methods} & set(METHODS)):
-        if reads_target_style(name):
-            params.setdefault(name, {})["style"] = style
+    params = in_target_style(cfg.method_params, cfg.methods, style)
     shadow = cfg.shadow
     if shadow is not None and hasattr(shadow, "prompt_style"):
         shadow = replace(shadow, prompt_style=style) if is_dataclass(shadow) else shadow

@@ -135,6 +135,15 @@ def reads_target_style(name: str) -> bool:
     return "style" in getattr(method_spec(name).config_class(), "__dataclass_fields__", {})
 
 
+def in_target_style(params: dict[str, dict], names: Any, style: str) -> dict[str, dict]:
+    """A copy of per-method ``params`` with ``style`` set on every method of ``names`` (and S-RAG) that reads it."""
+    out = {name: dict(p) for name, p in params.items()}
+    for name in sorted({"srag", *names} & set(METHODS)):
+        if reads_target_style(name):
+            out.setdefault(name, {})["style"] = style
+    return out
+
+
 def create_method(name: str, **params: Any):
     """A method instance by name, with its config built from ``params``."""
     spec = method_spec(name)

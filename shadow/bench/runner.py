@@ -111,14 +111,10 @@ def split_target_corpus(cfg: BenchConfig) -> tuple[list[Document], list[Document
 
 def profile_method_params(cfg: BenchConfig, prof: TargetProfile) -> dict[str, dict]:
     """Method parameters for a profile: the methods that read a chat target differently read it in its style."""
-    from audit_core.methods import reads_target_style
+    from audit_core.methods import in_target_style
 
     base = cfg.method_params if prof.style == "completion" else cfg.chat_method_params
-    params = {m: dict(p) for m, p in base.items()}
-    for name in sorted({"srag", *cfg.methods}):
-        if reads_target_style(name):
-            params.setdefault(name, {})["style"] = prof.style
-    return params
+    return in_target_style(base, cfg.methods, prof.style)
 
 
 def profile_shadow(cfg: BenchConfig, prof: TargetProfile) -> ShadowConfig:
