@@ -138,9 +138,8 @@ def with_target_style(cfg: AuditConfig, caps: Capabilities) -> AuditConfig:
     """
     from dataclasses import replace
 
-    from audit_core.target.style import resolve_style
-
     from audit_core.methods import in_target_style
+    from audit_core.target.style import resolve_style
 
     style, source = resolve_style(cfg.target_style, caps.style, caps.style_detail)
     params = in_target_style(cfg.method_params, cfg.methods, style)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def reads_target_style(name: str) -> bool:
     return "style" in getattr(method_spec(name).config_class(), "__dataclass_fields__", {})
 
 
-def in_target_style(params: dict[str, dict], names: Any, style: str) -> dict[str, dict]:
+def in_target_style(params: dict[str, dict], names: Iterable[str], style: str) -> dict[str, dict]:
     """A copy of per-method ``params`` with ``style`` set on every method of ``names`` (and S-RAG) that reads it."""
     out = {name: dict(p) for name, p in params.items()}
     for name in sorted({"srag", *names} & set(METHODS)):
