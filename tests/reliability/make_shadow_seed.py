@@ -2,8 +2,9 @@
 
     .venv/bin/python -m tests.reliability.make_shadow_seed
 
-Runs ``prepare_shadow`` for the reliability tests' methods and shadow size
-(about 5 minutes on 2 cores) and keeps the result (observations and
+Runs ``prepare_shadow`` for the reliability tests' methods and shadow size, in
+each style an audit may read their fake target in (``support.SEED_STYLES``;
+about 10 minutes on 2 cores), and keeps the result (observations and
 calibration per preparation key). Run it after a change that alters a
 preparation key, so the reliability tests stay fast.
 """

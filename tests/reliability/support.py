@@ -223,26 +223,49 @@ def shadow_config():
     return ShadowConfig(n_members=SHADOW_SIZE, n_nonmembers=SHADOW_SIZE, n_per_class_generative=SHADOW_SIZE)
 
 
+#: the styles an audit of a reliability target is read in: the fake server's answers show no style,
+#: so an endpoint is read as chat (``style.resolve_style``); library tests that hand the audit
+#: capabilities of a completion model read it in completion style
+SEED_STYLES = ("completion", "chat")
+
+
+def _seed_preparations() -> list[tuple[str, list, object]]:
+    """(style, methods, ShadowConfig) as ``run_audit`` builds them for METHODS on a target of that style."""
+    from audit_core.audit import AuditConfig, select_methods, with_target_style
+    from audit_core.target.base import Capabilities
+
+    out = []
+    for style in SEED_STYLES:
+        caps = Capabilities(True, True, 20, style=style)
+        cfg = with_target_style(AuditConfig(methods=list(METHODS), shadow=shadow_config()), caps)
+        methods, _ = select_methods(cfg, caps)
+        out.append((style, methods, cfg.shadow))
+    return out
+
+
 def current_keys() -> dict[str, str]:
-    """The preparation keys the code computes now for METHODS on ``shadow_config()``."""
-    from audit_core.methods import create_method
+    """The preparation keys the code computes now, ``"<method>@<style>"`` -> key, as an audit computes them.
+
+    Computed through ``with_target_style`` and ``select_methods``, so a key that
+    an audit would use and the seed lacks makes the seed stale instead of making
+    every CLI test prepare a shadow of its own, silently.
+    """
     from shadow.corpus import corpus_hash
     from shadow.prepare import preparation_key
 
-    cfg = shadow_config()
-    chash = corpus_hash(cfg.corpus_docs())
-    return {m: preparation_key(create_method(m), cfg, chash) for m in METHODS}
+    chash = corpus_hash(shadow_config().corpus_docs())
+    return {f"{m.name}@{style}": preparation_key(m, cfg, chash)
+            for style, methods, cfg in _seed_preparations() for m in methods}
 
 
 def prepare_seed(folder: Path) -> dict[str, str]:
-    """Run the real shadow preparation for METHODS into ``folder`` (its ``<key>/`` subfolders)."""
-    from audit_core.target.base import Capabilities
-    from audit_core.audit import AuditConfig, select_methods
+    """Run the real shadow preparation for METHODS in every SEED_STYLES into ``folder`` (its ``<key>/`` subfolders)."""
     from shadow.prepare import prepare_shadow
 
-    cfg = shadow_config()
-    methods, _ = select_methods(AuditConfig(methods=list(METHODS), shadow=cfg), Capabilities(True, True, 20))
-    return prepare_shadow(methods, cfg, root=folder).keys
+    keys: dict[str, str] = {}
+    for style, methods, cfg in _seed_preparations():
+        keys |= {f"{name}@{style}": key for name, key in prepare_shadow(methods, cfg, root=folder).keys.items()}
+    return keys
 
 
 def seed_cache(cache: Path, seed: Path = SEED) -> Path:
