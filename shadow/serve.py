@@ -415,6 +415,30 @@ def _build_app(api: str, rag: RagSystem, api_key: str | Sequence[str] | None, mo
     return create_app(rag, api_key, model_name, limits, expose_retrieval, debug_retrieval, logprobs)
 
 
+def exit_with_parent(parent_pid: int, on_gone: Callable[[], None] | None = None,
+                     poll_s: float = 1.0) -> threading.Thread:
+    """End this process once ``parent_pid`` is no longer its parent.
+
+    The benchmark starts its reference targets as child processes; when the
+    benchmark is killed (a SIGKILL runs no ``finally``), an orphaned server
+    would go on holding gigabytes and, while a request is in flight, the CPU
+    that the next run measures on. A child whose parent dies is re-parented,
+    so ``os.getppid()`` changing is the signal, with no platform-specific call.
+    """
+    def gone() -> None:
+        log.warning("parent process %d is gone: stopping", parent_pid)
+        os._exit(0)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll_s)
+        (on_gone or gone)()
+
+    t = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
+    t.start()
+    return t
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m shadow.serve", description=__doc__.split("\n\n")[0])
     p.add_argument("--corpus", required=True, help="knowledge base: JSONL of {id, text} (see shadow.corpus)")
@@ -440,8 +464,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--api", choices=["openai", "custom"], default="openai",
                    help="openai: /v1/chat/completions; custom: the http-custom profile, POST /ask with the key "
                         "in X-Api-Key (see shadow.serve_custom and assets/targets/http_custom.yaml)")
+    p.add_argument("--exit-with-parent", type=int, default=None, metavar="PID",
+                   help="stop when process PID (the one that started this server) is gone")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if a.exit_with_parent is not None:
+        exit_with_parent(a.exit_with_parent)
     key = [k.strip() for k in os.environ.get(API_KEY_ENV, "").split(",") if k.strip()] or None
     if key is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving on %s without an API key: anyone who can reach it can query it", a.host)

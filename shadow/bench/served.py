@@ -51,7 +51,7 @@ class ServedTarget:
         self.port = _free_port()
         self.api = api
         cmd = [sys.executable, "-m", "shadow.serve", "--corpus", str(kb_file), "--port", str(self.port),
-               "--host", "127.0.0.1"]
+               "--host", "127.0.0.1", "--exit-with-parent", str(os.getpid())]
         cmd += ["--profile", profile] if profile else ["--model", generator]
         if defense:
             cmd += ["--defense", defense]

@@ -153,3 +153,45 @@ def test_prefix_caching_reuses_tokens_without_changing_answers(tmp_path, smollm)
         assert [t for t, _, _ in a] == [t for t, _, _ in b]
         for (_, la, ta), (_, lb, tb) in zip(a, b):
             assert abs(la - lb) < 1e-4 and [x for x, _ in ta] == [x for x, _ in tb]
+
+
+def test_a_server_started_with_exit_with_parent_stops_when_its_parent_is_killed(tmp_path):
+    """A benchmark killed with SIGKILL runs no cleanup; the reference server it started must not live on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    child = ("import os, time; from shadow.serve import exit_with_parent; "
+             "exit_with_parent(os.getppid(), poll_s=0.1); print('watching', flush=True); time.sleep(120)")
+    parent = ("import subprocess, sys, time; "
+              f"c = subprocess.Popen([sys.executable, '-c', {child!r}], stdout=sys.stdout); "
+              "print(c.pid, flush=True); time.sleep(120)")
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.Popen([sys.executable, "-c", parent], cwd=root, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        child_pid = int(proc.stdout.readline())
+        assert proc.stdout.readline().strip() == "watching"
+        os.kill(child_pid, 0)  # alive while its parent is
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                os.kill(child_pid, 0)
+            except ProcessLookupError:
+                break
+            # a re-parented child that exited stays a zombie until its new parent reaps it
+            if Path(f"/proc/{child_pid}/stat").exists() and \
+                    Path(f"/proc/{child_pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                break
+            time.sleep(0.2)
+        else:
+            os.kill(child_pid, signal.SIGKILL)
+            pytest.fail("the child outlived its killed parent by 20 s")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
