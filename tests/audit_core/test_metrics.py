@@ -148,3 +148,53 @@ def test_summarize_without_decisions_and_one_class():
     assert out["auc"] is None and out["auc_ci"] is None
     assert out["accuracy"] is None and out["confusion"] is None
     assert out["roc"] == {"fpr": [], "tpr": []}
+
+
+
+def _datasets():
+    rng = np.random.default_rng(3)
+    y = np.r_[np.ones(30), np.zeros(40)].astype(int)
+    yield y, rng.normal(size=70) + y  # continuous
+    yield y, np.round(rng.normal(size=70) + y)  # heavy ties across the classes
+    yield y, np.where(rng.random(70) < 0.6, 0.0, rng.random(70) + y)  # most scores exactly 0, as Verbatim's
+    with_gaps = list(rng.normal(size=70) + y)
+    with_gaps[3] = None
+    with_gaps[50] = float("nan")
+    yield y, with_gaps  # inconclusive scores are dropped first
+    yield np.array([1, 1, 1, 0, 0, 0, 0]), np.array([0.9, 0.2, 0.7, 0.8, 0.1, 0.3, 0.2])  # n0 < 1 / fpr
+
+
+# the reference below calls scikit-learn once per resample (milliseconds each): few resamples suffice
+N_REF = 30
+
+
+def test_vectorised_score_intervals_equal_the_per_resample_ones():
+    for case, (y, s) in enumerate(_datasets()):
+        assert M.bootstrap_auc_ci(y, s, n=N_REF, seed=5) == pytest.approx(
+            M.bootstrap_ci(M.roc_auc, y, s, n=N_REF, seed=5)), case
+        for fpr in (0.0, 0.01, 0.1, 1.0):
+            per_resample = M.bootstrap_ci(lambda a, b: M.tpr_at_fpr(a, b, fpr), y, s, n=N_REF, seed=5)
+            assert M.bootstrap_tpr_at_fpr_ci(y, s, fpr, n=N_REF, seed=5) == pytest.approx(per_resample), (case, fpr)
+
+
+def test_vectorised_decision_intervals_equal_the_scikit_learn_ones():
+    for case, (y, s) in enumerate(list(_datasets())[2:]):
+        v = np.array([np.nan if x is None else x for x in s], dtype=float)
+        rules = {"threshold": [None if np.isnan(x) else bool(x >= np.nanmedian(v)) for x in v],
+                 "all members": [True] * len(v), "none": [False] * len(v),
+                 "with gaps": [None if i % 7 == 0 else bool(x > 0.5) for i, x in enumerate(v)]}
+        for rule, d in rules.items():
+            for name, fn in (("accuracy", M.accuracy), ("precision", M.precision), ("recall", M.recall),
+                             ("f1", M.f1)):
+                assert M.bootstrap_decision_ci(name, y, d, n=N_REF, seed=2) == pytest.approx(
+                    M.bootstrap_ci(fn, y, d, n=N_REF, seed=2), nan_ok=True), (case, rule, name)
+
+
+def test_summarize_intervals_come_from_the_same_resamples_as_before():
+    y, s = list(_datasets())[1]
+    d = [bool(x >= 0.5) for x in s]
+    out = M.summarize(y, s, d, n_boot=N_REF, seed=4, include_roc=False)
+    assert out["auc_ci"] == pytest.approx(list(M.bootstrap_ci(M.roc_auc, y, s, n=N_REF, seed=4)))
+    assert out["tpr@fpr=0.01_ci"] == pytest.approx(
+        list(M.bootstrap_ci(lambda a, b: M.tpr_at_fpr(a, b, 0.01), y, s, n=N_REF, seed=4)))
+    assert out["f1_ci"] == pytest.approx(list(M.bootstrap_ci(M.f1, y, d, n=N_REF, seed=4)))
