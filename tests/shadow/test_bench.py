@@ -10,23 +10,40 @@ import pytest
 
 import shadow.bench as bench
 from shadow.bench import ALL_METHODS, BenchConfig, run_bench
+from shadow import prepare
 from shadow.prepare import ShadowConfig
+from shadow.shipped import SHIPPED_SIZES, read_manifest
 
 #: the default suite runs quick mode with the primary method and the cheapest
-#: baseline over a small shadow (about 5 minutes on 2 cores); every method runs
-#: in the slow test below (about 20 minutes)
+#: baseline on the shadow size whose preparation ships (assets/preparation), so
+#: no shadow is probed (a few minutes on 2 cores, most of it serving the target);
+#: every method runs in the slow test below (about 20 minutes)
 SMOKE_METHODS = ["srag", "rag_mia"]
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory, shared_data):
     out = tmp_path_factory.mktemp("bench-quick")
+    n_m, n_n, n_g = SHIPPED_SIZES["quick"]
     cfg = BenchConfig.quick(out_dir=str(out), target_corpus=str(shared_data / "genmedgpt5k.jsonl"),
                             methods=list(SMOKE_METHODS),
-                            shadow=ShadowConfig(n_members=24, n_nonmembers=24, n_per_class_generative=8))
+                            shadow=ShadowConfig(n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g))
     logs: list[str] = []
-    results = run_bench(cfg, log=logs.append)
-    return cfg, results, logs
+    built: list[str] = []  # shadow RAGs built: one is built only to probe the shadow
+    real_build = prepare.build_shadow_rag
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(prepare, "build_shadow_rag", lambda c, kb: built.append(c.prompt_style) or real_build(c, kb))
+        results = run_bench(cfg, log=logs.append)
+    return cfg, results, {"logs": logs, "shadow_rags_built": built}
+
+
+def test_the_benchmark_uses_the_shipped_preparation_of_its_shadow(quick_run):
+    """At a shipped size the benchmark's shadow comes from assets/preparation, as an audit's does:
+    no shadow RAG is built and nothing is probed on it (which also keeps this module's fixture to minutes)."""
+    _, results, seen = quick_run
+    assert seen["shadow_rags_built"] == []
+    shipped = read_manifest()
+    assert all(results["shadow"][m]["key"] in shipped for m in SMOKE_METHODS)
 
 
 def _check_every_method_scored(cfg: BenchConfig, results: dict) -> None:
