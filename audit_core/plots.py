@@ -139,10 +139,10 @@ def kde_data(result: dict, method: str) -> KdeData:
     data = KdeData(method, members, nonmembers, scored, _finite(cal.get("threshold")), mode="none")
     ev = (cal.get("params") or {}).get("evidence")
     if ev:
-        from audit_core.evidence.calibration import clearance
+        from audit_core.evidence.calibration import clearance, clearing_withheld
 
         clear = clearance(ev)
-        if clear["cleared_share"]:  # a line that clears no shadow non-member would only mislead
+        if clear["cleared_share"] and clearing_withheld(method) is None:  # a line that clears no shadow non-member would only mislead
             data.clear_threshold = _finite(clear["threshold"])
     label = method_label(method)
     if not cal:

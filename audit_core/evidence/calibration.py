@@ -272,10 +272,25 @@ def with_fpr(cal, fpr: float, copy: bool = True):
     return out
 
 
+def clearing_withheld(method: str) -> str | None:
+    """Why ``method`` never says "not found" whatever its shadow shows (``MethodSpec.no_clearing``), or None."""
+    from audit_core.methods import METHODS
+
+    spec = METHODS.get(method)
+    return None if spec is None else spec.no_clearing
+
+
 def clearance_of(cal) -> dict[str, Any] | None:
-    """``clearance`` of a calibration with out-of-fold evidence (None for a hand-built one)."""
+    """``clearance`` of a calibration with out-of-fold evidence (None for a hand-built one); a method
+    whose clearing is withheld clears nothing, with that reason."""
     ev = (cal.params or {}).get("evidence")
-    return None if ev is None else clearance(ev)
+    if ev is None:
+        return None
+    out = clearance(ev)
+    withheld = clearing_withheld(cal.method)
+    if withheld is not None:
+        out.update(threshold_raw=None, threshold=None, cleared_share=None, reason=f"{NOT_CLEARED}: {withheld}")
+    return out
 
 
 def power_at(cal, fpr: float | None = None) -> float | None:
@@ -340,7 +355,7 @@ def decide_raw(raw: float, cal) -> Decision:
         return Decision(prob, None, why, evidence)
     if raw >= at["threshold_raw"]:
         return Decision(prob, True, None, evidence)
-    clear = clearance(ev)
+    clear = clearance_of(cal)
     members = ev["member_raw"]
     evidence["member_p_value"] = conformal_p_value(-raw, [-x for x in members])
     evidence["clear_threshold"] = clear["threshold"]

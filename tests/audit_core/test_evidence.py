@@ -97,6 +97,21 @@ def test_a_method_whose_members_often_score_the_floor_never_clears_a_document():
     assert C.clearance(ev)["cleared_share"] == 0.0
 
 
+def test_a_method_whose_clearing_is_withheld_never_says_not_found():
+    """S-RAG without logprobs cleared 7 of 50 target members on the completion benchmark: it calls
+    members as before, but a low score leaves a document "not cleared" with that reason."""
+    m, n = _separated(100, shift=3.0)
+    ev = C.fit_evidence(m, n, source="test")
+    low, high = min(n) - 1.0, max(m) + 1.0
+    assert C.decide_raw(low, C.apply_evidence(Calibration("srag"), ev)).decision is False
+    cal = C.apply_evidence(Calibration("srag_sampled"), ev)
+    withheld = C.decide_raw(low, cal)
+    assert withheld.decision is None and withheld.reason.startswith(C.NOT_CLEARED)
+    assert "7 of 50" in withheld.reason and withheld.evidence["clear_threshold"] is None
+    assert C.decide_raw(high, cal).decision is True
+    assert C.clearance_of(cal)["cleared_share"] is None and C.clearance_of(cal)["reason"] == withheld.reason
+
+
 def test_too_few_shadow_members_to_clear_gives_a_reason_and_old_calibrations_get_the_rule():
     m, n = _separated(100, shift=3.0)
     ev = C.fit_evidence(m[:15], n, source="test")  # 15 members: fewer than the 19 a 5% miss rate needs
