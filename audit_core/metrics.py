@@ -242,12 +242,11 @@ def bootstrap_ci(
     interval is ``(nan, nan)``. The metrics ``summarize`` reports have
     vectorised forms below that give the same numbers from the same resamples.
     """
-    _check_bootstrap(n, level)
-    y, v, _ = clean(labels, scores)
-    if len(y) == 0:
+    if (r := _resampled(labels, scores, n, seed, level, both_classes=False)) is None:
         return float("nan"), float("nan")
-    idx = _stratified_indices(y, n, seed)
-    return _percentile_interval(np.array([metric_fn(y[i], v[i]) for i in idx], dtype=float), level)
+    res, n1, n0 = r
+    y = np.r_[np.ones(n1, dtype=int), np.zeros(n0, dtype=int)]  # every resample holds the members first
+    return _percentile_interval(np.array([metric_fn(y, v) for v in res], dtype=float), level)
 
 
 def bootstrap_auc_ci(

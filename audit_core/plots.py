@@ -142,7 +142,8 @@ def kde_data(result: dict, method: str) -> KdeData:
         from audit_core.evidence.calibration import clearance, clearing_withheld
 
         clear = clearance(ev)
-        if clear["cleared_share"] and clearing_withheld(method) is None:  # a line that clears no shadow non-member would only mislead
+        # a line that clears no shadow non-member, or that the method may not use, would only mislead
+        if clear["cleared_share"] and clearing_withheld(method) is None:
             data.clear_threshold = _finite(clear["threshold"])
     label = method_label(method)
     if not cal:
