@@ -202,6 +202,14 @@ def _audit_config(args):
 
     params.setdefault("mba", {})["elicitation"] = (
         args.mba_elicitation or mba_elicitation_for(getattr(args, "target", None) == "demo"))
+    if getattr(args, "verbatim_decoys", False):
+        from audit_core.methods.verbatim import DECOY_PROBES
+
+        params.setdefault("verbatim", {}).update(probes=DECOY_PROBES, chat_probes=DECOY_PROBES)
+        if args.decoy_questions:
+            params["verbatim"]["decoy_questions"] = args.decoy_questions
+    elif getattr(args, "decoy_questions", None):
+        raise ValueError("--decoy-questions is used only with --verbatim-decoys")
     insist = [m for m in (getattr(args, "run_without_signal", None) or "").split(",") if m]
     unknown = [m for m in insist if m not in METHODS]
     if unknown:  # cmd_audit reports it as a plain 'error: ...'
@@ -472,6 +480,13 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--mba-elicitation", choices=["fill_in", "continue"],
                        help="how MBA asks for hidden words: 'fill_in' (one cloze request, the paper's; default for "
                             "endpoints) or 'continue' (one request per mask; default for the demo target)")
+        p.add_argument("--verbatim-decoys", action="store_true",
+                       help="Verbatim continuation: three quote requests, each after two honest questions, instead "
+                            "of its usual probes -- for a target that may hide the document a query looks like a "
+                            "copy of (the Mirabel defense); not the default (BENCHMARKS.md, session 22)")
+        p.add_argument("--decoy-questions", metavar="FILE",
+                       help="with --verbatim-decoys: honest questions of your documents' domain, one per line "
+                            "(default: the shipped MedQuAD questions)")
 
     a = sub.add_parser("audit", help="audit documents against a target")
     where = a.add_mutually_exclusive_group(required=True)

@@ -330,8 +330,18 @@ def _advanced(kind: str) -> tuple[dict[str, dict], int, str | None]:
                  "model often restates it first, so its answer is aligned with your text. The shadow RAG answers "
                  "in the same style. By default a few short requests find out which it is (shown by Check "
                  "connection); when they cannot tell, the target is read as a chat model.")
+        decoys = st.checkbox(
+            "Verbatim continuation: honest questions before each quote", key="verbatim_decoys",
+            help="Three quote requests, each after two honest medical questions, instead of the usual probes: for "
+                 "a target that may hide the document a query looks like a copy of (the Mirabel defense). Not the "
+                 "default: what it costs on a target without that defense is not measured (BENCHMARKS.md). The "
+                 "command line takes questions of your own domain (--decoy-questions).")
     params = {"srag": {"bins": int(bins)},
               "mba": {"n_masks": int(masks), "gamma": float(gamma), "elicitation": elicitation}}
+    if decoys:
+        from audit_core.methods.verbatim import DECOY_PROBES
+
+        params["verbatim"] = {"probes": DECOY_PROBES, "chat_probes": DECOY_PROBES}
     return params, int(top_k), style
 
 

@@ -5,6 +5,7 @@
 Deterministic: the same input files give byte-identical outputs. Writes
   aux_medquad.jsonl (+ .LICENSE.md)  auxiliary corpus for the shadow RAG
   demo_kb.jsonl (+ .LICENSE.md)      knowledge base of the built-in demo target
+  decoy_questions.txt                honest questions for Verbatim continuation's decoy probes
   sample_documents.csv               "personal documents" a user may upload
   sample_documents_truth.csv         answer key: which sample documents are in the demo KB
   README.md                          what each asset is, where it comes from, its license
@@ -24,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from audit_core.documents import Document  # noqa: E402
 from shadow.corpus import filter_by_words, load_corpus, write_jsonl  # noqa: E402
+from shadow.defenses import benign_questions  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ class AssetConfig:
     #: a lower bound would also drop ordinary dialogues and bias the sample.
     near_dup_ngram: int = 8
     near_dup_max_share: float = 0.5
+    #: honest MedQuAD questions for Verbatim continuation's decoy probes; none occurs in the
+    #: auxiliary corpus, so a shadow's knowledge base never holds the record a question came from
+    decoy_count: int = 300
+    decoy_seed: int = 3
 
 
 MEDQUAD_SOURCE = "abachaa/MedQuAD"
@@ -152,6 +158,7 @@ Built by `.venv/bin/python scripts/build_assets.py` from the public corpora in
 | `demo_kb.jsonl` | {demo_n} GenMedGPT-5k patient–doctor dialogues, {demo_lo}–{demo_hi} words; same format | Kent0n-Li/ChatDoctor (`chatdoctor5k.json`) | Apache-2.0 repository, research use only, see `demo_kb.LICENSE.md` |
 | `sample_documents.csv` | {sample_n} documents to upload (`id,text`): {m} from the demo KB, {k} not | as `demo_kb.jsonl` | as `demo_kb.jsonl` |
 | `preparation/<key>.json.gz`, `preparation/manifest.json` | the default shadow preparation: raw probe results (members, non-members; JSON, no model) of each method's default configuration on the shadow RAG over `aux_medquad.jsonl`, named by `shadow.prepare.preparation_key`; built by `scripts/build_default_preparation.py` | computed by this project from `aux_medquad.jsonl` with SmolLM2-135M-Instruct | as `aux_medquad.jsonl` (CC BY 4.0: texts of MedQuAD appear inside the probes) |
+| `decoy_questions.txt` | {decoy_n} MedQuAD questions, one per line, none of them in `aux_medquad.jsonl`: the honest questions Verbatim continuation's `quote_decoy` probes send before a quote | abachaa/MedQuAD | CC BY 4.0, as `aux_medquad.jsonl` |
 | `sample_documents_truth.csv` | answer key (`id,truth,source_id`), `truth` = member / non-member | as `demo_kb.jsonl` | as `demo_kb.jsonl` |
 
 - The auxiliary corpus is public data from which the auditor builds its shadow
@@ -171,6 +178,11 @@ def build(data_dir: Path, out: Path, cfg: AssetConfig = AssetConfig()) -> None:
         AUX_LICENSE.format(n=cfg.aux_size, seed=cfg.aux_seed, lo=cfg.aux_min_words, hi=cfg.aux_max_words),
         encoding="utf-8",
     )
+
+    aux_texts = [d.text for d in aux]
+    questions = benign_questions(str(data_dir / "medquad.jsonl"), 10**6, cfg.decoy_seed, exclude=aux_texts)
+    decoys = [q for q in questions if '"' not in q and not any(q in t for t in aux_texts)][:cfg.decoy_count]
+    (out / "decoy_questions.txt").write_text("\n".join(decoys) + "\n", encoding="utf-8")
 
     genmed_all = load_corpus(data_dir / "genmedgpt5k.jsonl")
     genmed = filter_by_words(genmed_all, cfg.demo_min_words, cfg.demo_max_words)
@@ -203,7 +215,7 @@ def build(data_dir: Path, out: Path, cfg: AssetConfig = AssetConfig()) -> None:
         README.format(
             aux_n=cfg.aux_size, aux_lo=cfg.aux_min_words, aux_hi=cfg.aux_max_words,
             demo_n=cfg.demo_size, demo_lo=cfg.demo_min_words, demo_hi=cfg.demo_max_words,
-            sample_n=len(rows), m=cfg.sample_members, k=cfg.sample_nonmembers,
+            sample_n=len(rows), m=cfg.sample_members, k=cfg.sample_nonmembers, decoy_n=len(decoys),
         ),
         encoding="utf-8",
     )

@@ -11,11 +11,19 @@ retriever put it there. The score is Verbatim's: the share of the document's
 word 4-grams (those not in the query, nor in another drawn document) that the
 answer reproduces.
 
+Decoy wordings (session 22) keep the quote and put ``--decoys`` honest MedQuAD
+questions before it (``quote_decoy``; ``quote_decoy_after``: after it;
+``quote_topic``: the questions nearest the document). They do not hide what is
+asked for; they raise the query's similarity to other documents, so the quoted
+one is less often the lone outlier that Mirabel hides.
+
 For each wording the script prints how often the member's own document is
 retrieved, how often Mirabel acts on the query (when ``--defense mirabel``),
 the AUC of the reproduced share and the seconds per document.
 
     .venv/bin/python scripts/verbatim_topic_study.py --n 20 --distractors 1750 [--defense mirabel]
+    .venv/bin/python scripts/verbatim_topic_study.py --n 30 --defense mirabel --decoys 2 \
+        --wordings quote_decoy,quote_decoy@0.33,quote_decoy@0.67,quote,quote@0.33,quote@0.67
 """
 from __future__ import annotations
 
@@ -77,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--defense", default=None, help="a defense on the shadow RAG, e.g. mirabel")
     ap.add_argument("--retrieval-only", action="store_true", help="only the retrieval and defense columns")
     ap.add_argument("--medquad", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "medquad.jsonl"))
+    ap.add_argument("--decoys", type=int, default=1, help="quote_decoy: honest questions sent before the quote")
     ap.add_argument("--out", help="JSON file for the per-document rows")
     args = ap.parse_args(argv)
 
@@ -94,11 +103,28 @@ def main(argv: list[str] | None = None) -> int:
         group = [d.text for label, d in drawn if label == lab]
         partner.update({t: group[(i + 1) % len(group)] for i, t in enumerate(group)})
     shared = shared_ngrams([d.text for _, d in drawn], 4, 2)
+    from shadow.defenses import benign_questions
+    from shadow.rag import _encode
+    pool = benign_questions(args.medquad, 2000, seed=5, exclude=[d.text for d in corpus])
+    decoys = {d.text: [pool[(args.decoys * i + j) % len(pool)] for j in range(args.decoys)]
+              for i, (_, d) in enumerate(drawn)}
+    pool_emb = np.asarray(_encode(cfg.embedder, pool))
+    doc_emb = np.asarray(_encode(cfg.embedder, [d.text for _, d in drawn]))
+    nearest = np.argsort(-(doc_emb @ pool_emb.T), axis=1)
+    topic_decoys = {d.text: [pool[j] for j in nearest[i, :args.decoys]] for i, (_, d) in enumerate(drawn)}
     print(f"knowledge base {len(kb) + len(extra)} documents; defense {args.defense}; {args.n} + {args.n} drawn",
           file=sys.stderr)
 
     def request_of(name: str, text: str) -> tuple[str, str, str]:
         """(prompt, the text the query contains, the part of the document it does not)."""
+        if name.startswith("quote_decoy") or name.startswith("quote_topic"):
+            # honest questions before the quote: they spread the query's similarities over many documents, so
+            # the quoted one stands out less from the rest, which is the outlier Mirabel tests for
+            cut = split_at(text, float(name.partition("@")[2] or 0.5), 12)
+            lead = " ".join(topic_decoys[text] if name.startswith("quote_topic") else decoys[text])
+            if name.startswith("quote_decoy_after"):  # the request first, the questions after it
+                return TEMPLATES["quote"].format(query=cut.first) + f" I also wonder: {lead}", cut.first, cut.second
+            return f"{lead} Also, " + TEMPLATES["quote"].format(query=cut.first), cut.first, cut.second
         if name.startswith("quote"):  # "quote" or "quote@<share of the words sent>"
             cut = split_at(text, float(name.partition("@")[2] or 0.5), 12)
             return TEMPLATES["quote"].format(query=cut.first), cut.first, cut.second

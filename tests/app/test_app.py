@@ -54,6 +54,23 @@ def _metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
 
 
+def test_verbatims_decoy_probes_are_an_advanced_choice_with_their_cost(app):
+    from app.sidebar import ENDPOINT
+
+    app.text_area(key="pasted").input("\n\n".join([LONG_1, LONG_2])).run()
+    app.radio(key="target_kind").set_value(ENDPOINT).run()  # not checked yet: counted as chat, nine probes
+    app.multiselect(key="methods").set_value(["verbatim"]).run()
+
+    def queries() -> int:
+        est = next(d.value for d in app.dataframe if "queries" in d.value.columns)
+        return int(est.loc[est["method"] == "total", "queries"].iloc[0])
+
+    assert queries() == 2 * 9
+    app.checkbox(key="verbatim_decoys").check().run()
+    assert not app.exception
+    assert queries() == 2 * 3
+
+
 def test_pasted_texts_are_counted_before_anything_runs(app):
     pasted = "\n\n".join([LONG_1, "Too short to audit.", LONG_2, LONG_1, "   "])
     app.text_area(key="pasted").input(pasted).run()

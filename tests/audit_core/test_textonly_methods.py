@@ -65,6 +65,8 @@ class FakeRag(Target):
         return Completion("" if self.answer_empty else self.answer(q), None, Usage(10, 5))
 
     def answer(self, q: str) -> str:
+        if "I read a message that starts:" in q:  # verbatim's decoy probes: honest questions come first
+            q = q[q.index("I read a message that starts:"):]
         doc = self._doc_for(q)
         if "Is the following information correct?" in q:  # DCMI: the whole (perhaps altered) document
             stated = q.split("\n\n", 1)[1]
@@ -321,6 +323,63 @@ def test_verbatim_sends_a_chat_target_nine_cuts_and_keeps_the_completion_key():
         create_method("verbatim", chat_probes=[])
 
 
+def test_verbatim_decoy_probes_send_honest_questions_first_the_same_to_shadow_and_target():
+    from audit_core.methods.verbatim import DECOY_PROBES, SHIPPED_DECOYS
+
+    pool = set(SHIPPED_DECOYS.read_text(encoding="utf-8").splitlines())
+    m = create_method("verbatim", probes=DECOY_PROBES)
+    knows, ignorant = FakeRag(DOCS), FakeRag([])
+    obs = m.probe(DOCS[1], knows)
+    m.probe(DOCS[1], ignorant)
+    sent = [_user(r) for r in knows.seen]
+    assert sent == [_user(r) for r in ignorant.seen]  # one document, one set of words, whoever is asked
+    for prompt, lead, query in zip(sent, obs.data["decoys"], obs.data["queries"]):
+        before, _, after = prompt.partition(' Also, I read a message that starts: "')
+        assert before == lead and after.startswith(query)
+        questions = re.findall(r"[^?]+\?", lead)
+        assert len(questions) == 2 and {q.strip() for q in questions} <= pool
+    assert len(set(obs.data["decoys"])) > 1  # each probe its own questions
+    other = m.probe(DOCS[0], FakeRag(DOCS))
+    assert other.data["decoys"] != obs.data["decoys"]
+    assert _score(m, DOCS[1], FakeRag(DOCS)) > _score(m, DOCS[1], FakeRag([]))
+
+
+def test_verbatim_decoy_words_are_not_a_copy_and_their_cost_is_counted(tmp_path):
+    """An answer that only repeats the honest questions reproduces nothing, even where the document
+    shares their words; the estimate counts the questions' words."""
+    doc = Document("d", "I am worried about my son. He has a fever and a rash since Monday. "
+                        "What are the symptoms of measles in small children? The doctor said to wait.")
+    questions = tmp_path / "q.txt"
+    questions.write_text("What are the symptoms of measles in small children?\n", encoding="utf-8")
+
+    class RepeatsTheQuestions(Target):
+        def complete(self, req):
+            return Completion(f"You asked: {_user(req).split(' Also,')[0]}", None, Usage(1, 1))
+
+    m = create_method("verbatim", probes=[("quote_decoy", 0.5)], decoys=1, decoy_questions=str(questions))
+    obs = m.probe(doc, RepeatsTheQuestions())
+    score, ev, why = m.observation_score(obs)
+    assert why is None and score == 0.0 and ev["probes"][0]["fresh_ngrams"] > 0
+    # the same answer to a probe without the questions would have counted as a copy
+    from audit_core.methods.verbatim import reproduction
+    assert reproduction(ev["probes"][0]["answer"], obs.data["queries"][0], obs.data["remainders"][0], 4)["share"] > 0
+    plain = create_method("verbatim", probes=[("quote", 0.5)])
+    extra = m.query_cost(doc.n_words).prompt_words - plain.query_cost(doc.n_words).prompt_words
+    assert extra == len("What are the symptoms of measles in small children? Also,".split())
+
+
+def test_verbatim_decoy_probes_say_what_is_wrong_with_the_question_file(tmp_path):
+    with pytest.raises(ValueError, match="cannot read the honest questions"):
+        create_method("verbatim", chat_probes=[("quote_decoy", 0.5)], decoy_questions=str(tmp_path / "none.txt"))
+    short = tmp_path / "short.txt"
+    short.write_text("Is it flu?\n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="holds 1 honest questions.*at least 2"):
+        create_method("verbatim", probes=[("quote_decoy", 0.5)], decoy_questions=str(short))
+    with pytest.raises(ValueError, match="decoys >= 1"):
+        create_method("verbatim", decoys=0)
+    create_method("verbatim", decoy_questions=str(tmp_path / "none.txt"))  # unused without a decoy probe
+
+
 STOCK = "Based on your symptoms it seems like you may be suffering from"
 
 
@@ -422,3 +481,18 @@ def test_the_clis_estimate_counts_verbatim_in_the_style_it_will_read_the_target(
     assert rc == 0, err
     assert f"estimated cost: {2 * per_doc} target queries for 2 documents" in err
     assert f"answers in {said} style" in err
+
+
+def test_the_cli_sends_verbatims_decoy_probes_when_asked_and_says_what_is_wrong(tmp_path, capsys):
+    from app.cli import main
+
+    path = tmp_path / "docs.csv"
+    path.write_text("id,text\n" + "".join(f'd{i},"{d.text}"\n' for i, d in enumerate(DOCS[:2])))
+    base = ["audit", "--target", "http://127.0.0.1:9/v1", "--model", "m", "--docs", str(path),
+            "--method", "verbatim", "--estimate-only"]
+    assert main(base + ["--verbatim-decoys"]) == 0
+    assert "estimated cost: 6 target queries for 2 documents" in capsys.readouterr().err  # 3 each, not 9
+    assert main(base + ["--verbatim-decoys", "--decoy-questions", str(tmp_path / "missing.txt")]) == 2
+    assert "error: cannot read the honest questions" in capsys.readouterr().err
+    assert main(base + ["--decoy-questions", str(tmp_path / "missing.txt")]) == 2
+    assert "only with --verbatim-decoys" in capsys.readouterr().err
