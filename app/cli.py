@@ -483,7 +483,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--verbatim-decoys", action="store_true",
                        help="Verbatim continuation: three quote requests, each after two honest questions, instead "
                             "of its usual probes -- for a target that may hide the document a query looks like a "
-                            "copy of (the Mirabel defense); not the default (BENCHMARKS.md, session 22)")
+                            "copy of (the Mirabel defense); not the default: it helped on a shadow, not yet on a target "
+                            "(BENCHMARKS.md, session 22)")
         p.add_argument("--decoy-questions", metavar="FILE",
                        help="with --verbatim-decoys: honest questions of your documents' domain, one per line "
                             "(default: the shipped MedQuAD questions)")

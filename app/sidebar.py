@@ -334,8 +334,9 @@ def _advanced(kind: str) -> tuple[dict[str, dict], int, str | None]:
             "Verbatim continuation: honest questions before each quote", key="verbatim_decoys",
             help="Three quote requests, each after two honest medical questions, instead of the usual probes: for "
                  "a target that may hide the document a query looks like a copy of (the Mirabel defense). Not the "
-                 "default: what it costs on a target without that defense is not measured (BENCHMARKS.md). The "
-                 "command line takes questions of your own domain (--decoy-questions).")
+                 "default: it helped on a shadow of medical questions, not on the benchmark's target of patient "
+                 "dialogues (BENCHMARKS.md). The command line takes questions of your own domain "
+                 "(--decoy-questions).")
     params = {"srag": {"bins": int(bins)},
               "mba": {"n_masks": int(masks), "gamma": float(gamma), "elicitation": elicitation}}
     if decoys:

@@ -82,7 +82,10 @@ NINE_PROBES: list[tuple[str, float]] = THREE_PROBES + [("quote", 0.25), ("repeat
 #: the chat-style shadow behind Mirabel (30 + 30 MedQuAD documents, knowledge base padded to 1,821)
 #: the member's own document reached the model for 0.87 of members (any of the three) against 0.33
 #: for the same three cuts without questions, and the best of three gave AUC 0.661 against 0.467,
-#: +0.19 [+0.08, +0.31] paired (``scripts/verbatim_topic_study.py``, BENCHMARKS.md, session 22)
+#: +0.19 [+0.08, +0.31] paired (``scripts/verbatim_topic_study.py``, BENCHMARKS.md, session 22).
+#: On the chat-nologprobs target behind Mirabel (seed 2) it gave 0.650, against 0.676 for three
+#: plain probes: the shipped MedQuAD questions are not of the genre of that target's documents
+#: (patient dialogues), so they moved its similarities less; questions of the owner's genre may.
 DECOY_PROBES: list[tuple[str, float]] = [("quote_decoy", 0.5), ("quote_decoy", 1 / 3), ("quote_decoy", 2 / 3)]
 #: the honest questions shipped for ``quote_decoy``: MedQuAD questions whose records are not in the
 #: auxiliary corpus (so none is in a shadow's knowledge base); built by ``scripts/build_assets.py``
