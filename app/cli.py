@@ -203,11 +203,9 @@ def _audit_config(args):
     params.setdefault("mba", {})["elicitation"] = (
         args.mba_elicitation or mba_elicitation_for(getattr(args, "target", None) == "demo"))
     if getattr(args, "verbatim_decoys", False):
-        from audit_core.methods.verbatim import DECOY_PROBES
+        from audit_core.methods.verbatim import decoy_probe_params
 
-        params.setdefault("verbatim", {}).update(probes=DECOY_PROBES, chat_probes=DECOY_PROBES)
-        if args.decoy_questions:
-            params["verbatim"]["decoy_questions"] = args.decoy_questions
+        params.setdefault("verbatim", {}).update(decoy_probe_params(args.decoy_questions))
     elif getattr(args, "decoy_questions", None):
         raise ValueError("--decoy-questions is used only with --verbatim-decoys")
     insist = [m for m in (getattr(args, "run_without_signal", None) or "").split(",") if m]

@@ -340,9 +340,9 @@ def _advanced(kind: str) -> tuple[dict[str, dict], int, str | None]:
     params = {"srag": {"bins": int(bins)},
               "mba": {"n_masks": int(masks), "gamma": float(gamma), "elicitation": elicitation}}
     if decoys:
-        from audit_core.methods.verbatim import DECOY_PROBES
+        from audit_core.methods.verbatim import decoy_probe_params
 
-        params["verbatim"] = {"probes": DECOY_PROBES, "chat_probes": DECOY_PROBES}
+        params["verbatim"] = decoy_probe_params()
     return params, int(top_k), style
 
 

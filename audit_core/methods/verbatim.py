@@ -92,6 +92,15 @@ DECOY_PROBES: list[tuple[str, float]] = [("quote_decoy", 0.5), ("quote_decoy", 1
 SHIPPED_DECOYS = Path(__file__).resolve().parents[2] / "assets" / "decoy_questions.txt"
 
 
+def decoy_probe_params(questions: str | None = None) -> dict[str, Any]:
+    """Verbatim's method parameters that send ``DECOY_PROBES`` to a target of either style (the CLI's
+    ``--verbatim-decoys`` and the app's checkbox); ``questions``: a file of one's own honest questions."""
+    params: dict[str, Any] = {"probes": list(DECOY_PROBES), "chat_probes": list(DECOY_PROBES)}
+    if questions:
+        params["decoy_questions"] = questions
+    return params
+
+
 @dataclass
 class VerbatimConfig:
     #: (template, share of the document's words sent) per probe, for a completion-style
@@ -236,20 +245,22 @@ class VerbatimMethod(ThresholdTextMethod):
         self.min_words = self.config.min_words
         self._shared: frozenset[tuple[str, ...]] = frozenset()
         self._decoy_pool: list[str] | None = None
+        self._decoy_words = 0.0  # mean words of a question of the pool, for the cost estimate
         if any(t == "quote_decoy" for t, _ in [*self.config.probes, *self.config.chat_probes]):
             self._decoys()  # a missing or short question file is a configuration error, said before probing
 
     def _decoys(self) -> list[str]:
         if self._decoy_pool is None:
             self._decoy_pool = load_decoys(self.config.decoy_questions, self.config.decoys)
+            self._decoy_words = sum(len(q.split()) for q in self._decoy_pool) / len(self._decoy_pool)
         return self._decoy_pool
 
     def _lead_words(self, template: str) -> int:
         """Words a probe of ``template`` sends besides the document: its wording and any honest questions."""
         words = template_words(TEMPLATES[template])
         if template == "quote_decoy":
-            pool = self._decoys()
-            words += round(self.config.decoys * sum(len(q.split()) for q in pool) / len(pool))
+            self._decoys()
+            words += round(self.config.decoys * self._decoy_words)
         return words
 
     def use_collection(self, texts: Sequence[str]) -> None:
