@@ -119,11 +119,14 @@ def probe_count_study(args, rag, drawn) -> int:
     m.use_collection([d.text for _, d in drawn])
     t0, docs = time.time(), []
     for label, d in tqdm(drawn, desc=f"{len(probes)} probes: documents", file=sys.stderr):
-        _, ev, why = m.observation_score(m.probe(d, rag))
+        obs = m.probe(d, rag)
+        _, ev, why = m.observation_score(obs)
         docs.append({"label": label, "id": d.id, "why": why,
                      "probes": [{"template": r["template"], "share": r.get("share"), "non_answer": r["non_answer"],
-                                 "longest_words": r.get("longest_words"), "answer": (r.get("answer") or "")[:300]}
-                                for r in ev.get("probes", [])]})
+                                 "longest_words": r.get("longest_words"), "answer": r.get("answer") or "",
+                                 "query": q, "remainder": rest}
+                                for r, q, rest in zip(ev.get("probes", []), obs.data.get("queries", []),
+                                                      obs.data.get("remainders", []))]})
     print(f"{(time.time() - t0) / len(docs):.1f} s / document for {len(probes)} probes", file=sys.stderr)
     y = np.array([d["label"] for d in docs])
     rng = np.random.default_rng(0)
