@@ -17,6 +17,11 @@ questions before it (``quote_decoy``; ``quote_decoy_after``: after it;
 asked for; they raise the query's similarity to other documents, so the quoted
 one is less often the lone outlier that Mirabel hides.
 
+Lead wordings (session 23, ``quote_lead``) put the beginnings of ``--lead-docs``
+other drawn documents (``--lead-words`` words each) before the quote instead:
+text of the audited collection's own genre, which no shipped question list can
+be for every owner.
+
 For each wording the script prints how often the member's own document is
 retrieved, how often Mirabel acts on the query (when ``--defense mirabel``),
 the AUC of the reproduced share and the seconds per document.
@@ -24,6 +29,8 @@ the AUC of the reproduced share and the seconds per document.
     .venv/bin/python scripts/verbatim_topic_study.py --n 20 --distractors 1750 [--defense mirabel]
     .venv/bin/python scripts/verbatim_topic_study.py --n 30 --defense mirabel --decoys 2 \
         --wordings quote_decoy,quote_decoy@0.33,quote_decoy@0.67,quote,quote@0.33,quote@0.67
+    .venv/bin/python scripts/verbatim_topic_study.py --n 30 --defense mirabel --lead-docs 2 --lead-words 40 \
+        --wordings quote_lead,quote_lead@0.33,quote_lead@0.67
 """
 from __future__ import annotations
 
@@ -86,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retrieval-only", action="store_true", help="only the retrieval and defense columns")
     ap.add_argument("--medquad", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "medquad.jsonl"))
     ap.add_argument("--decoys", type=int, default=1, help="quote_decoy: honest questions sent before the quote")
+    ap.add_argument("--lead-docs", type=int, default=2, help="quote_lead: other drawn documents sent before the quote")
+    ap.add_argument("--lead-words", type=int, default=40, help="quote_lead: words of each of those documents")
     ap.add_argument("--out", help="JSON file for the per-document rows")
     args = ap.parse_args(argv)
 
@@ -108,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     pool = benign_questions(args.medquad, 2000, seed=5, exclude=[d.text for d in corpus])
     decoys = {d.text: [pool[(args.decoys * i + j) % len(pool)] for j in range(args.decoys)]
               for i, (_, d) in enumerate(drawn)}
+    texts = [d.text for _, d in drawn]
+    leads = {t: [random.Random(f"{t}\0{j}").choice([u for u in texts if u != t]) for j in range(args.lead_docs)]
+             for t in texts}
     pool_emb = np.asarray(_encode(cfg.embedder, pool))
     doc_emb = np.asarray(_encode(cfg.embedder, [d.text for _, d in drawn]))
     nearest = np.argsort(-(doc_emb @ pool_emb.T), axis=1)
@@ -125,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
             if name.startswith("quote_decoy_after"):  # the request first, the questions after it
                 return TEMPLATES["quote"].format(query=cut.first) + f" I also wonder: {lead}", cut.first, cut.second
             return f"{lead} Also, " + TEMPLATES["quote"].format(query=cut.first), cut.first, cut.second
+        if name.startswith("quote_lead"):
+            # the beginnings of other documents of the audited collection first: text of the owner's own
+            # genre, which raises the query's similarity to many stored documents (and, where such a
+            # document is stored, gives Mirabel another best match to hide), then the quote
+            cut = split_at(text, float(name.partition("@")[2] or 0.5), 12)
+            lead = " ".join(" ".join(t.split()[:args.lead_words]) for t in leads[text])
+            return f"{lead} Also, " + TEMPLATES["quote"].format(query=cut.first), f"{lead} {cut.first}", cut.second
         if name.startswith("quote"):  # "quote" or "quote@<share of the words sent>"
             cut = split_at(text, float(name.partition("@")[2] or 0.5), 12)
             return TEMPLATES["quote"].format(query=cut.first), cut.first, cut.second
