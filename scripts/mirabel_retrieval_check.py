@@ -1,0 +1,151 @@
+"""Retrieval only, behind Mirabel: which probes keep the quoted member in the model's context?
+
+No language model runs here: embeddings and Mirabel's test only, so a wording
+can be checked on a whole knowledge base in a minute before a study with the
+model (``verbatim_topic_study.py``). On shadow data or corpora that are no
+target's, never on a test draw. Two checks (BENCHMARKS.md, session 23):
+
+``replay``: the stored probes of a ``verbatim_topic_study.py --out`` file sent
+again to the padded chat-style shadow's retrieval, with and without the
+MedQuAD records whose question a decoy probe asks (Mirabel hides only the top
+match of a flagged query, so such a record could shield the member); prints
+how often the member is kept and what the query's top match is.
+
+``leads``: plain quote, two shipped decoy questions, or the beginnings of
+other documents of the audited collection before the quote, on the padded
+shadow and on a 2,000-item AG News knowledge base (another genre).
+
+    RPA_CACHE_DIR=<cache> .venv/bin/python scripts/mirabel_retrieval_check.py replay runs/decoy-mirabel.json quote_decoy
+    RPA_CACHE_DIR=<cache> .venv/bin/python scripts/mirabel_retrieval_check.py leads
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SHARED = ROOT.parent / "shared" / "data"
+K = 4  # the chat profile's retrieved documents
+
+
+def padded_shadow():
+    from scripts.srag_chat_repeat_study import padded_chat_shadow
+    from shadow.prepare import ShadowConfig
+
+    cfg = ShadowConfig(prompt_style="chat", probe_retrieval="per_request", defense="mirabel")
+    rag, kb, outside, extra = padded_chat_shadow(cfg, 1750, str(SHARED / "medquad.jsonl"))
+    ids, mat = rag._kb_embeddings()
+    return list(ids), np.asarray(mat), list(kb), list(outside), list(extra)
+
+
+def kept(mat: np.ndarray, ids: list[str], doc_id: str, emb: np.ndarray, mask=None) -> tuple[bool, bool, str]:
+    """(member kept among the k the model gets, query flagged, id of the query's top match)."""
+    from shadow.defenses import mirabel_detect
+
+    sel = np.ones(len(ids), bool) if mask is None else mask
+    s, sid = mat[sel] @ emb, [i for i, m in zip(ids, sel) if m]
+    dec = mirabel_detect(s)
+    order = list(np.argsort(-s)[:K + 1])
+    k = [sid[j] for j in order if not (dec.flagged and j == dec.target_index)][:K]
+    return doc_id in k, dec.flagged, sid[order[0]]
+
+
+def _key(t: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", t.lower()).strip()
+
+
+def replay(path: str, wording: str) -> None:
+    from shadow.rag import _encode
+
+    ids, mat, kb, _, extra = padded_shadow()
+    text_of = {d.id: d.text for d in kb + extra}
+    by_question: dict[str, set[str]] = {}
+    for i in ids:
+        m = re.match(r"\s*Question:\s*(.+?\?)", text_of[i], re.S)
+        if m:
+            by_question.setdefault(_key(m.group(1)), set()).add(i)
+    rows = [r for r in json.loads(Path(path).read_text())[wording] if r["label"] == 1]
+    embs = _encode("all-minilm-l6-v2", [r["prompt"] for r in rows])
+    n_rec = full = without = 0
+    tops = {"member": 0, "a decoy's record": 0, "another document": 0}
+    for r, e in zip(rows, embs):
+        lead = r["prompt"].split(" Also, I read a message")[0] if " Also, I read a message" in r["prompt"] else ""
+        recs = set().union(*[by_question.get(_key(q.strip() + "?"), set()) for q in lead.split("?") if q.strip()])
+        n_rec += bool(recs)
+        k_full, _, top = kept(mat, ids, r["id"], e)
+        k_wo, _, _ = kept(mat, ids, r["id"], e, np.array([i not in recs for i in ids]))
+        full += k_full
+        without += k_wo
+        tops["member" if top == r["id"] else "a decoy's record" if top in recs else "another document"] += 1
+    print(f"{wording}: {len(rows)} members; a decoy question's own record in the knowledge base for {n_rec}; "
+          f"member kept {full} (without those records {without}); the query's top match: {tops}")
+
+
+def leads() -> None:
+    from audit_core.methods.baseline_common import split_at
+    from audit_core.methods.verbatim import SHIPPED_DECOYS, TEMPLATES
+    from shadow.corpus import load_corpus
+    from shadow.rag import _encode
+
+    decoys = [q.strip() for q in SHIPPED_DECOYS.read_text(encoding="utf-8").splitlines() if q.strip()]
+
+    def study(name: str, mat, ids, members, nonmembers) -> None:
+        coll = members + nonmembers  # the collection audited together: the auditor knows no labels
+
+        def others(d, m, words):
+            pool = [x for x in coll if x.id != d.id]
+            return " ".join(" ".join(random.Random(f"{d.id}{j}").choice(pool).text.split()[:words]) for j in range(m))
+
+        def quote(d):
+            return TEMPLATES["quote"].format(query=split_at(d.text, 0.5, 12).first)
+
+        variants = {
+            "quote": quote,
+            "2 shipped questions + quote": lambda d: " ".join(random.Random(d.id).sample(decoys, 2)) + " Also, " + quote(d),
+            "2 other documents (20 words) + quote": lambda d: others(d, 2, 20) + " Also, " + quote(d),
+            "2 other documents (40 words) + quote": lambda d: others(d, 2, 40) + " Also, " + quote(d),
+        }
+        for v, fn in variants.items():
+            embs = _encode("all-minilm-l6-v2", [fn(d) for d in members])
+            res = [kept(mat, ids, d.id, e) for d, e in zip(members, embs)]
+            n = len(res)
+            print(f"{name}: {v}: member kept {sum(r[0] for r in res) / n:.2f}, flagged {sum(r[1] for r in res) / n:.2f}, "
+                  f"own document the top match {sum(r[2] == d.id for r, d in zip(res, members)) / n:.2f}", flush=True)
+
+    ids, mat, kb, outside, _ = padded_shadow()
+    r = random.Random(4242)
+    study("padded shadow", mat, ids, r.sample([d for d in kb if d.n_words >= 24], 60),
+          r.sample([d for d in outside if d.n_words >= 24], 60))
+    docs = [d for d in load_corpus(str(SHARED / "agnews.jsonl")) if d.n_words >= 24]
+    r = random.Random(4242)
+    r.shuffle(docs)
+    base, held = docs[:2000], docs[2000:]
+    study("AG News", _encode("all-minilm-l6-v2", [d.text for d in base]), [d.id for d in base],
+          r.sample(base, 60), r.sample(held, 60))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    rp = sub.add_parser("replay", help="stored decoy probes against the padded shadow's retrieval")
+    rp.add_argument("study_json")
+    rp.add_argument("wording")
+    sub.add_parser("leads", help="what goes before the quote, on the padded shadow and on AG News")
+    args = ap.parse_args(argv)
+    if args.cmd == "replay":
+        replay(args.study_json, args.wording)
+    else:
+        leads()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
