@@ -48,14 +48,13 @@ def padded_shadow():
 
 def kept(mat: np.ndarray, ids: list[str], doc_id: str, emb: np.ndarray, mask=None) -> tuple[bool, bool, str]:
     """(member kept among the k the model gets, query flagged, id of the query's top match)."""
-    from shadow.defenses import mirabel_detect
+    from shadow.defenses import MirabelDefense
 
     sel = np.ones(len(ids), bool) if mask is None else mask
     s, sid = mat[sel] @ emb, [i for i, m in zip(ids, sel) if m]
-    dec = mirabel_detect(s)
-    order = list(np.argsort(-s)[:K + 1])
-    k = [sid[j] for j in order if not (dec.flagged and j == dec.target_index)][:K]
-    return doc_id in k, dec.flagged, sid[order[0]]
+    ranked = [(sid[j], 2.0 - 2.0 * float(s[j])) for j in np.argsort(-s)[:K + 1]]  # squared L2 of unit vectors
+    given, decision, _ = MirabelDefense().apply(s, sid, ranked, K)
+    return doc_id in {i for i, _ in given}, decision.flagged, ranked[0][0]
 
 
 def _key(t: str) -> str:
@@ -104,20 +103,24 @@ def leads() -> None:
             pool = [x for x in coll if x.id != d.id]
             return " ".join(" ".join(random.Random(f"{d.id}{j}").choice(pool).text.split()[:words]) for j in range(m))
 
-        def quote(d):
-            return TEMPLATES["quote"].format(query=split_at(d.text, 0.5, 12).first)
+        def quote(d, lead=""):
+            first = split_at(d.text, 0.5, 12).first
+            if lead:
+                return TEMPLATES["quote_decoy"].format(decoys=lead, query=first)
+            return TEMPLATES["quote"].format(query=first)
 
         variants = {
             "quote": quote,
-            "2 shipped questions + quote": lambda d: " ".join(random.Random(d.id).sample(decoys, 2)) + " Also, " + quote(d),
-            "2 other documents (20 words) + quote": lambda d: others(d, 2, 20) + " Also, " + quote(d),
-            "2 other documents (40 words) + quote": lambda d: others(d, 2, 40) + " Also, " + quote(d),
+            "2 shipped questions + quote": lambda d: quote(d, " ".join(random.Random(d.id).sample(decoys, 2))),
+            "2 other documents (20 words) + quote": lambda d: quote(d, others(d, 2, 20)),
+            "2 other documents (40 words) + quote": lambda d: quote(d, others(d, 2, 40)),
         }
         for v, fn in variants.items():
             embs = _encode("all-minilm-l6-v2", [fn(d) for d in members])
             res = [kept(mat, ids, d.id, e) for d, e in zip(members, embs)]
             n = len(res)
-            print(f"{name}: {v}: member kept {sum(r[0] for r in res) / n:.2f}, flagged {sum(r[1] for r in res) / n:.2f}, "
+            print(f"{name}: {v}: member kept {sum(r[0] for r in res) / n:.2f}, "
+                  f"flagged {sum(r[1] for r in res) / n:.2f}, "
                   f"own document the top match {sum(r[2] == d.id for r, d in zip(res, members)) / n:.2f}", flush=True)
 
     ids, mat, kb, outside, _ = padded_shadow()

@@ -136,14 +136,14 @@ def main(argv: list[str] | None = None) -> int:
             lead = " ".join(topic_decoys[text] if name.startswith("quote_topic") else decoys[text])
             if name.startswith("quote_decoy_after"):  # the request first, the questions after it
                 return TEMPLATES["quote"].format(query=cut.first) + f" I also wonder: {lead}", cut.first, cut.second
-            return f"{lead} Also, " + TEMPLATES["quote"].format(query=cut.first), cut.first, cut.second
+            return TEMPLATES["quote_decoy"].format(decoys=lead, query=cut.first), cut.first, cut.second
         if name.startswith("quote_lead"):
             # the beginnings of other documents of the audited collection first: text of the owner's own
             # genre, which raises the query's similarity to many stored documents (and, where such a
             # document is stored, gives Mirabel another best match to hide), then the quote
             cut = split_at(text, float(name.partition("@")[2] or 0.5), 12)
             lead = " ".join(" ".join(t.split()[:args.lead_words]) for t in leads[text])
-            return f"{lead} Also, " + TEMPLATES["quote"].format(query=cut.first), f"{lead} {cut.first}", cut.second
+            return TEMPLATES["quote_decoy"].format(decoys=lead, query=cut.first), f"{lead} {cut.first}", cut.second
         if name.startswith("quote"):  # "quote" or "quote@<share of the words sent>"
             cut = split_at(text, float(name.partition("@")[2] or 0.5), 12)
             return TEMPLATES["quote"].format(query=cut.first), cut.first, cut.second

@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -244,22 +245,22 @@ class VerbatimMethod(ThresholdTextMethod):
         self.config = config or VerbatimConfig()
         self.min_words = self.config.min_words
         self._shared: frozenset[tuple[str, ...]] = frozenset()
-        self._decoy_pool: list[str] | None = None
-        self._decoy_words = 0.0  # mean words of a question of the pool, for the cost estimate
         if any(t == "quote_decoy" for t, _ in [*self.config.probes, *self.config.chat_probes]):
-            self._decoys()  # a missing or short question file is a configuration error, said before probing
+            self._decoys  # a missing or short question file is a configuration error, said before probing
 
+    @cached_property
     def _decoys(self) -> list[str]:
-        if self._decoy_pool is None:
-            self._decoy_pool = load_decoys(self.config.decoy_questions, self.config.decoys)
-            self._decoy_words = sum(len(q.split()) for q in self._decoy_pool) / len(self._decoy_pool)
-        return self._decoy_pool
+        return load_decoys(self.config.decoy_questions, self.config.decoys)
+
+    @cached_property
+    def _decoy_words(self) -> float:
+        """Mean words of a question of the pool, for the cost estimate."""
+        return sum(len(q.split()) for q in self._decoys) / len(self._decoys)
 
     def _lead_words(self, template: str) -> int:
         """Words a probe of ``template`` sends besides the document: its wording and any honest questions."""
         words = template_words(TEMPLATES[template])
         if template == "quote_decoy":
-            self._decoys()
             words += round(self.config.decoys * self._decoy_words)
         return words
 
@@ -290,7 +291,7 @@ class VerbatimMethod(ThresholdTextMethod):
             obs = Observation(self.name, doc.id)
             obs.skipped = f"too short: verbatim needs at least {c.min_words} words"
             return obs
-        leads = [" ".join(decoys_for(doc.text, i, self._decoys(), c.decoys)) if t == "quote_decoy" else ""
+        leads = [" ".join(decoys_for(doc.text, i, self._decoys, c.decoys)) if t == "quote_decoy" else ""
                  for i, (t, _) in enumerate(probes)]
         prompts = [TEMPLATES[t].format(query=h.first, decoys=lead) for (t, _), h, lead in zip(probes, cuts, leads)]
         data = {"cuts": [h.n_first_words for h in cuts], "templates": [t for t, _ in probes],
