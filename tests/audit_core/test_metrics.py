@@ -177,6 +177,38 @@ def test_vectorised_score_intervals_equal_the_per_resample_ones():
             assert M.bootstrap_tpr_at_fpr_ci(y, s, fpr, n=N_REF, seed=5) == pytest.approx(per_resample), (case, fpr)
 
 
+def test_paired_auc_difference_interval_equals_a_per_resample_reference():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(8)
+    for case, (y, s) in enumerate(_datasets()):
+        a = np.array([np.nan if x is None else x for x in s], dtype=float)
+        b = a + rng.normal(scale=0.5, size=len(a))  # a second, noisier reading of the same documents
+        b[1] = np.nan  # inconclusive under b only: left out of both
+        keep = ~(np.isnan(a) | np.isnan(b))
+        yk, ak, bk = y[keep], a[keep], b[keep]
+        idx = M._stratified_indices(yk, N_REF, 5)
+        diffs = [roc_auc_score(yk[i], ak[i]) - roc_auc_score(yk[i], bk[i]) for i in idx]
+        assert M.bootstrap_auc_difference_ci(y, a, b, n=N_REF, seed=5) == pytest.approx(
+            tuple(np.quantile(diffs, [0.025, 0.975]))), case
+
+
+def test_paired_auc_difference_sees_a_gain_that_separate_intervals_hide():
+    rng = np.random.default_rng(2)
+    y = np.r_[np.ones(40), np.zeros(40)].astype(int)
+    base = rng.normal(size=80) + 0.8 * y
+    better = base + 0.4 * y  # the same documents, each member a little higher
+    lo, hi = M.bootstrap_auc_difference_ci(y, better, base)
+    assert 0 < lo < hi  # paired: the gain is clear
+    sep_lo, _ = M.bootstrap_auc_ci(y, better)
+    _, base_hi = M.bootstrap_auc_ci(y, base)
+    assert sep_lo < base_hi  # the separate intervals overlap
+    assert M.bootstrap_auc_difference_ci(y, base, base) == (0.0, 0.0)
+    assert all(np.isnan(M.bootstrap_auc_difference_ci(np.ones(5, int), base[:5], base[:5])))
+    with pytest.raises(ValueError, match="labels"):
+        M.bootstrap_auc_difference_ci(y, base, base[:-1])
+
+
 def test_vectorised_decision_intervals_equal_the_scikit_learn_ones():
     for case, (y, s) in enumerate(list(_datasets())[2:]):
         v = np.array([np.nan if x is None else x for x in s], dtype=float)

@@ -1,0 +1,112 @@
+"""Design study, no queries: would another reading of Verbatim's stored chat answers separate better?
+
+On chat targets about a third of the members and most non-members reproduce no
+4-word run of their document, so their scores tie at 0, and the collection test
+against 20 controls stays near 0.6 power (BENCHMARKS.md). This script re-scores
+the answers of the SHIPPED chat-style shadow preparations (assets/preparation,
+MedQuAD shadow, nine probes per document; never a test draw) in other ways and
+prints, per reading, the document AUC with its bootstrap interval, how many
+documents score 0, and the simulated collection-test power for 5 members of 20
+documents against 20 controls (the pre-registered test, with each reading's own
+Platt fit on the same rows, so it flatters every reading alike), with each
+reading's AUC minus the method's own on the same documents (paired bootstrap):
+
+* ``share``: the method's score, the best share of the remainder's fresh 4-grams reproduced;
+* ``longest``: the longest reproduced run, in words (long documents are not penalised);
+* ``hits``: how many fresh 4-grams the best answer reproduced (a count, not a share);
+* ``share_first{W}``: the share over only the first W words of the remainder, what a
+  128-token answer that restates first can still reach;
+* ``embed_max``: the largest cosine similarity between an answer and its remainder
+  (the shipped MiniLM embedder), a reading that needs no exact copy;
+* ``share+embed``: ``share`` with ``embed_max`` breaking its ties (1e-3 x).
+
+    .venv/bin/python scripts/verbatim_score_study.py
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from audit_core.evidence.answers import non_answer  # noqa: E402
+from audit_core.evidence.calibration import fit_platt  # noqa: E402
+from audit_core.evidence.collection import simulated_power  # noqa: E402
+from audit_core.methods.base import Observation  # noqa: E402
+from audit_core.methods.textonly_base import answers  # noqa: E402
+from audit_core.methods.verbatim import VerbatimConfig, _text_of, reproduction, shared_ngrams  # noqa: E402
+from audit_core.metrics import bootstrap_auc_ci, bootstrap_auc_difference_ci, roc_auc  # noqa: E402
+from shadow.shipped import read_manifest, load_shipped  # noqa: E402
+
+
+def chat_keys() -> list[tuple[str, str]]:
+    """(size, key) of every shipped chat-style Verbatim preparation."""
+    return sorted((v["size"], k) for k, v in read_manifest().items()
+                  if v["method"] == "verbatim" and v["style"] == "chat")
+
+
+def readings(obs: Observation, shared: frozenset, n: int, windows: list[int], embed) -> dict[str, float]:
+    d = obs.data
+    out: dict[str, float] = {"share": 0.0, "longest": 0.0, "hits": 0.0, **{f"share_first{w}": 0.0 for w in windows}}
+    pairs: list[tuple[str, str]] = []
+    for query, rest, answer in zip(d["queries"], d["remainders"], answers(obs)[-len(d["queries"]):]):
+        if answer is None or non_answer(answer) is not None:
+            continue
+        rep = reproduction(answer, query, rest, n, shared)
+        out["share"] = max(out["share"], rep["share"])
+        out["longest"] = max(out["longest"], float(rep["longest_words"]))
+        out["hits"] = max(out["hits"], float(round(rep["share"] * rep["fresh_ngrams"])))
+        for w in windows:
+            part = reproduction(answer, query, " ".join(rest.split()[:w]), n, shared)
+            out[f"share_first{w}"] = max(out[f"share_first{w}"], part["share"])
+        pairs.append((answer, rest))
+    if pairs:
+        a = embed.encode([p[0] for p in pairs], normalize_embeddings=True)
+        r = embed.encode([p[1] for p in pairs], normalize_embeddings=True)
+        out["embed_max"] = float((a * r).sum(axis=1).max())
+    else:
+        out["embed_max"] = 0.0
+    out["share+embed"] = out["share"] + 1e-3 * out["embed_max"]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--windows", default="20,30,45", help="W values for share_first{W}")
+    ap.add_argument("--collections", type=int, default=400, help="simulated collections per power figure")
+    args = ap.parse_args()
+    from audit_core.models import load_embedder
+
+    embed = load_embedder()
+    windows = [int(w) for w in args.windows.split(",")]
+    cfg = VerbatimConfig(style="chat")
+    for size, key in chat_keys():
+        got = load_shipped(key)
+        if got is None:
+            continue
+        mem, non = got
+        shared = shared_ngrams([_text_of(o) for o in [*mem, *non]], cfg.ngram, cfg.shared_min_docs)
+        rows = [readings(o, shared, cfg.ngram, windows, embed) for o in [*mem, *non]]
+        y = np.array([1] * len(mem) + [0] * len(non))
+        print(f"\nshipped chat preparation '{size}' ({key}): {len(mem)} + {len(non)} documents")
+        print("| reading | AUC [95% CI] | minus share's AUC, paired [95% CI] | scoring 0, members / non-members | "
+              "power, 5 of 20 vs 20 controls |")
+        print("|---|---|---|---|---|")
+        share = np.array([r["share"] for r in rows])
+        for name in rows[0]:
+            s = np.array([r[name] for r in rows])
+            lo, hi = bootstrap_auc_ci(y, s)
+            m_raw, n_raw = s[y == 1], s[y == 0]
+            power = simulated_power(m_raw, n_raw, 20, 20, member_share=0.25, n_sim=args.collections,
+                                    platt=fit_platt(m_raw.tolist(), n_raw.tolist()))
+            d_lo, d_hi = bootstrap_auc_difference_ci(y, s, share)
+            print(f"| {name} | {roc_auc(y, s):.3f} [{lo:.2f}, {hi:.2f}] | {roc_auc(y, s) - roc_auc(y, share):+.3f} "
+                  f"[{d_lo:+.3f}, {d_hi:+.3f}] | {int((m_raw == 0).sum())} / "
+                  f"{int((n_raw == 0).sum())} | {power:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
