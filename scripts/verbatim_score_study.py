@@ -11,7 +11,8 @@ documents against 20 controls (the pre-registered test, with each reading's own
 Platt fit on the same rows, so it flatters every reading alike), with each
 reading's AUC minus the method's own on the same documents (paired bootstrap):
 
-* ``share``: the method's score, the best share of the remainder's fresh 4-grams reproduced;
+* ``share``: the method's own score (``observation_score``), the best share of the remainder's
+  fresh 4-grams reproduced; a document it leaves inconclusive is left out of every reading;
 * ``longest``: the longest reproduced run, in words (long documents are not penalised);
 * ``hits``: how many fresh 4-grams the best answer reproduced (a count, not a share);
 * ``share_first{W}``: the share over only the first W words of the remainder, what a
@@ -37,7 +38,7 @@ from audit_core.evidence.calibration import fit_platt  # noqa: E402
 from audit_core.evidence.collection import simulated_power  # noqa: E402
 from audit_core.methods.base import Observation  # noqa: E402
 from audit_core.methods.textonly_base import answers  # noqa: E402
-from audit_core.methods.verbatim import VerbatimConfig, _text_of, reproduction, shared_ngrams  # noqa: E402
+from audit_core.methods.verbatim import VerbatimConfig, VerbatimMethod, _text_of, reproduction  # noqa: E402
 from audit_core.metrics import bootstrap_auc_ci, bootstrap_auc_difference_ci, roc_auc  # noqa: E402
 from shadow.shipped import read_manifest, load_shipped  # noqa: E402
 
@@ -48,27 +49,28 @@ def chat_keys() -> list[tuple[str, str]]:
                   if v["method"] == "verbatim" and v["style"] == "chat")
 
 
-def readings(obs: Observation, shared: frozenset, n: int, windows: list[int], embed) -> dict[str, float]:
-    d = obs.data
-    out: dict[str, float] = {"share": 0.0, "longest": 0.0, "hits": 0.0, **{f"share_first{w}": 0.0 for w in windows}}
+def readings(method: VerbatimMethod, obs: Observation, windows: list[int], embed) -> dict[str, float]:
+    """Every reading of one document's answers; all NaN where the method itself has no score (inconclusive)."""
+    score, _, why = method.observation_score(obs)
+    names = ["share", "longest", "hits", *[f"share_first{w}" for w in windows], "embed_max", "share+embed"]
+    if score is None:
+        return {name: float("nan") for name in names}
+    d, n, shared = obs.data, method.config.ngram, method._shared
+    out: dict[str, float] = {"share": score, "longest": 0.0, "hits": 0.0, **{f"share_first{w}": 0.0 for w in windows}}
     pairs: list[tuple[str, str]] = []
     for query, rest, answer in zip(d["queries"], d["remainders"], answers(obs)[-len(d["queries"]):]):
         if answer is None or non_answer(answer) is not None:
             continue
         rep = reproduction(answer, query, rest, n, shared)
-        out["share"] = max(out["share"], rep["share"])
         out["longest"] = max(out["longest"], float(rep["longest_words"]))
         out["hits"] = max(out["hits"], float(round(rep["share"] * rep["fresh_ngrams"])))
         for w in windows:
             part = reproduction(answer, query, " ".join(rest.split()[:w]), n, shared)
             out[f"share_first{w}"] = max(out[f"share_first{w}"], part["share"])
         pairs.append((answer, rest))
-    if pairs:
-        a = embed.encode([p[0] for p in pairs], normalize_embeddings=True)
-        r = embed.encode([p[1] for p in pairs], normalize_embeddings=True)
-        out["embed_max"] = float((a * r).sum(axis=1).max())
-    else:
-        out["embed_max"] = 0.0
+    a = embed.encode([p[0] for p in pairs], normalize_embeddings=True)
+    r = embed.encode([p[1] for p in pairs], normalize_embeddings=True)
+    out["embed_max"] = float((a * r).sum(axis=1).max())
     out["share+embed"] = out["share"] + 1e-3 * out["embed_max"]
     return out
 
@@ -82,16 +84,18 @@ def main() -> None:
 
     embed = load_embedder()
     windows = [int(w) for w in args.windows.split(",")]
-    cfg = VerbatimConfig(style="chat")
     for size, key in chat_keys():
         got = load_shipped(key)
         if got is None:
             continue
         mem, non = got
-        shared = shared_ngrams([_text_of(o) for o in [*mem, *non]], cfg.ngram, cfg.shared_min_docs)
-        rows = [readings(o, shared, cfg.ngram, windows, embed) for o in [*mem, *non]]
+        method = VerbatimMethod(VerbatimConfig(style="chat"))
+        method.use_collection([_text_of(o) for o in [*mem, *non]])  # the shadow's stock phrases, as prepare() does
+        rows = [readings(method, o, windows, embed) for o in [*mem, *non]]
         y = np.array([1] * len(mem) + [0] * len(non))
-        print(f"\nshipped chat preparation '{size}' ({key}): {len(mem)} + {len(non)} documents")
+        left_out = sum(np.isnan(r["share"]) for r in rows)
+        print(f"\nshipped chat preparation '{size}' ({key}): {len(mem)} + {len(non)} documents, {left_out} "
+              "inconclusive for the method (too many non-answers) and left out of every reading")
         print("| reading | AUC [95% CI] | minus share's AUC, paired [95% CI] | scoring 0, members / non-members | "
               "power, 5 of 20 vs 20 controls |")
         print("|---|---|---|---|---|")
@@ -99,7 +103,7 @@ def main() -> None:
         for name in rows[0]:
             s = np.array([r[name] for r in rows])
             lo, hi = bootstrap_auc_ci(y, s)
-            m_raw, n_raw = s[y == 1], s[y == 0]
+            m_raw, n_raw = s[(y == 1) & np.isfinite(s)], s[(y == 0) & np.isfinite(s)]
             power = simulated_power(m_raw, n_raw, 20, 20, member_share=0.25, n_sim=args.collections,
                                     platt=fit_platt(m_raw.tolist(), n_raw.tolist()))
             d_lo, d_hi = bootstrap_auc_difference_ci(y, s, share)
