@@ -262,13 +262,17 @@ def bootstrap_auc_ci(
     resamples, so the abstain rule and the benchmark can afford 1,000
     resamples per method.
     """
-    from scipy.stats import rankdata
-
     if (r := _resampled(labels, scores, n, seed, level, both_classes=True)) is None:
         return float("nan"), float("nan")
-    res, n1, n0 = r
-    ranks = rankdata(res, axis=1)
-    return _percentile_interval((ranks[:, :n1].sum(axis=1) - n1 * (n1 + 1) / 2.0) / (n1 * n0), level)
+    return _percentile_interval(_resample_aucs(*r), level)
+
+
+def _resample_aucs(resampled: np.ndarray, n1: int, n0: int) -> np.ndarray:
+    """The AUC of every row of ``resampled`` (members first): Mann-Whitney U from mid-ranks over n1 * n0."""
+    from scipy.stats import rankdata
+
+    ranks = rankdata(resampled, axis=1)
+    return (ranks[:, :n1].sum(axis=1) - n1 * (n1 + 1) / 2.0) / (n1 * n0)
 
 
 def bootstrap_auc_difference_ci(
@@ -286,8 +290,6 @@ def bootstrap_auc_difference_ci(
     separate intervals suggest. A document inconclusive under either score is
     left out of both. Same stratified resamples as ``bootstrap_auc_ci``.
     """
-    from scipy.stats import rankdata
-
     y, a, b = _labels(labels), _values(scores_a), _values(scores_b)
     if not len(y) == len(a) == len(b):
         raise ValueError(f"{len(y)} labels but {len(a)} and {len(b)} scores")
@@ -299,12 +301,7 @@ def bootstrap_auc_difference_ci(
     if n1 == 0 or n0 == 0:
         return float("nan"), float("nan")
     idx = _stratified_indices(y, n, seed)
-
-    def aucs(v: np.ndarray) -> np.ndarray:
-        ranks = rankdata(v[idx], axis=1)
-        return (ranks[:, :n1].sum(axis=1) - n1 * (n1 + 1) / 2.0) / (n1 * n0)
-
-    return _percentile_interval(aucs(a) - aucs(b), level)
+    return _percentile_interval(_resample_aucs(a[idx], n1, n0) - _resample_aucs(b[idx], n1, n0), level)
 
 
 def bootstrap_tpr_at_fpr_ci(
