@@ -90,11 +90,11 @@ def replay(path: str, wording: str) -> None:
 
 def leads() -> None:
     from audit_core.methods.baseline_common import split_at
-    from audit_core.methods.verbatim import SHIPPED_DECOYS, TEMPLATES
+    from audit_core.methods.verbatim import TEMPLATES, load_decoys
     from shadow.corpus import load_corpus
     from shadow.rag import _encode
 
-    decoys = [q.strip() for q in SHIPPED_DECOYS.read_text(encoding="utf-8").splitlines() if q.strip()]
+    decoys = load_decoys(None, 2)  # the shipped questions, two per probe
 
     def study(name: str, mat, ids, members, nonmembers) -> None:
         coll = members + nonmembers  # the collection audited together: the auditor knows no labels

@@ -51,7 +51,7 @@ def chat_keys() -> list[tuple[str, str]]:
 
 def readings(method: VerbatimMethod, obs: Observation, windows: list[int], embed) -> dict[str, float]:
     """Every reading of one document's answers; all NaN where the method itself has no score (inconclusive)."""
-    score, _, why = method.observation_score(obs)
+    score = method.observation_score(obs)[0]
     names = ["share", "longest", "hits", *[f"share_first{w}" for w in windows], "embed_max", "share+embed"]
     if score is None:
         return {name: float("nan") for name in names}
