@@ -19,8 +19,9 @@ it what it needs (a language model, or the similarity scores of a query).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -228,6 +229,18 @@ class BenignFpr:
         return {"flagged": self.flagged, "total": self.total, "rate": self.rate}
 
 
+#: a MedQuAD record's text: "Question: ... ? Answer: ..."
+_QA = re.compile(r"\s*Question:\s*(.+?\?)\s*\??\s*Answer:\s*(.*)", re.S)
+
+
+def question_answer(text: str) -> tuple[str, str] | None:
+    """(question, answer) of a MedQuAD record's text, or None when it is not of that form."""
+    m = _QA.match(text)
+    if not m:
+        return None
+    return re.sub(r"\s+\?", "?", m.group(1)).strip(), m.group(2).strip()
+
+
 def benign_questions(path: str, n: int, seed: int = 0, exclude: Sequence[str] = ()) -> list[str]:
     """Honest users' questions: the question part of MedQuAD records ("Question: ... ? Answer: ...").
 
@@ -237,7 +250,6 @@ def benign_questions(path: str, n: int, seed: int = 0, exclude: Sequence[str] = 
     """
     import json
     import random
-    import re
 
     skip = set(exclude)
     out = []
@@ -246,9 +258,9 @@ def benign_questions(path: str, n: int, seed: int = 0, exclude: Sequence[str] = 
             text = json.loads(line)["text"]
             if text in skip:
                 continue
-            m = re.match(r"\s*Question:\s*(.+?\?)\s*\??\s*Answer:", text, re.S)
-            if m:
-                out.append(re.sub(r"\s+\?", "?", m.group(1)).strip())
+            qa = question_answer(text)
+            if qa:
+                out.append(qa[0])
     out = sorted(set(out))
     random.Random(seed).shuffle(out)
     return out[:n]
@@ -268,3 +280,85 @@ def benign_false_positive_rate(rag, queries: Sequence[str], batch: int = 64) -> 
     for i in range(0, len(queries), batch):
         flagged += sum(r.defense_acted for r in rag.retrieve_records(list(queries[i:i + batch])))
     return BenignFpr(flagged, len(queries))
+
+
+# --------------------------------------------------------------------------- a defense's cost to honest users' answers
+
+
+@dataclass
+class BenignRecall:
+    """How often honest users' questions still retrieve the document that answers them."""
+
+    found: int
+    total: int
+    #: questions the defense acted on (rewrote or flagged)
+    acted: int
+
+    @property
+    def rate(self) -> float | None:
+        return self.found / self.total if self.total else None
+
+    def to_json(self) -> dict:
+        return {"found": self.found, "total": self.total, "rate": self.rate, "acted": self.acted}
+
+
+def honest_questions_with_answers(path: str, n: int, kb_size: int, seed: int = 0) -> tuple[list, list[str], list[str]]:
+    """A knowledge base of MedQuAD answers and ``n`` honest questions, each with the id of its answer.
+
+    The stored documents are the answer parts only (a stored question would
+    make retrieval trivial); the ``n`` questions are drawn from records whose
+    question occurs once in the corpus, so exactly one stored document answers
+    each; the base is filled up to ``kb_size`` with other records' answers.
+    Returns (knowledge base documents, questions, answer ids).
+    """
+    import json
+    import random
+    from collections import Counter
+
+    from audit_core.documents import Document
+
+    records, ids = [], set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            qa = question_answer(row["text"])
+            if qa and len(qa[1].split()) >= 5 and str(row["id"]) not in ids:  # the corpus repeats some ids
+                ids.add(str(row["id"]))
+                records.append((str(row["id"]), qa[0], qa[1]))
+    asked = Counter(q for _, q, _ in records)
+    rng = random.Random(seed)
+    unique = [r for r in records if asked[r[1]] == 1]
+    if len(unique) < n or kb_size < n:
+        raise ValueError(f"{path} has {len(unique)} records with a question asked once; {n} questions and a "
+                         f"knowledge base of at least {n} documents are needed (got kb_size {kb_size})")
+    chosen = rng.sample(unique, n)
+    chosen_ids = {i for i, _, _ in chosen}
+    seen_answers = {a for _, _, a in chosen}
+    rest = []
+    for r in rng.sample(records, len(records)):
+        if r[0] not in chosen_ids and r[2] not in seen_answers:
+            seen_answers.add(r[2])
+            rest.append(r)
+    kb = [Document(i, a) for i, _, a in chosen + rest[: kb_size - n]]
+    return kb, [q for _, q, _ in chosen], [i for i, _, _ in chosen]
+
+
+def benign_retrieval_recall(rag, questions: Sequence[str], answer_ids: Sequence[str], batch: int = 16,
+                            progress: Callable[[int], None] | None = None) -> BenignRecall:
+    """Share of honest ``questions`` whose answering document (``answer_ids``) is among those retrieved.
+
+    A defense that rewrites queries before retrieval (paraphrase) or hides a
+    query's best match (Mirabel) costs honest users exactly this: the
+    generator still gets their question, but no longer the document that
+    answers it. Retrieval only, exactly as a served request would be.
+    """
+    if len(questions) != len(answer_ids):
+        raise ValueError("one answer id per question")
+    found = acted = 0
+    for i in range(0, len(questions), batch):
+        recs = rag.retrieve_records(list(questions[i:i + batch]))
+        found += sum(gold in r.doc_ids for r, gold in zip(recs, answer_ids[i:i + batch]))
+        acted += sum(bool(r.defense_acted) for r in recs)
+        if progress is not None:
+            progress(len(recs))
+    return BenignRecall(found, len(questions), acted)
