@@ -28,7 +28,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from audit_core.documents import Document
-from audit_core.models import DEFAULT_EMBEDDER, DEFAULT_PROXY_MODEL, LocalLM, cache_dir, load_causal_lm, load_embedder
+from audit_core.models import (DEFAULT_EMBEDDER, DEFAULT_PROXY_MODEL, REGISTRY, LocalLM, cache_dir, load_causal_lm,
+                               load_embedder)
 from audit_core.scoring import (
     Generation,
     PrefixCache,
@@ -57,6 +58,26 @@ DEFAULT_SYSTEM_TEMPLATE = (
 _KB_FORMAT = 1
 
 
+def default_paraphraser(generator: str) -> str:
+    """Who rewrites queries under the paraphrasing defense when no one is named.
+
+    S-RAG 5.3 has the generator paraphrase, which assumes an instruct model. A
+    base model (Gemma 3 270M, the completion target's) cannot follow the
+    rewriting instruction: it continues a probe or repeats a question four or
+    five times instead of rewriting it, so it hides little from an attack (a member's own document stayed retrieved for
+    0.67 of S-RAG's probes) while honest users lose a third of their answers
+    (0.61 of answering documents retrieved, against 0.91 without the defense).
+    The packaged instruct model rewrites instead (member retrieval 0.09, honest
+    answers 0.90) and 1.7 times as fast (BENCHMARKS.md, "Paraphraser of the
+    paraphrasing defense" and "A defense's cost to honest users' answers"). So
+    a generator without a chat template gets ``DEFAULT_PROXY_MODEL``; any
+    other (an instruct model, or a model outside the registry) paraphrases
+    itself.
+    """
+    spec = REGISTRY.get(generator)
+    return DEFAULT_PROXY_MODEL if spec is not None and not spec.has_chat_template else generator
+
+
 @dataclass
 class RagConfig:
     """How a RagSystem is built. Defaults follow S-RAG section 5.1 unless noted."""
@@ -80,10 +101,9 @@ class RagConfig:
     #: longest paraphrase the paraphrasing defense generates (our bound)
     paraphrase_max_tokens: int = 64
     #: the model that rewrites queries under the paraphrasing defense (registry
-    #: name or Hugging Face id); None: the generator itself, as S-RAG 5.3 has
-    #: it. A small model such as "smollm2-135m-instruct" (49k-token output
-    #: layer, against Gemma 3's 262k) paraphrases several times faster on a
-    #: CPU (BENCHMARKS.md, "Paraphraser of the paraphrasing defense")
+    #: name or Hugging Face id); None: ``default_paraphraser(generator)``, the
+    #: generator itself as S-RAG 5.3 has it when it follows instructions, else
+    #: the packaged instruct model (see there)
     paraphraser: str | None = None
     #: chromadb directory; None: <cache_dir()>/chroma
     persist_dir: str | None = None
@@ -120,6 +140,11 @@ class RagConfig:
             raise ValueError("decode_batch_size must be at least 1")
         if "{context}" not in self.system_template:
             raise ValueError("system_template needs a {context} slot")
+
+    @property
+    def effective_paraphraser(self) -> str:
+        """The model that rewrites queries under the paraphrasing defense."""
+        return self.paraphraser or default_paraphraser(self.generator)
 
     @property
     def effective_template(self) -> str:
@@ -299,8 +324,8 @@ class RagSystem(Target):
         # the store keys cached answers by this name: it must change with anything
         # that changes the answers (knowledge base, generator, defense)
         defense = self.config.defense or "none"
-        if defense == "paraphrase" and self.config.paraphraser not in (None, self.config.generator):
-            defense += f"({self.config.paraphraser})"
+        if defense == "paraphrase" and self.config.effective_paraphraser != self.config.generator:
+            defense += f"({self.config.effective_paraphraser})"
         self.name = f"rag:{self.config.generator}:{defense}:{self.content_hash[:12]}"
         self.collection_name = f"rpa-kb-{self.content_hash[:40]}"
         self.reused_collection = False
@@ -388,8 +413,8 @@ class RagSystem(Target):
 
     def _paraphraser_obj(self) -> QueryParaphraser:
         if self._paraphraser is None:
-            name = self.config.paraphraser
-            if name in (None, self.config.generator):
+            name = self.config.effective_paraphraser
+            if name == self.config.generator:
                 self._paraphraser = QueryParaphraser(self.lm, self.config.paraphrase_max_tokens)
             else:
                 self._paraphraser = QueryParaphraser.for_model(name, self.config.paraphrase_max_tokens)

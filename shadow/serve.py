@@ -446,7 +446,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--served-model-name", default=None, help="model id clients must send (default: --model)")
     p.add_argument("--defense", choices=["prompt_modification", "paraphrase", "mirabel"], default=None)
     p.add_argument("--paraphraser", default=None,
-                   help="model that rewrites queries under --defense paraphrase (default: the generator)")
+                   help="model that rewrites queries under --defense paraphrase (default: the generator when it is an "
+                        "instruct model, else smollm2-135m-instruct: shadow.rag.default_paraphraser)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--top-k", type=int, default=RagConfig.top_k)

@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int)
     ap.add_argument("--shadow-defenses", help="defenses to simulate on the shadow too, comma-separated")
     ap.add_argument("--paraphraser", help="model that rewrites the target's queries under the paraphrasing "
-                                          "defense (default: the target's generator)")
+                                          "defense (default: the target's generator when it is an instruct "
+                                          "model, else smollm2-135m-instruct)")
     ap.add_argument("--benign-queries", type=int, help="honest questions put through each Mirabel-defended "
                                                         "profile to measure its benign false-positive rate (0: none)")
     ap.add_argument("--out")

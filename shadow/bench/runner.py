@@ -18,6 +18,7 @@ from audit_core.target.base import MAX_TOP_LOGPROBS, Capabilities
 from shadow.demo import DEMO_MBA_ELICITATION
 from shadow.prepare import ShadowConfig, prepare_shadow
 from shadow.profiles import PROFILES, TargetProfile, get_profile, source_id
+from shadow.rag import default_paraphraser
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TARGET_CORPUS = ROOT.parent / "shared" / "data" / "genmedgpt5k.jsonl"
@@ -60,7 +61,8 @@ class BenchConfig:
     #: it). Empty: one undefended shadow calibrates every defense's rows.
     shadow_defenses: list[str] = field(default_factory=list)
     #: the model that rewrites queries under the target's paraphrasing defense
-    #: (shadow.rag.RagConfig.paraphraser); None: the target's generator
+    #: (shadow.rag.RagConfig.paraphraser); None: ``shadow.rag.default_paraphraser`` of the target's
+    #: generator (itself when it is an instruct model, else the packaged instruct model)
     paraphraser: str | None = None
     #: which section of BENCHMARKS.md the run's table goes to: "full", "quick", "zoo",
     #: or any other name for an experiment of one's own ("<mode> membership benchmark")
@@ -132,6 +134,25 @@ def profile_capabilities(cfg: BenchConfig, prof: TargetProfile) -> Capabilities:
 
 
 # --------------------------------------------------------------------------- running
+
+
+def target_identity(cfg: BenchConfig, prof_name: str, prof: TargetProfile, defense: str) -> str:
+    """What the answers of one (profile, defense) target are stored under.
+
+    The system, not its address: the server takes a new port every run, and a
+    re-run must find the answers of the last one. Paraphrase rows also name
+    who paraphrased when that is not the generator itself (named, or by
+    ``default_paraphraser``), so answers of one paraphraser are never read as
+    another's.
+    """
+    generator = cfg.target_generator if prof_name == "completion" else prof.rag.generator
+    ident = f"reference RAG · {cfg.target_generator} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
+    if prof_name != "completion":
+        ident = f"reference RAG · profile {prof_name} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
+    paraphraser = cfg.paraphraser or default_paraphraser(generator)
+    if defense == "paraphrase" and paraphraser != generator:
+        ident += f" ({paraphraser})"
+    return ident
 
 
 def benign_fpr(cfg: BenchConfig, prof: TargetProfile, kb: list[Document]) -> dict:
@@ -324,15 +345,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                                                paraphraser=cfg.paraphraser)
             else:
                 http = served.served_target(prof, kb_file, dflt, log_file, cfg.paraphraser)
-            paraphrased_by = f" ({cfg.paraphraser})" if defense == "paraphrase" and cfg.paraphraser else ""
-            # stored under the system, not its address: the server takes a new
-            # port every run, and a re-run must find the answers of the last one
-            ident = f"reference RAG · {cfg.target_generator} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
-            if prof_name != "completion":
-                ident = f"reference RAG · profile {prof_name} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
-            ident += paraphrased_by
             try:
-                caching = CachingTarget(http, store, identity=ident)
+                caching = CachingTarget(http, store, identity=target_identity(cfg, prof_name, prof, defense))
                 with open(scores_file, "a") as fh:
                     for m, d in tqdm(todo, desc=f"[{prof_name} / {defense}] probing", unit="doc", file=sys.stderr):
                         target = caching.for_method(m.probe_scope, m.version)

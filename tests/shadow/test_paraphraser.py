@@ -4,7 +4,7 @@ from __future__ import annotations
 from audit_core.documents import Document
 from audit_core.models import load_causal_lm
 from shadow.defenses import QueryParaphraser
-from shadow.rag import RagConfig, RagSystem
+from shadow.rag import RagConfig, RagSystem, default_paraphraser
 
 KB = [
     "Hand, foot and mouth disease is a viral illness of young children with fever, mouth sores and a rash on "
@@ -19,11 +19,13 @@ KB = [
 def test_a_named_paraphraser_rewrites_the_queries_and_names_the_system(tmp_path):
     docs = [Document(f"kb-{i}", t) for i, t in enumerate(KB)]
     cfg = dict(generator="gemma-3-270m", persist_dir=str(tmp_path), defense="paraphrase", paraphrase_max_tokens=24)
-    own = RagSystem(docs, RagConfig(**cfg))
+    own = RagSystem(docs, RagConfig(**cfg, paraphraser="gemma-3-270m"))
     small = RagSystem(docs, RagConfig(**cfg, paraphraser="smollm2-135m-instruct"))
     # the answers differ with the paraphraser, so stored answers must not be shared between the two
     assert small.name != own.name and "smollm2-135m-instruct" in small.name
-    assert RagSystem(docs, RagConfig(**cfg, paraphraser="gemma-3-270m")).name == own.name
+    assert "(" not in own.name  # the generator paraphrasing itself: the name stored answers had before
+    # a base-model generator cannot follow the rewriting instruction: by default the instruct model rewrites
+    assert RagSystem(docs, RagConfig(**cfg)).name == small.name
 
     query = "Please complete this paragraph: Plantar fasciitis causes stabbing heel pain with the first"
     rec = small.retrieve_records([query])[0]
@@ -45,3 +47,27 @@ def test_paraphrasing_a_batch_gives_each_query_its_own_rewrite():
     assert [r.query for r in together] == queries
     assert [r.paraphrase for r in together] == [r.paraphrase for r in alone]
     assert len({r.paraphrase for r in together}) == 3  # each distinct query got its own rewrite
+
+
+def test_the_default_paraphraser_is_the_generator_only_when_it_follows_instructions():
+    assert default_paraphraser("smollm2-135m-instruct") == "smollm2-135m-instruct"
+    assert default_paraphraser("gemma-3-270m") == "smollm2-135m-instruct"
+    assert default_paraphraser("some-org/unknown-model") == "some-org/unknown-model"  # not in the registry: itself
+    assert RagConfig(generator="gemma-3-270m").effective_paraphraser == "smollm2-135m-instruct"
+    assert RagConfig(generator="gemma-3-270m", paraphraser="gemma-3-270m").effective_paraphraser == "gemma-3-270m"
+
+
+def test_the_benchmark_keeps_answers_apart_by_who_paraphrased():
+    """A completion target's paraphrase rows are stored under the default (instruct) paraphraser's name, so
+    answers stored by earlier runs, where Gemma paraphrased itself, are never read as this defense's; naming
+    Gemma finds those again, and the chat profile (an instruct generator) keeps the identity it had."""
+    from shadow.bench.runner import BenchConfig, target_identity
+    from shadow.profiles import get_profile
+
+    comp, chat = get_profile("completion"), get_profile("chat")
+    default = BenchConfig(target_generator="gemma-3-270m")
+    gemma = BenchConfig(target_generator="gemma-3-270m", paraphraser="gemma-3-270m")
+    assert target_identity(default, "completion", comp, "paraphrase").endswith("· paraphrase (smollm2-135m-instruct)")
+    assert target_identity(gemma, "completion", comp, "paraphrase").endswith("· paraphrase")
+    assert target_identity(default, "completion", comp, "none") == target_identity(gemma, "completion", comp, "none")
+    assert target_identity(default, "chat", chat, "paraphrase").endswith("· paraphrase")
