@@ -1,15 +1,16 @@
 """What each defense costs honest users: how often their question still retrieves the document that answers it.
 
     nice -n 10 .venv/bin/python scripts/bench_defense_benign.py [--corpus ../shared/data/medquad.jsonl]
-        [--n 200] [--kb-size 2000] [--defenses none,paraphrase,paraphrase:smollm2-135m-instruct,mirabel]
+        [--n 200] [--kb-size 2000]
+        [--defenses none,paraphrase:gemma-3-270m,paraphrase:smollm2-135m-instruct,mirabel]
 
 The knowledge base holds MedQuAD answers (``honest_questions_with_answers``:
 the answer parts only, ``--kb-size`` of them); ``--n`` honest users ask the
 questions of records whose question occurs once in the corpus, so exactly one
 stored document answers each. Each defended ``shadow.rag.RagSystem`` (k = 4,
 all-MiniLM-L6-v2, generator Gemma 3 270M as the benchmark's completion target)
-retrieves for them as a served request would; ``paraphrase`` rewrites with the
-generator (the benchmark's default), ``paraphrase:<model>`` with that model.
+retrieves for them as a served request would; ``paraphrase:<model>`` rewrites
+with that model, ``paraphrase`` with the default (``shadow.rag.default_paraphraser``).
 Only retrieval runs: the generator still receives the user's own question
 under every defense here, so the retrieved documents are all that changes.
 Prints one Markdown row per defense; ``--out`` keeps the rows and a few rewrites.
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=200, help="honest questions")
     ap.add_argument("--kb-size", type=int, default=2000)
     ap.add_argument("--generator", default="gemma-3-270m")
-    ap.add_argument("--defenses", default="none,paraphrase,paraphrase:smollm2-135m-instruct,mirabel")
+    ap.add_argument("--defenses", default="none,paraphrase:gemma-3-270m,paraphrase:smollm2-135m-instruct,mirabel")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         with tqdm(total=len(questions), desc=spec, unit="question", file=sys.stderr) as bar:
             res = benign_retrieval_recall(rag, questions, gold, progress=bar.update)
         secs = (time.perf_counter() - t0) / len(questions)
-        label = spec if spec != "paraphrase" else f"paraphrase ({a.generator}, the benchmark's default)"
+        label = spec if spec != "paraphrase" else f"paraphrase:{cfg.effective_paraphraser} (the default)"
         print(f"| {label} | {res.total} | {res.found} | {res.rate:.3f} | {res.acted} | {secs:.2f} |", flush=True)
         row = {"defense": spec, **res.to_json(), "seconds_per_question": secs}
         if defense == "paraphrase":
