@@ -409,8 +409,9 @@ LIMITATIONS: tuple[str, ...] = (
     "documents in their knowledge base. It is statistical evidence, not proof: a very similar text in the "
     "knowledge base, or the text in the underlying model's training data, can produce the same behaviour.",
     "“Not found” is not proof of absence. A RAG system may hold a document and still not retrieve it for our "
-    "probes; a defence (prompt rules, query rewriting, detect-and-hide) can mask it; a short document gives "
-    "the methods little to work with.",
+    "probes; a defence (prompt rules, query rewriting, detect-and-hide) can mask it: in our benchmark, a "
+    "target that had a small instruct model rewrite every query before retrieval got 74% of the documents "
+    "it held called “not found” by S-RAG. A short document gives the methods little to work with.",
     "The thresholds and the classifier were fitted on a shadow RAG system that we built ourselves. The target "
     "differs from it (its model, its retriever, its prompt, its other documents), so the shadow's validation "
     "quality is an estimate of the method's quality on the target, not a guarantee.",
