@@ -64,9 +64,10 @@ def default_paraphraser(generator: str) -> str:
     S-RAG 5.3 has the generator paraphrase, which assumes an instruct model. A
     base model (Gemma 3 270M, the completion target's) cannot follow the
     rewriting instruction: it continues a probe or repeats a question four or
-    five times instead of rewriting it, so it hides little from an attack (a member's own document stayed retrieved for
-    0.67 of S-RAG's probes) while honest users lose a third of their answers
-    (0.61 of answering documents retrieved, against 0.91 without the defense).
+    five times instead of rewriting it, so it hides little from an attack (a
+    member's own document stayed retrieved for 0.67 of S-RAG's probes) while
+    honest users lose a third of their answers (0.61 of answering documents
+    retrieved, against 0.91 without the defense).
     The packaged instruct model rewrites instead (member retrieval 0.09, honest
     answers 0.90) and 1.7 times as fast (BENCHMARKS.md, "Paraphraser of the
     paraphrasing defense" and "A defense's cost to honest users' answers"). So
@@ -76,6 +77,13 @@ def default_paraphraser(generator: str) -> str:
     """
     spec = REGISTRY.get(generator)
     return DEFAULT_PROXY_MODEL if spec is not None and not spec.has_chat_template else generator
+
+
+def other_paraphraser(generator: str, paraphraser: str | None) -> str | None:
+    """The model that paraphrases for ``generator`` when it is not the generator itself (named, or by
+    ``default_paraphraser``), else None: what names of stored answers must show, since answers differ with it."""
+    who = paraphraser or default_paraphraser(generator)
+    return who if who != generator else None
 
 
 @dataclass
@@ -324,8 +332,9 @@ class RagSystem(Target):
         # the store keys cached answers by this name: it must change with anything
         # that changes the answers (knowledge base, generator, defense)
         defense = self.config.defense or "none"
-        if defense == "paraphrase" and self.config.effective_paraphraser != self.config.generator:
-            defense += f"({self.config.effective_paraphraser})"
+        other = other_paraphraser(self.config.generator, self.config.paraphraser)
+        if defense == "paraphrase" and other:
+            defense += f"({other})"
         self.name = f"rag:{self.config.generator}:{defense}:{self.content_hash[:12]}"
         self.collection_name = f"rpa-kb-{self.content_hash[:40]}"
         self.reused_collection = False

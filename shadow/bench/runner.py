@@ -18,7 +18,7 @@ from audit_core.target.base import MAX_TOP_LOGPROBS, Capabilities
 from shadow.demo import DEMO_MBA_ELICITATION
 from shadow.prepare import ShadowConfig, prepare_shadow
 from shadow.profiles import PROFILES, TargetProfile, get_profile, source_id
-from shadow.rag import default_paraphraser
+from shadow.rag import other_paraphraser
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TARGET_CORPUS = ROOT.parent / "shared" / "data" / "genmedgpt5k.jsonl"
@@ -142,16 +142,16 @@ def target_identity(cfg: BenchConfig, prof_name: str, prof: TargetProfile, defen
     The system, not its address: the server takes a new port every run, and a
     re-run must find the answers of the last one. Paraphrase rows also name
     who paraphrased when that is not the generator itself (named, or by
-    ``default_paraphraser``), so answers of one paraphraser are never read as
+    ``shadow.rag.default_paraphraser``), so answers of one paraphraser are never read as
     another's.
     """
     generator = cfg.target_generator if prof_name == "completion" else prof.rag.generator
     ident = f"reference RAG · {cfg.target_generator} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
     if prof_name != "completion":
         ident = f"reference RAG · profile {prof_name} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
-    paraphraser = cfg.paraphraser or default_paraphraser(generator)
-    if defense == "paraphrase" and paraphraser != generator:
-        ident += f" ({paraphraser})"
+    other = other_paraphraser(generator, cfg.paraphraser)
+    if defense == "paraphrase" and other:
+        ident += f" ({other})"
     return ident
 
 
