@@ -185,6 +185,7 @@ def _print_freshness(freshness: dict) -> None:
 
 def _audit_config(args):
     from audit_core.audit import AuditConfig
+    from audit_core.verdict import VerdictConfig
     from shadow.prepare import ShadowConfig
 
     shadow = ShadowConfig(n_members=args.shadow_size, n_nonmembers=args.shadow_size,
@@ -215,7 +216,23 @@ def _audit_config(args):
                          f"choose from {', '.join(METHODS)}")
     # the shadow answers, and S-RAG reads, in the target's style: this one, or the capability probe's finding
     return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params, run_without_signal=insist,
-                       fpr=args.fpr, target_style=getattr(args, "target_style", None))
+                       fpr=args.fpr, target_style=getattr(args, "target_style", None),
+                       verdict=VerdictConfig(retrieval_as_sent=_retrieval_as_sent(args)))
+
+
+def _retrieval_as_sent(args) -> bool:
+    """Whether "not found" may stand (``VerdictConfig.retrieval_as_sent``): known for the demo target,
+    the user's statement (``--retrieval-as-sent``) for any other."""
+    from shadow.defenses import retrieval_as_sent
+
+    stated = bool(getattr(args, "retrieval_as_sent", False))
+    if getattr(args, "target", None) != "demo":
+        return stated
+    known = retrieval_as_sent(getattr(args, "demo_defense", None))
+    if stated and not known:
+        raise ValueError(f"--retrieval-as-sent: the demo target with --demo-defense {args.demo_defense} changes "
+                         "what its retriever sees, so it does not retrieve with queries as sent")
+    return known
 
 
 def _print_collection(collection: dict) -> None:
@@ -457,6 +474,14 @@ def _days(value: str) -> int:
     return days
 
 
+def retrieval_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retrieval-as-sent", action="store_true",
+                   help="the target's operator states that it retrieves with each query exactly as sent and "
+                        "withholds nothing it retrieves (no query rewriting, no detect-and-hide defense). Only "
+                        "then can a document be called 'not found'; without it such documents are inconclusive, "
+                        "'not cleared' (rule R5 in audit_core/verdict.py). Known for the demo target")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rpa", description="RAG Provenance Auditor command line")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -495,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--model", help="model name at the endpoint")
     a.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     a.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])
+    retrieval_flag(a)
     a.add_argument("--docs", required=True, help="CSV (or JSONL) of your documents")
     a.add_argument("--text-column")
     a.add_argument("--id-column")
@@ -536,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     ca.add_argument("--model")
     ca.add_argument("--api-key-env", default="OPENAI_API_KEY")
     ca.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])
+    retrieval_flag(ca)
     ca.add_argument("--evidence", action="store_true")
     ca.add_argument("--out")
     ca.add_argument("--report-dir", help="write the shareable PDF/JSON/CSV here")

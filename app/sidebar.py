@@ -39,6 +39,9 @@ class Settings:
     reuse_days: int | None = None
     #: how the target's model answers ("completion" or "chat"); None: as the capability probe finds
     target_style: str | None = None
+    #: the operator states the target retrieves with queries as sent (``VerdictConfig.retrieval_as_sent``);
+    #: the demo target (no retrieval defense) is known to
+    retrieval_as_sent: bool = False
 
     @property
     def missing_target(self) -> str | None:
@@ -56,8 +59,11 @@ class Settings:
     def audit_config(self):
         from audit_core.audit import AuditConfig
 
+        from audit_core.verdict import VerdictConfig
+
         return AuditConfig(methods=list(self.methods), shadow=self.shadow, method_params=self.method_params,
-                           fpr=self.fpr, target_style=self.target_style)
+                           fpr=self.fpr, target_style=self.target_style,
+                           verdict=VerdictConfig(retrieval_as_sent=self.retrieval_as_sent or self.target_kind == DEMO))
 
     def config_dict(self) -> dict:
         """The audit configuration as plain data, as the store keeps it (no key)."""
@@ -178,6 +184,17 @@ def _target_section() -> tuple[str, str, str]:
         model = st.text_input("Model", key="model", placeholder="the model name the endpoint serves")
         _key_section(base_url)
     return kind, base_url, model
+
+
+def _retrieval_as_sent(kind: str) -> bool:
+    """The operator's statement that lets "not found" stand (``VerdictConfig.retrieval_as_sent``)."""
+    if kind == DEMO:
+        return True  # the demo target's retriever gets every query as sent and withholds nothing
+    return st.checkbox(
+        "The operator states this service retrieves with each question exactly as sent", key="retrieval_as_sent",
+        help="No query rewriting or expansion and no defense that withholds documents. A service that changes what "
+             "its retriever sees can hide a document it holds from every probe, so without this statement no "
+             "document is called 'not found': such documents are 'inconclusive (not cleared)'.")
 
 
 def connection_id(settings: Settings) -> str:
@@ -365,6 +382,7 @@ def render_sidebar() -> Settings:
 
     with st.sidebar:
         kind, base_url, model = _target_section()
+        as_sent = _retrieval_as_sent(kind)
         st.header("Settings")
         methods = st.multiselect("Methods", list(METHODS), default=suggested_methods(logprobs=True), key="methods",
                                  format_func=lambda m: LABELS[m],
@@ -384,7 +402,7 @@ def render_sidebar() -> Settings:
         settings = Settings(kind, base_url, model, list(methods), shadow,
                             {m: p for m, p in params.items() if m in methods},
                             reuse_days=_reuse_days() if kind == ENDPOINT else None, fpr=float(fpr),
-                            target_style=style)
+                            target_style=style, retrieval_as_sent=as_sent)
         st.header("Connection")
         _connection_check(settings)
     return settings

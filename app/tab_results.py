@@ -101,6 +101,11 @@ def _header(result: dict) -> None:
     cols = st.columns(3 + len(result.get("calibrations") or {}))
     for col, (name, n) in zip(cols, counts.items()):
         col.metric(name.capitalize(), n)
+    from audit_core.report import retrieval_line
+
+    withheld = sum(v.get("rule") == "R5" for v in result.get("verdicts", []))
+    st.caption(f"Retrieval: {retrieval_line(result)}"
+               + (f" ({withheld} document(s) not cleared for this reason)." if withheld else "."))
     for col, (m, cal) in zip(cols[3:], (result.get("calibrations") or {}).items()):
         auc = cal.get("shadow_auc")
         col.metric(f"{LABELS.get(m, m)} shadow AUC", "n/a" if auc is None else f"{auc:.2f}",

@@ -411,7 +411,9 @@ LIMITATIONS: tuple[str, ...] = (
     "“Not found” is not proof of absence. A RAG system may hold a document and still not retrieve it for our "
     "probes; a defence (prompt rules, query rewriting, detect-and-hide) can mask it: in our benchmark, a "
     "target that had a small instruct model rewrite every query before retrieval got 74% of the documents "
-    "it held called “not found” by S-RAG. A short document gives the methods little to work with.",
+    "it held called “not found” by S-RAG. So a document is called “not found” only when the target is known "
+    "to retrieve with each query as sent (the built-in demo, or an operator's statement); otherwise it is "
+    "“inconclusive (not cleared)”. A short document gives the methods little to work with.",
     "The thresholds and the classifier were fitted on a shadow RAG system that we built ourselves. The target "
     "differs from it (its model, its retriever, its prompt, its other documents), so the shadow's validation "
     "quality is an estimate of the method's quality on the target, not a guarantee.",
@@ -678,6 +680,15 @@ def freshness_line(result: dict) -> str:
     return freshness_sentence(result) or "Answer freshness: not computed for this audit."
 
 
+def retrieval_line(result: dict) -> str:
+    """What the audit assumed of how the target retrieves, which decides whether "not found" may be said (R5)."""
+    if ((result.get("config") or {}).get("verdict") or {}).get("retrieval_as_sent"):
+        return ("known (demo target) or stated by the operator: the target retrieves with each query as sent, so "
+                "a document whose probes all missed may be called “not found”")
+    return ("not known: a target may rewrite queries or withhold documents before its model sees them, so no "
+            "document was called “not found”; those that would have been are “inconclusive (not cleared)”")
+
+
 #: what the first page says a verdict does and does not prove (LIMITATIONS has the detail)
 PROVES = ("<b>What this shows:</b> for each document, whether the target answered about it the way RAG systems "
           "answer about documents they hold, calibrated on a shadow RAG we built. <b>What it does not prove:</b> "
@@ -738,6 +749,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                            f"{counts['inconclusive']} inconclusive, out of {len(verdicts)} document(s) audited")
          + (" <b>(cancelled before the end)</b>" if r.get("cancelled") else "")],
         ["Collection", esc(" ".join(collection_lines(r)))],
+        ["Retrieval", esc(retrieval_line(r))],
         ["Answers", esc(freshness_line(r))],
         ["Report", esc(f"generated {now} by RAG Provenance Auditor {tool_version()}; document texts "
                        + ("redacted (SHA-256 and first words only)" if redact else "included"))],

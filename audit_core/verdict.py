@@ -24,13 +24,36 @@ R1    nobody decided (or nobody ran)              inconclusive    every method's
 R2    the first voter says member                 member          a member call keeps the FPR of the
                                                                   method that made it; a dissenting
                                                                   voter is reported, not counted
-R3    every voter says not found                  not found       --
+R3    every voter says not found, and the         not found       --
+      target is known to retrieve with queries
+      as sent (``retrieval_as_sent``)
 R4    the first voter says not found, a later     inconclusive    "methods disagree": calling it member
       voter says member                                           would let either method's false
                                                                   positives through (up to twice the
                                                                   FPR); calling it not found would hide
                                                                   a calibrated member call
+R5    every voter says not found, but nobody      inconclusive    "not cleared": a target that rewrites
+      stated that the target retrieves with                       queries or withholds documents from
+      queries as sent                                             probes that resemble them hides the
+                                                                  documents it holds from every method
+                                                                  (``REWRITING_EVIDENCE``)
 ====  ==========================================  ==============  =========================================
+
+Why R5. Every method's probe is built from the document, and a target may
+change what its retriever sees: query rewriting (common in production RAG;
+the S-RAG paper's paraphrasing defense) or a detector that withholds the
+best match of a document-like query (Mirabel). From outside, a document so
+hidden looks exactly like one the target never held, and no probe we have is
+immune (``scripts/rewriting_retrieval_check.py``, BENCHMARKS.md "Which probes
+reach the document when the target rewrites queries"): on 2,000 patient
+dialogues, S-RAG's probes found their document for 0.96 of queries as sent,
+0.15 after a small instruct model's rewrite and 0.32 behind Mirabel; the
+best of any method was 0.84 after the rewrite and 0.60 behind Mirabel, and
+on MedQuAD Mirabel left every method at most 0.32. So "not found"
+is said only where the target is known to retrieve with the query as sent
+and to withhold nothing: the built-in demo target without such a defense,
+or an endpoint whose operator states it (``VerdictConfig.retrieval_as_sent``,
+the app's checkbox, the CLI's ``--retrieval-as-sent``).
 
 So every "member" verdict is one method's member call at the stated FPR: the
 verdict's false-positive rate is that method's, never the sum of two.
@@ -45,7 +68,7 @@ threshold holds only as far as the shadow resembles the target (BENCHMARKS,
 evidence section: the shadow's 5% was 0-2% realised, the controls' 4.5-5.1%,
 with much higher recall). It says "not found" only where its shadow clears
 the document too, and a shadow member call that the controls do not confirm
-is not counted. Rows R1-R4 then apply unchanged.
+is not counted. Rows R1-R5 then apply unchanged.
 """
 from __future__ import annotations
 
@@ -66,10 +89,22 @@ ROLE_ORDER = ("primary", "second opinion", "text-only", "baseline")
 PRIMARY_ORDER = tuple(sorted(METHODS, key=lambda m: ROLE_ORDER.index(METHODS[m].role)))
 
 
+#: what R5 cites: the measured cost of clearing without knowing how the target retrieves
+REWRITING_EVIDENCE = ("a target that rewrites queries before retrieval, or withholds documents from queries that "
+                      "resemble them, hides documents it holds from these probes (in our benchmark, a target whose "
+                      "queries a small instruct model rewrote got 74% of the documents it held called \u201cnot "
+                      "found\u201d by S-RAG)")
+
+
 @dataclass
 class VerdictConfig:
     primary: str = "srag"
     second: str = "mba"
+    #: the target retrieves with each query exactly as sent and withholds nothing it retrieves (no
+    #: query rewriting or expansion, no detect-and-hide defense): known for the built-in demo target
+    #: without such a defense (``shadow.defenses.retrieval_as_sent``), stated by the operator for an
+    #: endpoint. False (nobody knows): "not found" is withheld (R5)
+    retrieval_as_sent: bool = False
 
     @classmethod
     def from_json(cls, d: dict | None) -> "VerdictConfig":
@@ -89,7 +124,7 @@ class Verdict:
     reason: str
     score: float | None  # the deciding method's calibrated probability
     methods: dict[str, dict] = field(default_factory=dict)  # method -> {score, decision, reason}
-    rule: str = ""  # which row of the rule table applied (R1-R4)
+    rule: str = ""  # which row of the rule table applied (R1-R5)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -172,9 +207,14 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
             f"; {', '.join(r.method for r in others)} agrees" if others else "")
         return Verdict(doc_id, MEMBER, f"{first.method}{alone} calls it a member{at}{note}", first.score, summary, "R2")
     dissent = [r for r in others if r.decision]
-    if not dissent:  # R3
+    if not dissent:
         agree = f"; {', '.join(r.method for r in others)} agrees" if others else ""
-        return Verdict(doc_id, NOT_FOUND, f"{first.method}{alone} did not find it{at}{agree}", first.score, summary, "R3")
+        if cfg.retrieval_as_sent:  # R3
+            return Verdict(doc_id, NOT_FOUND, f"{first.method}{alone} did not find it{at}{agree}", first.score,
+                           summary, "R3")
+        return Verdict(doc_id, INCONCLUSIVE,  # R5
+                       f"not cleared: {first.method}{alone} did not find it{at}{agree}, but nobody stated that the "
+                       f"target retrieves with queries as sent, and {REWRITING_EVIDENCE}", first.score, summary, "R5")
     return Verdict(doc_id, INCONCLUSIVE,  # R4
                    f"methods disagree: {first.method} did not find it, {', '.join(r.method for r in dissent)} "
                    f"calls it a member", first.score, summary, "R4")

@@ -206,7 +206,11 @@ def control_led_verdicts(rows: list[dict], lead: str, n_controls: int = 20, spli
     """
     from audit_core.evidence.canaries import document_calls
     from audit_core.methods.base import MethodResult
-    from audit_core.verdict import MEMBER, NOT_FOUND, decide, decide_with_controls
+    from audit_core.verdict import MEMBER, NOT_FOUND, VerdictConfig, decide, decide_with_controls
+
+    # as an owner who knows the target retrieves with queries as sent, the only case where a "not found"
+    # stands (verdict rule R5): what is measured is how often the rules would clear a member
+    vc = VerdictConfig(retrieval_as_sent=True)
 
     docs: dict[str, dict[str, dict]] = {}
     for r in rows:
@@ -229,8 +233,8 @@ def control_led_verdicts(rows: list[dict], lead: str, n_controls: int = 20, spli
         for d in tested:
             results = [MethodResult(m, d, r["score"], r["decision"], r.get("reason"), {"fpr": fpr})
                        for m, r in scored[d].items()]
-            got["r0"].append(decide_with_controls(d, results, coll).verdict)
-            got["shadow"].append(decide(d, results).verdict)
+            got["r0"].append(decide_with_controls(d, results, coll, vc).verdict)
+            got["shadow"].append(decide(d, results, vc).verdict)
         label = [scored[d][lead]["label"] for d in tested]
         for k, verdicts in got.items():
             t = tally[k]

@@ -42,6 +42,7 @@ QUICK = (60, 60, 30)
 def audit_config():
     """The configuration the app builds for the README's first audit (demo target, defaults, quick)."""
     from audit_core.audit import AuditConfig
+    from audit_core.verdict import VerdictConfig
     from shadow.demo import mba_elicitation_for
     from shadow.prepare import ShadowConfig
 
@@ -49,7 +50,8 @@ def audit_config():
     return AuditConfig(methods=["srag", "mba"],
                        shadow=ShadowConfig(n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g),
                        method_params={"srag": {"bins": 10},
-                                      "mba": {"n_masks": 10, "gamma": 0.5, "elicitation": mba_elicitation_for(True)}})
+                                      "mba": {"n_masks": 10, "gamma": 0.5, "elicitation": mba_elicitation_for(True)}},
+                       verdict=VerdictConfig(retrieval_as_sent=True))  # the demo target, as the app knows it
 
 
 def child(out: Path, use_shipped: bool) -> None:

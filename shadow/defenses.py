@@ -29,6 +29,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from audit_core.models import LocalLM
 
 DEFENSES = ("prompt_modification", "paraphrase", "mirabel")
+#: defenses that change what the retriever sees or returns: the query is rewritten (paraphrase), or a
+#: document-like query's best match is withheld (Mirabel). Prompt modification changes only the prompt.
+RETRIEVAL_DEFENSES = ("paraphrase", "mirabel")
+
+
+def retrieval_as_sent(defense: str | None) -> bool:
+    """Whether a simulated target with ``defense`` retrieves with each query as sent and withholds nothing
+    (``audit_core.verdict.VerdictConfig.retrieval_as_sent``): known for the demo target, never for an endpoint."""
+    if defense is not None and defense not in DEFENSES:
+        raise ValueError(f"unknown defense '{defense}'; known: {', '.join(DEFENSES)}")
+    return defense not in RETRIEVAL_DEFENSES
 
 # --------------------------------------------------------------------------- prompt modification
 

@@ -45,9 +45,13 @@ def combined_rows(rows: list[dict]) -> list[dict]:
     verdict's; where the verdict has none (nobody decided, e.g. every method
     "not cleared"), the score of the first method in voting order that scored
     the document, so that the AUC is not taken over the decided documents
-    alone.
+    alone. Like the method rows beside it, it keeps "not found" calls: the
+    verdict of an owner who knows the target retrieves with queries as sent.
+    Without that knowledge the product withholds them (rule R5), which would
+    leave the row's accuracy, recall and F1 over member calls alone
+    (BENCHMARKS.md, session 26).
     """
-    vc = VerdictConfig()
+    vc = VerdictConfig(retrieval_as_sent=True)
     order = vc.order()
     by: dict[tuple[str, str, str], list[dict]] = {}
     for r in rows:

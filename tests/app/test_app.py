@@ -160,6 +160,23 @@ def test_unreachable_endpoint_is_reported_and_the_key_never_shown(app):
     assert SECRET not in shown
 
 
+def test_not_found_needs_the_operators_statement_for_an_endpoint_and_is_known_for_the_demo(app):
+    """Verdict rule R5 in the sidebar: no checkbox for the demo target (known), unticked by default for an endpoint."""
+    from app.sidebar import DEMO, ENDPOINT, Settings
+
+    assert not [c for c in app.checkbox if c.key == "retrieval_as_sent"]
+    app.radio(key="target_kind").set_value(ENDPOINT).run()
+    box = app.checkbox(key="retrieval_as_sent")
+    assert box.value is False and "rewriting" in box.help
+    box.check().run()
+    assert not app.exception and app.checkbox(key="retrieval_as_sent").value is True
+
+    def verdict_cfg(kind, stated):
+        return Settings(kind, "http://h/v1", "m", ["srag"], None, retrieval_as_sent=stated).audit_config().verdict
+    assert verdict_cfg(DEMO, False).retrieval_as_sent and verdict_cfg(ENDPOINT, True).retrieval_as_sent
+    assert not verdict_cfg(ENDPOINT, False).retrieval_as_sent
+
+
 def test_unreachable_url_without_a_key_is_reported_unreachable(app):
     """Issue 20 point 7: it used to say the key was missing (authentication failed)."""
     app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
@@ -243,8 +260,11 @@ def test_history_reopens_an_audit_and_its_pdf_has_the_verdicts_not_the_key(tmp_p
     at.button(key="history_open").click().run()
     assert not at.exception, at.exception
     verdicts = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
+    # nobody stated how this endpoint retrieves: what both methods missed is not cleared (rule R5)
     assert dict(zip(verdicts["document"], verdicts["verdict"])) == {
-        "grandmother-bees": "member", "knee-exercises": "not found"}
+        "grandmother-bees": "member", "knee-exercises": "inconclusive"}
+    assert any(c.value.startswith("Retrieval: not known") and "(1 document(s) not cleared for this reason)" in c.value
+               for c in at.caption)
     assert "1/1" in list(verdicts["MBA accuracy"])
     assert {"S-RAG shadow AUC", "MBA shadow AUC"} <= {m.label for m in at.metric}
     assert [m.value for m in at.metric if m.label == "S-RAG shadow AUC"] == ["0.91"]
@@ -255,7 +275,7 @@ def test_history_reopens_an_audit_and_its_pdf_has_the_verdicts_not_the_key(tmp_p
     exports = at.session_state["exports"]
     text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(exports["pdf"])).pages)
     assert "grandmother-bees" in text and "knee-exercises" in text
-    assert "member" in text and "not found" in text
+    assert "member" in text and "not cleared" in text and "Retrieval not known" in " ".join(text.split())
     for blob in (text, exports["json"].decode(), exports["csv"], db.read_bytes().decode("latin-1")):
         assert SECRET not in blob
     assert SECRET not in _texts(at).replace(at.text_input(key="api_key").value, "")

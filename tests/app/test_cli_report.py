@@ -52,3 +52,23 @@ def test_prepare_and_audit_take_the_target_style(monkeypatch):
     assert main(["audit", "--target", "demo", "--docs", "x.csv", "--target-style", "chat"]) == 0
     assert main(["audit", "--target", "demo", "--docs", "x.csv"]) == 0
     assert [c.target_style for c in parsed] == ["chat", None]
+
+
+def test_not_found_may_stand_only_where_the_target_retrieves_with_queries_as_sent(monkeypatch):
+    """Verdict rule R5 from the command line: known for the demo target (unless its defense changes what the
+    retriever sees), the operator's statement (--retrieval-as-sent) for an endpoint, never assumed."""
+    import pytest
+
+    from app.cli import _audit_config
+
+    parsed = []
+    monkeypatch.setattr("app.cli.cmd_audit", lambda args: parsed.append(_audit_config(args)) or 0)
+    for argv in (["--target", "demo"], ["--target", "demo", "--demo-defense", "prompt_modification"],
+                 ["--target", "demo", "--demo-defense", "paraphrase"], ["--target", "demo", "--demo-defense", "mirabel"],
+                 ["--target", "http://127.0.0.1:9/v1", "--model", "m"],
+                 ["--target", "http://127.0.0.1:9/v1", "--model", "m", "--retrieval-as-sent"]):
+        assert main(["audit", "--docs", "x.csv", *argv]) == 0
+    assert [c.verdict.retrieval_as_sent for c in parsed] == [True, True, False, False, False, True]
+    monkeypatch.setattr("app.cli.cmd_audit", lambda args: _audit_config(args))
+    with pytest.raises(ValueError, match="does not retrieve with queries as sent"):
+        main(["audit", "--docs", "x.csv", "--target", "demo", "--demo-defense", "paraphrase", "--retrieval-as-sent"])

@@ -434,20 +434,41 @@ def _r(method, decision, score=0.5, reason=None):
     # a text-only method votes before the baselines where S-RAG and MBA could not decide
     ([_r("srag", None, reason="no logprobs"), _r("rag_mia", False, 0.1), _r("interrogation", True, 0.9)],
      MEMBER, "R2"),
-    # R3: every voter says not found
+    # R3: every voter says not found (the target retrieves with queries as sent: AS_SENT below)
     ([_r("srag", False, 0.1)], NOT_FOUND, "R3"),
     ([_r("srag", False, 0.1), _r("mba", False, 0.2), _r("rag_mia", True, 0.9)], NOT_FOUND, "R3"),  # baselines do not vote
     ([_r("srag", None, reason="x"), _r("mba", False, 0.3)], NOT_FOUND, "R3"),
+    ([_r("srag", None, reason="x"), _r("mba", None, reason="y"), _r("interrogation", False, 0.1)], NOT_FOUND, "R3"),
     # R4: the first voter says not found, a later one member
     ([_r("srag", False, 0.1), _r("mba", True, 0.9)], INCONCLUSIVE, "R4"),
 ])
 def test_verdict_rule_table_row_by_row(results, verdict, rule):
-    v = decide("d", results)
+    v = decide("d", results, AS_SENT)
     assert (v.verdict, v.rule) == (verdict, rule), v.reason
     if rule == "R4":
         assert v.reason.startswith("methods disagree")
     if rule == "R1" and results:
         assert "no signal" in v.reason and "too many non-answers" in v.reason  # every reason is kept
+
+
+AS_SENT = VerdictConfig(retrieval_as_sent=True)
+
+
+@pytest.mark.parametrize("results", [
+    [_r("srag", False, 0.1)],
+    [_r("srag", False, 0.1), _r("mba", False, 0.2), _r("rag_mia", True, 0.9)],
+    [_r("srag", None, reason="no logprobs"), _r("mba", None, reason="y"), _r("interrogation", False, 0.1)],
+])
+def test_verdict_r5_no_clearing_unless_the_target_retrieves_with_queries_as_sent(results):
+    """Where R3 would clear, a target not known to retrieve with the query as sent gets "inconclusive"."""
+    assert decide("d", results, AS_SENT).verdict == NOT_FOUND
+    v = decide("d", results)  # the default: nobody stated it
+    assert (v.verdict, v.rule) == (INCONCLUSIVE, "R5"), v.reason
+    assert v.reason.startswith("not cleared") and "rewrites queries" in v.reason and "74%" in v.reason
+    assert v.score == decide("d", results, AS_SENT).score  # the evidence is kept, only the call is withheld
+    # member calls and disagreements do not depend on it
+    for other in ([_r("srag", True, 0.9)], [_r("srag", False, 0.1), _r("mba", True, 0.9)]):
+        assert decide("d", other) == decide("d", other, AS_SENT)
 
 
 def _controls(p, kind="declared", method="srag", n=20, called=1):
@@ -480,7 +501,9 @@ def _controls(p, kind="declared", method="srag", n=20, called=1):
 def test_verdict_rule_r0_the_call_against_the_controls_leads(results, collection, verdict, rule, reason):
     from audit_core.verdict import decide_with_controls
 
-    v = decide_with_controls("d", results, collection)
+    v = decide_with_controls("d", results, collection, AS_SENT)
+    if rule == "R3":  # without the statement, R0's "not found" is withheld like any other (R5)
+        assert decide_with_controls("d", results, collection).rule == "R5"
     assert (v.verdict, v.rule) == (verdict, rule), v.reason
     assert reason in v.reason or reason in str(v.methods), (v.reason, v.methods)
     if rule == "R2" and "controls" not in reason:

@@ -7,10 +7,11 @@ from audit_core.documents import Document
 from audit_core.history import history_rows, load_audit, mark_failed, result_recorder, save_audit, start_run
 from audit_core.methods.base import Calibration, MethodResult, Observation
 from audit_core.store import Store
-from audit_core.verdict import decide
+from audit_core.verdict import VerdictConfig, decide
 
 DOCS = [Document("a", "alpha " * 30), Document("b", "beta " * 30)]
-CONFIG = {"methods": ["srag", "mba"], "shadow": {"n_members": 20}, "method_params": {}, "verdict": {}}
+CONFIG = {"methods": ["srag", "mba"], "shadow": {"n_members": 20}, "method_params": {},
+          "verdict": {"retrieval_as_sent": True}}
 
 
 def _results():
@@ -30,7 +31,7 @@ def _audit_dict(cancelled: bool = False) -> dict:
     return AuditResult(
         target="http://127.0.0.1:1/v1 · m", created="2025-01-01T00:00:00+00:00", config=CONFIG,
         capabilities={"reachable": True, "logprobs": True, "max_top_logprobs": 20, "model": "m", "detail": ""},
-        verdicts=[decide(d, list(rs.values())) for d, rs in res.items()], results=res, observations=obs,
+        verdicts=[decide(d, list(rs.values()), VerdictConfig.from_json(CONFIG["verdict"])) for d, rs in res.items()], results=res, observations=obs,
         calibrations={"srag": Calibration("srag", 0.5, [0.9, 0.8], [0.1, 0.2], shadow_auc=0.93)},
         not_run={}, account={"queries": 4}, documents=DOCS, cancelled=cancelled,
     ).to_json()

@@ -12,7 +12,7 @@ import pytest
 
 from audit_core import plots, report
 from audit_core.methods.base import MethodResult
-from audit_core.verdict import decide
+from audit_core.verdict import VerdictConfig, decide
 
 SECRET = "sk-test-SECRETPLANTED0123456789"
 MODEL = "acme-rag-model-7b"
@@ -65,7 +65,8 @@ def make_result() -> dict:
     }
     for rs in results.values():
         rs.append(MethodResult("mink", rs[0].doc_id, None, None, reason=nr_reason))
-    verdicts = [decide(d, rs).to_json() for d, rs in results.items()]
+    # a target known to retrieve with queries as sent: "not found" may stand (verdict rule R5)
+    verdicts = [decide(d, rs, VerdictConfig(retrieval_as_sent=True)).to_json() for d, rs in results.items()]
     return {
         # a base URL with credentials in it, as a user might paste one
         "target": f"http://user:{SECRET}@127.0.0.1:8000/v1 · {MODEL}",
@@ -73,7 +74,8 @@ def make_result() -> dict:
         "config": {"methods": ["srag", "mba", "mink"], "api_key": SECRET,
                    "method_params": {"srag": {"bins": 10}, "mba": {"n_masks": 10}},
                    "shadow": {"corpus": "genmedgpt5k", "n_members": 40, "seed": 0, "api_key": SECRET},
-                   "verdict": {"confident_low": 0.2, "confident_high": 0.8, "primary": "srag", "second": "mba"},
+                   "verdict": {"confident_low": 0.2, "confident_high": 0.8, "primary": "srag", "second": "mba",
+                               "retrieval_as_sent": True},
                    "target_style": "chat", "target_style_source": "found by the capability probe: it restated"},
         "capabilities": {"reachable": True, "logprobs": True, "max_top_logprobs": 20,
                          "detail": f"probe ok (Authorization: Bearer {SECRET})"},
@@ -407,8 +409,11 @@ def test_first_page_is_the_summary_with_hashes_and_version():
     for needed in ("What was audited", "4 document(s)", "started 2025-05-01T10:00:00+00:00",
                    "duration 12 min 5 s", "1 member, 1 not found, 2 inconclusive", "What this shows",
                    "What it does not prove", f"RAG Provenance Auditor {__version__}", "Per document", "doc-2",
-                   "Collection-level test: not computed", "Answer freshness: not computed", "MBA had no signal"):
+                   "Collection-level test: not computed", "Answer freshness: not computed", "MBA had no signal",
+                   "Retrieval known (demo target) or stated by the operator"):
         assert needed in first, needed
+    unknown = {**r, "config": {**r["config"], "verdict": {}}}  # an endpoint nobody vouched for
+    assert "Retrieval not known" in _pages(report.pdf_report(unknown))[0]
     json_sha = hashlib.sha256(report.results_json(r, redact=True)).hexdigest()
     assert json_sha in first.replace(" ", "")
     # every document's hash, where a third party can find it

@@ -226,6 +226,7 @@ def test_the_table_counts_undecided_combined_verdicts():
             rows.append({"defense": "none", "method": method, "doc_id": f"d{i}", "label": label, "score": score,
                          "decision": score >= 0.5, "reason": None})
     metrics = bench.compute_metrics(rows, n_boot=10)
+    # R4 for d1 only: the row keeps "not found" for the non-members both methods missed, like the method rows
     assert metrics["none"]["combined"]["n_inconclusive_decisions"] == 1
     line = next(x for x in bench.markdown_table(metrics).splitlines() if "| combined |" in x)
     assert "| 0 / 1 |" in line
