@@ -235,6 +235,16 @@ def _retrieval_as_sent(args) -> bool:
     return known
 
 
+def withheld_note(verdicts) -> str | None:
+    """What the owner can do about documents left "not cleared" by verdict rule R5, or None."""
+    withheld = sum(v.rule == "R5" for v in verdicts)
+    if not withheld:
+        return None
+    return (f"note: {withheld} document(s) not cleared: the target is not known to retrieve with queries as sent. "
+            "If its operator states it, run again with --retrieval-as-sent --reuse-days 1 (this audit's answers "
+            "are reused instead of being sent again)")
+
+
 def _print_collection(collection: dict) -> None:
     """The collection-level line first: what the owner's documents together show."""
     from audit_core.evidence.statement import collection_sentence
@@ -374,6 +384,9 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
             mba = result.results[v.doc_id].get("mba")
             if mba is not None and mba.evidence.get("accuracy") is not None:
                 print(f"{'':>16}  MBA accuracy: {mba.evidence['accuracy']:.2f}")
+    note = withheld_note(result.verdicts)
+    if note:
+        print(note, file=sys.stderr)
     for name, cal in result.calibrations.items():
         if cal.shadow_auc is not None:
             print(f"shadow validation AUC of {name}: {cal.shadow_auc:.3f}", file=sys.stderr)

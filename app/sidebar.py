@@ -58,7 +58,6 @@ class Settings:
 
     def audit_config(self):
         from audit_core.audit import AuditConfig
-
         from audit_core.verdict import VerdictConfig
 
         return AuditConfig(methods=list(self.methods), shadow=self.shadow, method_params=self.method_params,

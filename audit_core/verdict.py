@@ -44,8 +44,8 @@ change what its retriever sees: query rewriting (common in production RAG;
 the S-RAG paper's paraphrasing defense) or a detector that withholds the
 best match of a document-like query (Mirabel). From outside, a document so
 hidden looks exactly like one the target never held, and no probe we have is
-immune (``scripts/rewriting_retrieval_check.py``, BENCHMARKS.md "Which probes
-reach the document when the target rewrites queries"): on 2,000 patient
+immune (``scripts/rewriting_retrieval_check.py``; BENCHMARKS.md, "Session 26:
+which probes reach the document when the target rewrites queries"): on 2,000 patient
 dialogues, S-RAG's probes found their document for 0.96 of queries as sent,
 0.15 after a small instruct model's rewrite and 0.32 behind Mirabel; the
 best of any method was 0.84 after the rewrite and 0.60 behind Mirabel, and

@@ -10,6 +10,15 @@ each method's requests for one document sent as one batch (what the client
 sends at once), then the same requests one by one.
 
     RPA_CACHE_DIR=<cache> .venv/bin/python scripts/bench_batched_serving.py --docs 4 --out runs/s26/batched.json
+
+``--served``: the quick benchmark itself (10 + 10, no defense, the served
+reference target over HTTP), run twice from empty answer stores: once one
+request at a time (client concurrency 1, server batch 1: the benchmark before
+session 26) and once as it now runs (``shadow.bench.served``'s defaults);
+the time of each target leg and whether the scores agree.
+
+    RPA_CACHE_DIR=<cache> .venv/bin/python scripts/bench_batched_serving.py --served \
+        --methods srag,mba,verbatim --out runs/s26/batched-served.json
 """
 from __future__ import annotations
 
@@ -57,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--defense", default=None)
     ap.add_argument("--generator", default="gemma-3-270m")
     ap.add_argument("--seed", type=int, default=2626)
+    ap.add_argument("--served", action="store_true", help="the quick benchmark, one at a time and batched")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    if args.served:
+        return served(args)
 
     docs = [d for d in load_corpus(str(SHARED / "genmedgpt5k.jsonl")) if d.n_words >= 20]
     random.Random(args.seed).shuffle(docs)
@@ -97,6 +109,32 @@ def main(argv: list[str] | None = None) -> int:
     for m, s in summary.items():
         print(f"| {m} | {s['requests']} | {s['one_by_one_s']:.1f} | {s['together_s']:.1f} | "
               f"{s['one_by_one_s'] / max(s['together_s'], 1e-9):.2f}x | {s['same_text']}/{s['requests']} |")
+    return 0
+
+
+def served(args) -> int:
+    import shadow.bench as bench
+    import shadow.bench.served as srv
+
+    out = Path(args.out)
+    runs = {}
+    for name, (conc, batch) in (("one at a time", (1, 1)),
+                                ("batched", (srv.CLIENT_CONCURRENCY, srv.SERVER_MAX_BATCH))):
+        srv.CLIENT_CONCURRENCY, srv.SERVER_MAX_BATCH = conc, batch
+        run_dir = out.parent / (out.stem + "-" + name.replace(" ", "-"))
+        if run_dir.exists():
+            raise SystemExit(f"{run_dir} exists: the comparison needs empty answer stores")
+        assert bench.main(["--quick", "--methods", args.methods, "--out", str(run_dir)]) == 0
+        res = json.loads((run_dir / "results.json").read_text())
+        scores = {(r["method"], r["doc_id"]): r["score"] for r in map(json.loads, open(run_dir / "scores.jsonl"))}
+        runs[name] = {"client_concurrency": conc, "server_max_batch": batch, "timings": res.get("timings"),
+                      "scores": {f"{m}/{d}": v for (m, d), v in scores.items()}}
+        print(f"{name}: {res.get('timings')}", flush=True)
+    a, b = (runs[k]["scores"] for k in ("one at a time", "batched"))
+    differ = sorted(k for k in a if a.get(k) != b.get(k))
+    summary = {"scores_compared": len(a), "scores_differing": differ}
+    Path(args.out).write_text(json.dumps({"config": vars(args), "runs": runs, "summary": summary}, indent=1))
+    print(summary)
     return 0
 
 

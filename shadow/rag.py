@@ -307,7 +307,8 @@ class RagSystem(Target):
 
     Introspection the reference target offers (an auditor of a real system has
     none of this): ``last_retrieval`` (RetrievalRecord of the last request),
-    ``last_retrievals`` (one per request of the last ``complete_many``),
+    ``last_retrievals`` (one per request of the last ``complete_many``, in
+    its order; None for a request that could not be retrieved for),
     ``last_timings`` and ``retrieve(query)``.
     """
 
@@ -346,7 +347,7 @@ class RagSystem(Target):
         self._mirabel = MirabelDefense(self.config.mirabel_rho) if self.config.defense == "mirabel" else None
         self._kb_matrix: tuple[list[str], np.ndarray] | None = None
         self.last_retrieval: RetrievalRecord | None = None
-        self.last_retrievals: list[RetrievalRecord] = []
+        self.last_retrievals: list[RetrievalRecord | None] = []
         self.last_timings = RequestTimings()
 
     @classmethod
@@ -570,9 +571,9 @@ class RagSystem(Target):
             # prompt through the prefix cache
             greedy = [i for i in records if requests[i].temperature <= 0]
             _share_nested_retrievals({i: queries[i] for i in greedy}, records, self.config.top_k)
-        self.last_retrievals = list(records.values())
-        if self.last_retrievals:
-            self.last_retrieval = self.last_retrievals[-1]
+        self.last_retrievals = [records.get(i) for i in range(len(requests))]  # None: no retrieval (bad request)
+        if records:
+            self.last_retrieval = list(records.values())[-1]
         groups: dict[tuple[str, ...], list[tuple[int, list[int]]]] = {}
         slow: list[tuple[int, list[int]]] = []
         for i, rec in records.items():

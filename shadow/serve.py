@@ -33,7 +33,9 @@ key in ``X-Api-Key`` (see ``shadow.serve_custom``).
 Errors always come as ``{"error": {"message", "type", "param", "code"}}`` with
 OpenAI's status codes: 401 bad or missing key, 404 unknown model
 (``model_not_found``) or route, 413 body too large, 400 invalid request.
-Requests are served one at a time (a CPU model gains nothing from concurrency).
+Requests go through the model one batch at a time: those that arrive together
+are answered together (``shadow.serve_batch``), which on a CPU decodes several
+sequences for about the price of one.
 The API key is compared in constant time and never logged or echoed.
 """
 from __future__ import annotations
@@ -58,6 +60,8 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from shadow.serve_batch import ModelQueue
+
 from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, TargetError, TokenLogprob
 from shadow.rag import RagConfig, RagSystem
 
@@ -77,6 +81,10 @@ class ServeLimits:
     max_messages: int = 64
     #: max_tokens when the request does not say (OpenAI: up to the context)
     default_max_tokens: int = 128
+    #: requests that arrive within ``batch_window_s`` of one another are answered together, up to this
+    #: many (``shadow.serve_batch.ModelQueue``); 1: strictly one at a time
+    max_batch: int = 8
+    batch_window_s: float = 0.01
 
 
 class ApiError(Exception):
@@ -271,7 +279,7 @@ def create_app(rag: RagSystem, api_key: str | Sequence[str] | None, model_name: 
     model_name = model_name or rag.config.generator
     limits = limits or ServeLimits()
     app = FastAPI(title="RAG Provenance Auditor reference target", docs_url=None, redoc_url=None, openapi_url=None)
-    gate = threading.Lock()  # one request at a time through the model
+    model = ModelQueue(rag, limits.max_batch, limits.batch_window_s)
     #: client id -> its last request's retrieval record (the most recent clients only)
     last_by_client: OrderedDict[str, dict[str, Any]] = OrderedDict()
     created = int(time.time())
@@ -296,12 +304,8 @@ def create_app(rag: RagSystem, api_key: str | Sequence[str] | None, model_name: 
     install_error_handlers(app)
 
     def run(req: ChatRequest) -> tuple[Completion, dict | None, dict]:
-        with gate:
-            comp = rag.complete(req)
-            rec = rag.last_retrieval.to_json() if rag.last_retrieval is not None else None
-            t = rag.last_timings
-            return comp, rec, {"retrieval_s": t.retrieval_s, "prefill_s": t.prefill_s,
-                               "generation_s": t.generation_s, "cached_tokens": t.cached_tokens}
+        comp, rec, timings = model.submit(req)
+        return comp, (rec.to_json() if rec is not None else None), timings
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> JSONResponse:
@@ -452,6 +456,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--top-k", type=int, default=RagConfig.top_k)
     p.add_argument("--no-prefix-cache", action="store_true", help="run every prompt from scratch (benchmark)")
+    p.add_argument("--max-batch", type=int, default=ServeLimits.max_batch,
+                   help="most requests answered together when they arrive at once (1: one at a time)")
     p.add_argument("--hide-retrieval", action="store_true",
                    help="omit the rpa_retrieval vendor field and endpoint (as a real target would)")
     p.add_argument("--persist-dir", default=None, help="chromadb directory (default: the project cache)")
@@ -496,7 +502,10 @@ def main(argv: list[str] | None = None) -> None:
              "off" if a.no_prefix_cache else "on")
     import uvicorn
 
-    app = _build_app(a.api, rag, key, name, None, not a.hide_retrieval, a.debug_retrieval, with_logprobs)
+    if a.max_batch < 1:
+        p.error("--max-batch must be at least 1")
+    app = _build_app(a.api, rag, key, name, ServeLimits(max_batch=a.max_batch), not a.hide_retrieval,
+                     a.debug_retrieval, with_logprobs)
     uvicorn.run(app, host=a.host, port=a.port, log_level="info", access_log=False)
 
 

@@ -36,7 +36,6 @@ import hmac
 import json
 import logging
 import re
-import threading
 from typing import Any, Iterator, Sequence
 
 from fastapi import FastAPI, Request
@@ -46,6 +45,7 @@ from starlette.concurrency import run_in_threadpool
 from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, TargetError
 from shadow.rag import RagSystem
 from shadow.serve import ApiError, ServeLimits, _int_field, install_error_handlers, logprob_entries, read_json_body
+from shadow.serve_batch import ModelQueue
 
 log = logging.getLogger("shadow.serve_custom")
 
@@ -109,7 +109,7 @@ def create_custom_app(rag: RagSystem, api_key: str | Sequence[str] | None, limit
     limits = limits or ServeLimits()
     app = FastAPI(title="RAG Provenance Auditor custom-API target", docs_url=None, redoc_url=None,
                   openapi_url=None)
-    gate = threading.Lock()  # one request at a time through the model
+    model = ModelQueue(rag, limits.max_batch, limits.batch_window_s)
     keys = [api_key] if isinstance(api_key, str) else list(api_key or [])
     expected = [k.encode() for k in keys if k]
 
@@ -126,9 +126,7 @@ def create_custom_app(rag: RagSystem, api_key: str | Sequence[str] | None, limit
     install_error_handlers(app)
 
     def run(req: ChatRequest) -> tuple[Completion, list[dict]]:
-        with gate:
-            comp = rag.complete(req)
-            rec = rag.last_retrieval
+        comp, rec, _ = model.submit(req)
         ids = rec.doc_ids if (rec is not None and expose_sources) else []
         return comp, [{"id": i} for i in ids]
 

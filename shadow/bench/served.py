@@ -38,6 +38,12 @@ def server_ready(api: str, root_url: str, key: str = BENCH_KEY) -> bool:
         return False
 
 
+#: requests the benchmark's client sends at once (as the app's client does) and the most the reference
+#: server answers together (``shadow.serve_batch``); 1 and 1: one at a time, as before session 26
+CLIENT_CONCURRENCY = 4
+SERVER_MAX_BATCH = 8
+
+
 class ServedTarget:
     """``python -m shadow.serve`` in a child process on a loopback port.
 
@@ -51,7 +57,7 @@ class ServedTarget:
         self.port = _free_port()
         self.api = api
         cmd = [sys.executable, "-m", "shadow.serve", "--corpus", str(kb_file), "--port", str(self.port),
-               "--host", "127.0.0.1", "--exit-with-parent", str(os.getpid())]
+               "--host", "127.0.0.1", "--exit-with-parent", str(os.getpid()), "--max-batch", str(SERVER_MAX_BATCH)]
         cmd += ["--profile", profile] if profile else ["--model", generator]
         if defense:
             cmd += ["--defense", defense]
@@ -93,7 +99,11 @@ class LazyServedTarget(Target):
     ``account`` counts what really went over HTTP, as ``OpenAITarget``'s does.
     """
 
-    max_concurrency = 1
+    @property
+    def max_concurrency(self) -> int:  # type: ignore[override]
+        import shadow.bench.served as served  # looked up at call time, like the server's batch size
+
+        return served.CLIENT_CONCURRENCY
 
     def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path,
                  profile: str | None = None, paraphraser: str | None = None, api: str = "openai"):
@@ -116,7 +126,7 @@ class LazyServedTarget(Target):
                     http = custom_api_client(self.server.base_url)
                 else:
                     http = OpenAITarget(base_url=self.server.base_url, model=self.server.model, api_key=BENCH_KEY,
-                                        max_concurrency=1, timeout_s=600)
+                                        max_concurrency=served.CLIENT_CONCURRENCY, timeout_s=600)
                 http.account = self.account
                 self._http = http
             return self._http

@@ -72,3 +72,14 @@ def test_not_found_may_stand_only_where_the_target_retrieves_with_queries_as_sen
     monkeypatch.setattr("app.cli.cmd_audit", lambda args: _audit_config(args))
     with pytest.raises(ValueError, match="does not retrieve with queries as sent"):
         main(["audit", "--docs", "x.csv", "--target", "demo", "--demo-defense", "paraphrase", "--retrieval-as-sent"])
+
+
+def test_the_cli_tells_the_owner_how_withheld_documents_can_be_cleared():
+    from app.cli import withheld_note
+    from audit_core.methods.base import MethodResult
+    from audit_core.verdict import VerdictConfig, decide
+
+    missed = [MethodResult("srag", "d", 0.1, False, None, {"fpr": 0.05})]
+    assert withheld_note([decide("d", missed, VerdictConfig(retrieval_as_sent=True))]) is None
+    note = withheld_note([decide("d", missed), decide("e", missed)])
+    assert note.startswith("note: 2 document(s) not cleared") and "--retrieval-as-sent --reuse-days 1" in note

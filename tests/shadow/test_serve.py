@@ -72,6 +72,17 @@ def test_openai_client_gets_logprobs_identical_to_the_in_process_system(server, 
     assert other["retrieval"] is None and other["request_id"] is None
 
 
+def test_concurrent_requests_get_the_answers_the_system_gives_one_by_one(server, rag):
+    """The server answers requests that arrive together in one batch (shadow.serve_batch): same texts."""
+    from audit_core.target.openai_compat import OpenAITarget
+
+    reqs = [ChatRequest.chat([{"role": "user", "content": AUDIT + t[:40]}], max_tokens=12, temperature=0)
+            for t in TEXTS[:4]]
+    target = OpenAITarget(server, MODEL, api_key=KEY, max_concurrency=4)
+    served = target.complete_many(reqs)
+    assert [c.text for c in served] == [rag.complete(r).text for r in reqs]
+
+
 def test_the_retrieval_route_is_off_unless_asked_for_and_keys_come_from_the_environment(rag, monkeypatch):
     url, stop = serve_in_thread(rag, api_key=KEY, model_name=MODEL)
     try:
