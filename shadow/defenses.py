@@ -41,6 +41,7 @@ def retrieval_as_sent(defense: str | None) -> bool:
         raise ValueError(f"unknown defense '{defense}'; known: {', '.join(DEFENSES)}")
     return defense not in RETRIEVAL_DEFENSES
 
+
 # --------------------------------------------------------------------------- prompt modification
 
 #: The RAG prompt template with defense intent, S-RAG Figure 3, verbatim (the

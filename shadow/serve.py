@@ -60,10 +60,9 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shadow.serve_batch import ModelQueue
-
 from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, TargetError, TokenLogprob
 from shadow.rag import RagConfig, RagSystem
+from shadow.serve_batch import ModelQueue
 
 log = logging.getLogger("shadow.serve")
 
@@ -474,6 +473,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--exit-with-parent", type=int, default=None, metavar="PID",
                    help="stop when process PID (the one that started this server) is gone")
     a = p.parse_args(argv)
+    if a.max_batch < 1:
+        p.error("--max-batch must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if a.exit_with_parent is not None:
         exit_with_parent(a.exit_with_parent)
@@ -502,8 +503,6 @@ def main(argv: list[str] | None = None) -> None:
              "off" if a.no_prefix_cache else "on")
     import uvicorn
 
-    if a.max_batch < 1:
-        p.error("--max-batch must be at least 1")
     app = _build_app(a.api, rag, key, name, ServeLimits(max_batch=a.max_batch), not a.hide_retrieval,
                      a.debug_retrieval, with_logprobs)
     uvicorn.run(app, host=a.host, port=a.port, log_level="info", access_log=False)
