@@ -118,13 +118,12 @@ def served(args) -> int:
 
     out = Path(args.out)
     runs = {}
-    for name, (conc, batch) in (("one at a time", (1, 1)),
-                                ("batched", (srv.CLIENT_CONCURRENCY, srv.SERVER_MAX_BATCH))):
-        srv.CLIENT_CONCURRENCY, srv.SERVER_MAX_BATCH = conc, batch
+    for name, (conc, batch) in (("one at a time", (1, 1)), ("batched", srv.BATCHED)):
         run_dir = out.parent / (out.stem + "-" + name.replace(" ", "-"))
         if run_dir.exists():
             raise SystemExit(f"{run_dir} exists: the comparison needs empty answer stores")
-        assert bench.main(["--quick", "--methods", args.methods, "--out", str(run_dir)]) == 0
+        flags = ["--one-at-a-time"] if name == "one at a time" else []
+        assert bench.main(["--quick", "--methods", args.methods, "--out", str(run_dir), *flags]) == 0
         res = json.loads((run_dir / "results.json").read_text())
         scores = {(r["method"], r["doc_id"]): r["score"] for r in map(json.loads, open(run_dir / "scores.jsonl"))}
         runs[name] = {"client_concurrency": conc, "server_max_batch": batch, "timings": res.get("timings"),

@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
                                           "model, else smollm2-135m-instruct)")
     ap.add_argument("--benign-queries", type=int, help="honest questions put through each Mirabel-defended "
                                                         "profile to measure its benign false-positive rate (0: none)")
+    ap.add_argument("--one-at-a-time", action="store_true",
+                    help="send and serve one request at a time (slower; the exact answers of runs before "
+                         "session 26, which batched answers can differ from by float rounding)")
     ap.add_argument("--out")
     ap.add_argument("--update-benchmarks-md", action="store_true", help="write the table into BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -77,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                            ("benign_queries", "benign_queries")):
             if getattr(args, flag) is not None:
                 setattr(cfg, attr, getattr(args, flag))
+        if args.one_at_a_time:
+            cfg.one_at_a_time = True
         if args.aux_corpus:
             cfg.shadow.aux_corpus = args.aux_corpus
         if args.shadow_size:

@@ -64,6 +64,9 @@ class BenchConfig:
     #: (shadow.rag.RagConfig.paraphraser); None: ``shadow.rag.default_paraphraser`` of the target's
     #: generator (itself when it is an instruct model, else the packaged instruct model)
     paraphraser: str | None = None
+    #: send and serve one request at a time (``shadow.bench.served.set_batching``): slower, and exactly the
+    #: answers of runs before session 26; by default requests go 4 at a time and are answered together
+    one_at_a_time: bool = False
     #: which section of BENCHMARKS.md the run's table goes to: "full", "quick", "zoo",
     #: or any other name for an experiment of one's own ("<mode> membership benchmark")
     mode: str = "full"
@@ -265,6 +268,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     from shadow.bench.report import finish
     from shadow.corpus import write_jsonl
 
+    served.set_batching(cfg.one_at_a_time)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()

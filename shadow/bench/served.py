@@ -38,10 +38,18 @@ def server_ready(api: str, root_url: str, key: str = BENCH_KEY) -> bool:
         return False
 
 
-#: requests the benchmark's client sends at once (as the app's client does) and the most the reference
-#: server answers together (``shadow.serve_batch``); 1 and 1: one at a time, as before session 26
-CLIENT_CONCURRENCY = 4
-SERVER_MAX_BATCH = 8
+#: (requests the benchmark's client sends at once, as the app's client does; the most the reference
+#: server answers together, ``shadow.serve_batch``). Batched answers can differ from one-at-a-time
+#: answers by float rounding (BENCHMARKS.md, session 26); ``BenchConfig.one_at_a_time`` gives (1, 1),
+#: how the benchmark ran before session 26
+BATCHED = (4, 8)
+CLIENT_CONCURRENCY, SERVER_MAX_BATCH = BATCHED
+
+
+def set_batching(one_at_a_time: bool) -> None:
+    """Serve and send one request at a time, or batched (``BATCHED``), from now on."""
+    global CLIENT_CONCURRENCY, SERVER_MAX_BATCH
+    CLIENT_CONCURRENCY, SERVER_MAX_BATCH = (1, 1) if one_at_a_time else BATCHED
 
 
 class ServedTarget:

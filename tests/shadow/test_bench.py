@@ -172,6 +172,29 @@ def test_shadow_defenses_calibrate_their_rows_on_a_defended_shadow(tmp_path, mon
     assert bench.main(["--target-corpus", str(corpus), "--shadow-defenses", "mirabel"]) == 0
 
 
+def test_one_at_a_time_sends_and_serves_single_requests(tmp_path, monkeypatch):
+    """By default the client sends 4 requests at once and the server answers them together; --one-at-a-time
+    restores the exact one-by-one answers of earlier runs, and the run records which it was."""
+    import shadow.bench.served as served
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "d0", "text": "word " * 30}) + "\n")
+    seen = []
+    monkeypatch.setattr(bench.cli, "run_bench", lambda c, log=None: seen.append(c.one_at_a_time) or {"metrics": {}})
+    monkeypatch.setattr(bench.cli, "markdown_table", lambda m, benign=None: "")
+    assert bench.main(["--target-corpus", str(corpus), "--one-at-a-time"]) == 0
+    assert bench.main(["--target-corpus", str(corpus)]) == 0
+    assert seen == [True, False]
+    lazy = served.LazyServedTarget(corpus, "m", None, tmp_path / "log")
+    try:
+        served.set_batching(True)
+        assert (lazy.max_concurrency, served.SERVER_MAX_BATCH) == (1, 1)
+        served.set_batching(False)
+        assert (lazy.max_concurrency, served.SERVER_MAX_BATCH) == served.BATCHED and served.BATCHED[0] > 1
+    finally:
+        served.set_batching(False)
+
+
 def test_rows_lost_after_a_run_are_redone_from_the_store_without_the_server(quick_run, monkeypatch):
     """The reference server takes a new port every run; the answers of the last run must still
     be found (stored under the system's identity), so redoing rows sends no target query,
