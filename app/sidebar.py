@@ -39,8 +39,8 @@ class Settings:
     reuse_days: int | None = None
     #: how the target's model answers ("completion" or "chat"); None: as the capability probe finds
     target_style: str | None = None
-    #: the operator states the target retrieves with queries as sent (``VerdictConfig.retrieval_as_sent``);
-    #: the demo target (no retrieval defense) is known to
+    #: the operator states the endpoint retrieves with queries as sent (``VerdictConfig.retrieval_as_sent``);
+    #: the demo target (no retrieval defense) is known to, whatever this says
     retrieval_as_sent: bool = False
 
     @property
@@ -185,10 +185,11 @@ def _target_section() -> tuple[str, str, str]:
     return kind, base_url, model
 
 
-def _retrieval_as_sent(kind: str) -> bool:
-    """The operator's statement that lets "not found" stand (``VerdictConfig.retrieval_as_sent``)."""
+def _operator_statement(kind: str) -> bool:
+    """The operator's statement that lets "not found" stand for an endpoint (``VerdictConfig.retrieval_as_sent``);
+    the demo target needs none (``Settings.audit_config``)."""
     if kind == DEMO:
-        return True  # the demo target's retriever gets every query as sent and withholds nothing
+        return False
     return st.checkbox(
         "The operator states this service retrieves with each question exactly as sent", key="retrieval_as_sent",
         help="No query rewriting or expansion and no defense that withholds documents. A service that changes what "
@@ -381,7 +382,7 @@ def render_sidebar() -> Settings:
 
     with st.sidebar:
         kind, base_url, model = _target_section()
-        as_sent = _retrieval_as_sent(kind)
+        as_sent = _operator_statement(kind)
         st.header("Settings")
         methods = st.multiselect("Methods", list(METHODS), default=suggested_methods(logprobs=True), key="methods",
                                  format_func=lambda m: LABELS[m],

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 SHARED = ROOT.parent / "shared" / "data"
 
 
-def captured_requests(method_name: str, doc, params: dict) -> list:
-    """The ChatRequests ``method_name`` sends for ``doc`` (first round), captured with a recording target."""
+def captured_requests(method_name: str, doc, params: dict | None = None, answer: str = "") -> list:
+    """The ChatRequests ``method_name`` sends for ``doc`` to a recording target that answers ``answer``."""
     from audit_core.methods import create_method
     from audit_core.target.base import ChatRequest, Completion, Target, Usage
 
@@ -47,10 +47,10 @@ def captured_requests(method_name: str, doc, params: dict) -> list:
 
         def complete(self, request: ChatRequest) -> Completion:
             self.sent.append(request)
-            return Completion("", None, Usage(0, 0))
+            return Completion(answer, None, Usage(0, 0))
 
     rec = Recorder()
-    create_method(method_name, **params).probe(doc, rec)
+    create_method(method_name, **(params or {})).probe(doc, rec)
     return rec.sent
 
 

@@ -35,24 +35,11 @@ PARAPHRASER = "smollm2-135m-instruct"
 
 def captured_queries(method_name: str, doc, per_doc: int) -> list[str]:
     """The retrieval queries (last user message) the method sends for ``doc``, at most ``per_doc``."""
-    from audit_core.methods import create_method
-    from audit_core.target.base import ChatRequest, Completion, Target, Usage
+    from scripts.bench_batched_serving import captured_requests
     from shadow.rag import _query_of
 
-    class Recorder(Target):
-        name = "recorder"
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.queries: list[str] = []
-
-        def complete(self, request: ChatRequest) -> Completion:
-            self.queries.append(_query_of(request))
-            return Completion("I do not know.", None, Usage(0, 0))
-
-    rec = Recorder()
-    create_method(method_name).probe(doc, rec)
-    return list(dict.fromkeys(rec.queries))[:per_doc]
+    sent = captured_requests(method_name, doc, answer="I do not know.")
+    return list(dict.fromkeys(_query_of(r) for r in sent))[:per_doc]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -149,9 +149,8 @@ def target_identity(cfg: BenchConfig, prof_name: str, prof: TargetProfile, defen
     another's.
     """
     generator = cfg.target_generator if prof_name == "completion" else prof.rag.generator
-    ident = f"reference RAG · {cfg.target_generator} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
-    if prof_name != "completion":
-        ident = f"reference RAG · profile {prof_name} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
+    system = cfg.target_generator if prof_name == "completion" else f"profile {prof_name}"
+    ident = f"reference RAG · {system} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
     other = other_paraphraser(generator, cfg.paraphraser)
     if defense == "paraphrase" and other:
         ident += f" ({other})"

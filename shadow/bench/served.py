@@ -109,9 +109,7 @@ class LazyServedTarget(Target):
 
     @property
     def max_concurrency(self) -> int:  # type: ignore[override]
-        import shadow.bench.served as served  # looked up at call time, like the server's batch size
-
-        return served.CLIENT_CONCURRENCY
+        return CLIENT_CONCURRENCY  # as ``set_batching`` last set it
 
     def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path,
                  profile: str | None = None, paraphraser: str | None = None, api: str = "openai"):
@@ -134,7 +132,7 @@ class LazyServedTarget(Target):
                     http = custom_api_client(self.server.base_url)
                 else:
                     http = OpenAITarget(base_url=self.server.base_url, model=self.server.model, api_key=BENCH_KEY,
-                                        max_concurrency=served.CLIENT_CONCURRENCY, timeout_s=600)
+                                        max_concurrency=CLIENT_CONCURRENCY, timeout_s=600)
                 http.account = self.account
                 self._http = http
             return self._http
