@@ -349,8 +349,13 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
             print(f"target style: {styled.target_style} ({styled.target_style_source}); the shadow answers, "
                   "and S-RAG reads, in this style", file=sys.stderr)
             if not caps.logprobs and cannot:
-                print(f"  hint: for a target without logprobs, --method {','.join(suggested_methods(False))}",
-                      file=sys.stderr)
+                print(f"  hint: for a target without logprobs, --method "
+                      f"{','.join(suggested_methods(False, caps.sources))}", file=sys.stderr)
+            unused = [m for m in suggested_methods(caps.logprobs, caps.sources) if METHODS[m].requires_sources
+                      and m not in cfg.methods]
+            if unused:
+                print(f"  hint: this target lists the sources of its answers; add --method {','.join(unused)} "
+                      "to read them", file=sys.stderr)
         result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result,
                            controls=controls, capabilities=caps)
     except (TargetError, ModelNotAvailableError, ValueError) as exc:

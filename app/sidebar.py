@@ -247,11 +247,17 @@ def _connection_check(settings: Settings) -> None:
         st.warning(f"Connected, but the target returns no token probabilities ({caps.detail}). "
                    f"Methods that can run: {', '.join(can)}. "
                    "Not possible here: " + "; ".join(f"{LABELS[m]} ({why})" for m, why in not_run.items()) + ".")
-        text_only = suggested_methods(logprobs=False)
+        text_only = suggested_methods(logprobs=False, sources=caps.sources)
         if sorted(settings.methods) != sorted(text_only):
             st.button("Use the methods for text-only targets: " + ", ".join(LABELS[m] for m in text_only),
                       key="use_text_only_methods", on_click=_select_methods, args=(text_only,),
                       help="Methods that need no token probabilities; S-RAG cannot run on this target.")
+    reading_sources = [m for m in suggested_methods(caps.logprobs, caps.sources)
+                       if METHODS[m].requires_sources and m not in settings.methods]
+    if reading_sources:
+        st.button("This target lists the sources of its answers: add " + ", ".join(LABELS[m] for m in reading_sources),
+                  key="add_source_methods", on_click=_select_methods, args=(list(settings.methods) + reading_sources,),
+                  help=" ".join(METHODS[m].description for m in reading_sources))
     _style_note(settings, caps)
 
 

@@ -223,6 +223,10 @@ def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | No
         if m.requires_logprobs and not caps.logprobs:
             not_run[name] = "cannot run: no logprobs (the target returns text only; this method reads token probabilities)"
             continue
+        if m.requires_sources and not caps.sources:
+            not_run[name] = ("cannot run: the target's answers carry no sources (this method reads the passages a "
+                             "service cites; a target file names them with sources_path)")
+            continue
         mc = getattr(m, "config", None)
         if not caps.logprobs and getattr(mc, "use_logprobs", False):
             # a method that reads logprobs when it can (RAG-MIA, perturbation) asks a text-only

@@ -123,7 +123,7 @@ def preparation_key(method: MembershipMethod, cfg: ShadowConfig, corpus_hash: st
 
 
 def _sizes(method: MembershipMethod, cfg: ShadowConfig) -> tuple[int, int]:
-    if method.name in ("srag", "rag_mia", "mink"):
+    if method.name in ("srag", "rag_mia", "mink", "cited_sources"):  # one-token probes: cheap at full size
         return cfg.n_members, cfg.n_nonmembers
     n = cfg.n_per_class_generative
     return min(n, cfg.n_members), min(n, cfg.n_nonmembers)
@@ -262,6 +262,9 @@ def shadow_top_logprobs(method: MembershipMethod, cfg: ShadowConfig) -> int:
 def _probe(method, docs, rag, cfg: ShadowConfig, tick) -> list[Observation]:
     from audit_core.methods.base import takes_top_logprobs
 
+    # the shadow cites the passages it puts in context only for a method that reads them: the
+    # other methods' stored observations stay as they were
+    rag.cite_sources = method.requires_sources
     if method.requires_logprobs and takes_top_logprobs(method.probe_many):
         return method.probe_many(docs, rag, progress=tick, top_logprobs=shadow_top_logprobs(method, cfg))
     return method.probe_many(docs, rag, progress=tick)

@@ -349,6 +349,10 @@ class RagSystem(Target):
         self.last_retrieval: RetrievalRecord | None = None
         self.last_retrievals: list[RetrievalRecord | None] = []
         self.last_timings = RequestTimings()
+        #: answers carry the texts put in context as their cited sources, as a service that cites
+        #: them does (not part of ``name``: it adds to an answer, it changes none); the shadow
+        #: preparation turns it on for the methods that read sources
+        self.cite_sources = False
 
     @classmethod
     def from_corpus(cls, path: str | Path, config: RagConfig | None = None,
@@ -536,7 +540,7 @@ class RagSystem(Target):
         total = time.perf_counter() - t1
         self.last_timings = RequestTimings(t_ret, cache.last_prefill_s, max(0.0, total - cache.last_prefill_s),
                                            cache.last_cached)
-        comp = self._to_completion(request, gen)
+        comp = self._to_completion(request, gen, record)
         self.account.record(comp.usage)
         return comp
 
@@ -595,7 +599,7 @@ class RagSystem(Target):
             dists = next_token_distributions(self.lm, [ids for _, ids in members], top_k=k,
                                              prefix_cache=self.prefix_cache)
             for (i, ids), (top, greedy) in zip(members, dists):
-                comp = self._to_completion(requests[i], self._first_token_generation(ids, top, greedy))
+                comp = self._to_completion(requests[i], self._first_token_generation(ids, top, greedy), records[i])
                 self.account.record(comp.usage)
                 out[i] = comp
             if progress is not None:
@@ -607,7 +611,7 @@ class RagSystem(Target):
             gens = generate_greedy_many(self.lm, [ids for _, ids in chunk], [r.max_tokens for r in reqs],
                                         [r.top_logprobs if r.logprobs else 0 for r in reqs], self.prefix_cache)
             for (i, _), req, gen in zip(chunk, reqs, gens):
-                comp = self._to_completion(req, gen)
+                comp = self._to_completion(req, gen, records[i])
                 self.account.record(comp.usage)
                 out[i] = comp
             if progress is not None:
@@ -619,7 +623,7 @@ class RagSystem(Target):
             gen = generate_ids(self.lm, ids, max_new_tokens=req.max_tokens, temperature=req.temperature,
                                top_logprobs=req.top_logprobs if req.logprobs else 0, seed=req.seed,
                                prefix_cache=self.prefix_cache)
-            comp = self._to_completion(req, gen)
+            comp = self._to_completion(req, gen, records[i])
             self.account.record(comp.usage)
             out[i] = comp
             if progress is not None:
@@ -636,7 +640,7 @@ class RagSystem(Target):
         tok = TokenScore(greedy, piece, 0, len(piece), top[0][1], top)
         return Generation(text, [tok], len(ids), "length")
 
-    def _to_completion(self, request: ChatRequest, gen: Generation) -> Completion:
+    def _to_completion(self, request: ChatRequest, gen: Generation, record: RetrievalRecord | None) -> Completion:
         tokens = None
         if request.logprobs:
             tokens = [TokenLogprob(t.text, float(t.logprob), list(t.top[: request.top_logprobs]))
@@ -645,6 +649,7 @@ class RagSystem(Target):
             text=gen.text, tokens=tokens,
             usage=Usage(prompt_tokens=gen.prompt_tokens, completion_tokens=len(gen.tokens)),
             finish_reason=gen.finish_reason, model=self.config.generator,
+            sources=[self.documents[i] for i in record.doc_ids] if self.cite_sources and record is not None else None,
         )
 
 

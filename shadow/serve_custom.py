@@ -15,11 +15,13 @@ RPA_SERVE_API_KEY; none: no authentication, for loopback use) and the body::
      "top_logprobs": 0,            optional, 0..20 alternatives per token
      "stream": false}              optional: server-sent events
 
-answers ``{"answer": "...", "sources": [{"id": "..."}], "logprobs": [...]}``,
+answers ``{"answer": "...", "sources": [{"id": "...", "text": "..."}], "logprobs": [...]}``,
 ``logprobs`` only when asked for, in OpenAI's ``logprobs.content`` entry shape.
-``sources`` lists the documents the system put in its context, as production
-RAG services cite them; ``expose_sources=False`` leaves it empty (the auditor
-never reads it: it is for the benchmark's retrieval check).
+``sources`` lists the passages the system put in its context (documents, or
+chunks on the chunked profile), as production RAG services cite them; the
+auditor's cited-sources method reads them (assets/targets/http_custom.yaml
+names the path), and the benchmark's retrieval check reads the ids.
+``expose_sources=False`` leaves the list empty.
 
 With ``"stream": true`` the answer comes as ``text/event-stream``: one event
 ``data: {"answer": "<piece>", "logprobs": [<entry>]}`` per generated token,
@@ -128,7 +130,7 @@ def create_custom_app(rag: RagSystem, api_key: str | Sequence[str] | None, limit
     def run(req: ChatRequest) -> tuple[Completion, list[dict]]:
         comp, rec, _ = model.submit(req)
         ids = rec.doc_ids if (rec is not None and expose_sources) else []
-        return comp, [{"id": i} for i in ids]
+        return comp, [{"id": i, "text": rag.documents[i]} for i in ids]
 
     @app.post("/ask")
     async def ask(request: Request):

@@ -39,6 +39,8 @@ class MethodSpec:
     #: cleared"), where the benchmark showed its shadow's clearing threshold missing target members
     #: far more often than the shadow promised; None: it clears by the shadow's rule
     no_clearing: str | None = None
+    #: the target's answers must carry the sources they cite (``Capabilities.sources``)
+    requires_sources: bool = False
 
     def config_class(self) -> type:
         return getattr(importlib.import_module(self.module), self.config)
@@ -109,16 +111,24 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                "ExtractionConfig", False, "text-only", "1 continuation per personal-data item (up to 3)",
                description='gives the target the text before a piece of personal data (an e-mail, phone number or name) and '
                            'checks whether it reproduces it word for word, the strongest evidence an owner can hold'),
+    MethodSpec("cited_sources", "Cited sources", _M + "cited_sources", "CitedSourcesMethod", "CitedSourcesConfig",
+               False, "text-only", "2 questions (the document's beginning and its end), 1 answer token each",
+               description='for a service that lists the sources of its answers: sends the beginning and the end of the '
+                           'document as questions and measures how much of its text is in the passages the service cites',
+               requires_sources=True),
 )}
 
 #: what a person reads in the app, the CLI and the report
 LABELS: dict[str, str] = {n: s.label for n, s in METHODS.items()}
 
 
-def suggested_methods(logprobs: bool) -> list[str]:
-    """The methods the app proposes for a target that returns token logprobs, or one that returns text only."""
+def suggested_methods(logprobs: bool, sources: bool = False) -> list[str]:
+    """The methods the app proposes for a target that returns token logprobs, or one that returns text only.
+
+    ``sources``: the target's answers list their sources, so the methods that read them are proposed too.
+    """
     kind = "logprobs" if logprobs else "text only"
-    return [n for n, s in METHODS.items() if kind in s.suggested_for]
+    return [n for n, s in METHODS.items() if kind in s.suggested_for or (sources and s.requires_sources)]
 
 
 def method_spec(name: str) -> MethodSpec:

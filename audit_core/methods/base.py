@@ -122,6 +122,8 @@ class MembershipMethod:
     #: bump when the requests a method sends change (stored answers are keyed by it)
     version: str = "1"
     requires_logprobs: bool = False
+    #: the target's answers must carry the sources they cite (``Completion.sources``)
+    requires_sources: bool = False
     #: fewest words a document needs for this method
     min_words: int = 1
     #: methods that send identical probes (S2MIA-T and S2MIA-M) name one shared

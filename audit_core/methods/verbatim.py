@@ -168,7 +168,8 @@ def _checked_probes(probes: Sequence[Sequence[Any]]) -> list[tuple[str, float]]:
     return out
 
 
-def _grams(words: Sequence[str], n: int) -> list[tuple[str, ...]]:
+def word_ngrams(words: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    """The runs of ``n`` consecutive words (``norm_words``), in order: the unit every copy count uses."""
     return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
 
 
@@ -180,7 +181,7 @@ def shared_ngrams(texts: Sequence[str], n: int, min_docs: int) -> frozenset[tupl
     if min_docs <= 0:
         return frozenset()
     distinct = {tuple(norm_words(t)) for t in texts}
-    counts = Counter(g for words in distinct for g in set(_grams(words, n)))
+    counts = Counter(g for words in distinct for g in set(word_ngrams(words, n)))
     return frozenset(g for g, c in counts.items() if c >= min_docs)
 
 
@@ -195,9 +196,9 @@ def reproduction(answer: str, query: str, remainder: str, n: int,
     were left out as shared with other documents.
     """
     a, q, r = norm_words(answer), norm_words(query), norm_words(remainder)
-    unseen = set(_grams(r, n)) - set(_grams(q, n))
+    unseen = set(word_ngrams(r, n)) - set(word_ngrams(q, n))
     fresh = unseen - shared
-    grams = _grams(a, n)
+    grams = word_ngrams(a, n)
     hit = [g in fresh for g in grams]
     best, best_at, run = 0, 0, 0
     for i, h in enumerate(hit):

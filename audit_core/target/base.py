@@ -81,9 +81,12 @@ class Completion:
     finish_reason: str = "stop"
     model: str = ""
     raw: dict | None = None  # what the endpoint sent, kept as evidence
+    #: the texts of the sources the answer cites (a passage, title or address each), for services
+    #: that return them beside the answer; None: this endpoint returns no sources field at all
+    sources: list[str] | None = None
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "text": self.text,
             "tokens": None if self.tokens is None else [
                 {"token": t.token, "logprob": t.logprob, "top": [list(a) for a in t.top]} for t in self.tokens
@@ -93,6 +96,9 @@ class Completion:
             "model": self.model,
             "raw": self.raw,
         }
+        if self.sources is not None:  # absent, not null: answers stored before sources existed read the same
+            out["sources"] = list(self.sources)
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "Completion":
@@ -106,6 +112,7 @@ class Completion:
             finish_reason=d.get("finish_reason", "stop"),
             model=d.get("model", ""),
             raw=d.get("raw"),
+            sources=None if d.get("sources") is None else [str(x) for x in d["sources"]],
         )
 
 
@@ -123,6 +130,9 @@ class Capabilities:
     #: found by ``audit_core.target.style.detect_style``
     style: str | None = None
     style_detail: str = ""
+    #: the answers carry the sources they cite (``Completion.sources``), which the
+    #: cited-sources method reads
+    sources: bool = False
 
 
 # --------------------------------------------------------------------------- errors
@@ -252,12 +262,13 @@ class Target:
             return self.with_style(Capabilities(True, False, 0, detail=str(exc)))
         except TargetError as exc:
             return Capabilities(False, False, 0, detail=str(exc))
+        cites = comp.sources is not None
         if not comp.tokens:
             return self.with_style(Capabilities(True, False, 0, model=comp.model,
-                                                detail="the endpoint returned no logprobs"))
+                                                detail="the endpoint returned no logprobs", sources=cites))
         n = max((len(t.top) for t in comp.tokens), default=0)
         return self.with_style(Capabilities(True, True, n, model=comp.model,
-                                            detail=f"logprobs with up to {n} alternatives per token"))
+                                            detail=f"logprobs with up to {n} alternatives per token", sources=cites))
 
     def answer_style(self):
         """How this target's model answers a request to complete a text (a ``style.StyleFinding``).

@@ -18,6 +18,8 @@ users of garak's REST generator and promptfoo's HTTP provider know:
       system: "{{system}}"             # optional
     answer_path: $.answer              # JSONPath to the answer text
     logprobs_path: $.logprobs          # optional: OpenAI's logprobs.content shape
+    sources_path: $.sources            # optional: the sources the answer cites (texts, or objects
+                                       # whose text fields are read: passage, title, address)
     stream: false                      # true: server-sent events, paths per event
     timeout_s: 60
     retry_on: [408, 429, 500, 502, 503, 504]
@@ -130,6 +132,9 @@ class HttpTargetConfig:
     name: str = ""  # a short label for reports (default: "http")
     #: JSONPath to per-token logprobs in OpenAI's logprobs.content shape; None: text only
     logprobs_path: str | None = None
+    #: JSONPath to the sources each answer cites: a list of texts, or of objects whose text
+    #: fields (passage, title, address) are read; None: the API returns none
+    sources_path: str | None = None
     #: server-sent events: the JSONPaths are applied to each event and the pieces concatenated
     stream: bool = False
     timeout_s: float = 60.0
@@ -172,6 +177,8 @@ class HttpTargetConfig:
         compile_jsonpath(self.answer_path, "answer_path")
         if self.logprobs_path is not None:
             compile_jsonpath(self.logprobs_path, "logprobs_path")
+        if self.sources_path is not None:
+            compile_jsonpath(self.sources_path, "sources_path")
         if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or self.timeout_s <= 0:
             raise ValueError("timeout_s must be a positive number of seconds")
         codes = tuple(self.retry_on)
@@ -194,6 +201,8 @@ class HttpTargetConfig:
         """A short hash of what shapes the answers (never a secret: headers hold only variable names)."""
         shape = {k: v for k, v in asdict(self).items() if k in ("url", "method", "headers", "body", "answer_path",
                                                                 "logprobs_path")}
+        if self.sources_path is not None:  # only when set: the identity of older files stays as it was
+            shape["sources_path"] = self.sources_path
         blob = json.dumps(shape, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:8]
 
@@ -207,6 +216,18 @@ def compile_jsonpath(expr: Any, what: str):
     except (JSONPathError, Exception) as exc:  # the parser raises several types for bad syntax
         raise ValueError(f"{what} {expr!r} is not a valid JSONPath ({exc}); for example $.answer or "
                          "$.choices[0].message.content") from None
+
+
+def source_text(item: Any) -> str:
+    """The text of one cited source: a string as it is, an object's or list's text values joined in order.
+
+    Numbers, booleans and nulls (scores, page numbers) are left out: only text
+    can be compared with a document.
+    """
+    if isinstance(item, str):
+        return item.strip()
+    values = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+    return "\n".join(t for t in (source_text(v) for v in values) if t)
 
 
 def template_placeholders(template: Any) -> set[str]:
@@ -289,6 +310,8 @@ class HttpTarget(RetryingConnector, Target):
         self._answer = compile_jsonpath(config.answer_path, "answer_path")
         self._logprobs = None if config.logprobs_path is None else compile_jsonpath(config.logprobs_path,
                                                                                      "logprobs_path")
+        self._sources = None if config.sources_path is None else compile_jsonpath(config.sources_path,
+                                                                                   "sources_path")
         self._has_system = "system" in template_placeholders(config.body)
         self.max_concurrency = config.max_concurrency
         self.timeout_s = float(config.timeout_s)
@@ -356,11 +379,12 @@ class HttpTarget(RetryingConnector, Target):
             return self.with_style(Capabilities(True, False, 0, model=label, detail=str(exc)))
         except TargetError as exc:
             return Capabilities(False, False, 0, model=label, detail=str(exc))
+        cites = comp.sources is not None
         if not wants:
-            return self.with_style(Capabilities(True, False, 0, model=label,
+            return self.with_style(Capabilities(True, False, 0, model=label, sources=cites,
                                                 detail="text only: the target file names no logprobs_path"))
         n = max((len(t.top) for t in comp.tokens or []), default=0)
-        return self.with_style(Capabilities(True, True, n, model=label,
+        return self.with_style(Capabilities(True, True, n, model=label, sources=cites,
                                             detail=f"logprobs with up to {n} alternatives per token"))
 
     def close(self) -> None:
@@ -452,7 +476,7 @@ class HttpTarget(RetryingConnector, Target):
             raise BadResponse(self._scrub(f"the answer_path {self.config.answer_path} matched nothing in the "
                                           f"response from {self.url} (its top level: {keys})"))
         entries = self._logprob_entries(data) if self._logprobs is not None else None
-        return self._completion(self._text(found), entries, self._scrub_obj(data))
+        return self._completion(self._text(found), entries, self._scrub_obj(data), self._sources_of([data]))
 
     def _from_events(self, events: list[Any]) -> Completion:
         if not events:
@@ -468,7 +492,22 @@ class HttpTarget(RetryingConnector, Target):
         if not pieces:
             raise BadResponse(f"the answer_path {self.config.answer_path} matched nothing in any of the "
                               f"{len(events)} events from {self.url}")
-        return self._completion(self._text(pieces), entries, {"events": self._scrub_obj(events)})
+        return self._completion(self._text(pieces), entries, {"events": self._scrub_obj(events)},
+                                self._sources_of(events))
+
+    def _sources_of(self, documents: list[Any]) -> list[str] | None:
+        """The cited sources' texts in the response (or its events); None when ``sources_path`` finds no field.
+
+        An empty list is an answer that cites nothing; None is an API that does
+        not say, which the cited-sources method reads as no signal, never as absence.
+        """
+        if self._sources is None:
+            return None
+        found = [v for d in documents for v in self._matches(self._sources, d)]
+        if not found:
+            return None
+        items = [x for v in found for x in (v if isinstance(v, list) else [v])]
+        return [t for t in (self._scrub(source_text(x)) for x in items) if t]
 
     def _logprob_entries(self, data: Any) -> list[Any] | None:
         found = self._matches(self._logprobs, data)
@@ -481,11 +520,11 @@ class HttpTarget(RetryingConnector, Target):
     def _text(self, pieces: list[Any]) -> str:
         return "".join("" if p is None else p if isinstance(p, str) else json.dumps(p) for p in pieces)
 
-    def _completion(self, text: str, entries: list[Any] | None, raw: Any) -> Completion:
+    def _completion(self, text: str, entries: list[Any] | None, raw: Any, sources: list[str] | None) -> Completion:
         tokens = None if entries is None else tokens_from_logprob_entries(entries, self._scrub, self.url)
         return Completion(text=self._scrub(text), tokens=tokens,
                           usage=Usage(0, len(tokens) if tokens else 0),
-                          finish_reason="stop", model=self.config.name or "http", raw=raw)
+                          finish_reason="stop", model=self.config.name or "http", raw=raw, sources=sources)
 
     # ------------------------------------------------------------------ errors
 

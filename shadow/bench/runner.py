@@ -132,8 +132,12 @@ def profile_shadow(cfg: BenchConfig, prof: TargetProfile) -> ShadowConfig:
 
 
 def profile_capabilities(cfg: BenchConfig, prof: TargetProfile) -> Capabilities:
-    """What the profile's endpoint offers (what the capability probe finds on it)."""
-    return Capabilities(True, prof.logprobs, cfg.top_logprobs if prof.logprobs else 0, prof.rag.generator)
+    """What the profile's endpoint offers (what the capability probe finds on it).
+
+    The custom API cites its sources (``shadow.serve_custom``; its target file names them).
+    """
+    return Capabilities(True, prof.logprobs, cfg.top_logprobs if prof.logprobs else 0, prof.rag.generator,
+                        sources=prof.api == "custom")
 
 
 # --------------------------------------------------------------------------- running

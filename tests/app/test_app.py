@@ -340,6 +340,10 @@ def test_target_file_kind_checks_a_custom_api_and_sends_env_keys_only_when_allow
         assert not app.exception and not app.error
         assert "up to 2 alternatives" in " ".join(s.value for s in app.success)
         assert KEY not in _texts(app)
+        # the file names the list of cited sources: the app offers the method that reads them, in one click
+        app.button(key="add_source_methods").click().run(timeout=60)
+        assert "cited_sources" in app.session_state["methods"] and not app.exception
+        assert not [b for b in app.button if b.key == "add_source_methods"]
         # a broken file: the registry's message, no stack trace
         app.text_area(key="target_file_text").input(text.replace("{{prompt}}", "{{question}}")).run()
         assert "unknown placeholder" in " ".join(e.value for e in app.error) and not app.exception

@@ -34,6 +34,8 @@ class StubRag(Target):
     """Answers "The lighthouse keeper" token by token, with logprobs when asked; records requests."""
 
     TOKENS = ["The", " light", "house", " keeper", f" {KEY}"]  # a server that echoes the key
+    #: the passages the custom API cites as sources (one echoes the key too)
+    documents = {"doc-7": f"The lighthouse keeper logged every ship. {KEY}", "doc-2": "Ships pass the point at dawn."}
 
     def __init__(self):
         super().__init__()
@@ -82,7 +84,9 @@ def test_body_template_is_filled_and_answer_and_logprobs_are_read(custom):
     assert comp.text == "The lighthouse keeper"
     assert [tk.token for tk in comp.tokens] == ["The", " light", "house", " keeper"]
     assert comp.tokens[1].logprob == pytest.approx(-0.2) and comp.tokens[1].top[1] == ("x", -3.0)
-    assert comp.raw["sources"] == [{"id": "doc-7"}, {"id": "doc-2"}]
+    assert [src["id"] for src in comp.raw["sources"]] == ["doc-7", "doc-2"]
+    # sources_path names the list; each object's text fields are read, the key scrubbed from them
+    assert comp.sources == ["doc-7\nThe lighthouse keeper logged every ship. ***", "doc-2\nShips pass the point at dawn."]
     assert t.account.queries == 1 and t.account.failures == 0
 
 
@@ -124,15 +128,30 @@ def test_sse_mode_concatenates_events_and_their_logprobs(custom):
     comp = t.complete(_chat(max_tokens=4, logprobs=True, top_logprobs=1))
     assert comp.text == "The lighthouse keeper"
     assert [tk.token for tk in comp.tokens] == ["The", " light", "house", " keeper"]
-    assert len(comp.raw["events"]) == 5 and comp.raw["events"][-1] == {"sources": [{"id": "doc-7"}, {"id": "doc-2"}]}
+    assert len(comp.raw["events"]) == 5 and [s["id"] for s in comp.raw["events"][-1]["sources"]] == ["doc-7", "doc-2"]
+    assert comp.sources == ["doc-7\nThe lighthouse keeper logged every ship. ***", "doc-2\nShips pass the point at dawn."]
     text_only = t.complete(_chat(max_tokens=3))
     assert text_only.text == "The lighthouse" and text_only.tokens is None
+
+
+def test_sources_are_read_only_where_the_file_says_and_a_missing_field_is_not_an_empty_list(custom):
+    from audit_core.target.http_api import source_text
+
+    url, _ = custom
+    assert _target(url, sources_path=None).complete(_chat(max_tokens=1)).sources is None
+    assert _target(url, sources_path="$.citations").complete(_chat(max_tokens=1)).sources is None  # no such field
+    assert _target(url, sources_path="$.sources[*].id").complete(_chat(max_tokens=1)).sources == ["doc-7", "doc-2"]
+    assert source_text({"title": "A post", "page": 3, "meta": {"url": "https://x.example/p/1", "score": 0.9}}) == \
+        "A post\nhttps://x.example/p/1"
+    assert not _target(url, sources_path=None).capabilities().sources
+    with pytest.raises(ValueError, match="sources_path"):
+        _target(url, sources_path="$[")
 
 
 def test_capability_probe_reports_logprobs_only_when_a_path_is_configured(custom):
     url, _ = custom
     caps = _target(url).capabilities()
-    assert caps.reachable and caps.logprobs and caps.max_top_logprobs == 2
+    assert caps.reachable and caps.logprobs and caps.max_top_logprobs == 2 and caps.sources
     text_only = _target(url, logprobs_path=None)
     caps = text_only.capabilities()
     assert caps.reachable and not caps.logprobs and "logprobs_path" in caps.detail

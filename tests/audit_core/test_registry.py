@@ -16,6 +16,7 @@ def test_every_method_builds_and_matches_its_spec(name):
     assert isinstance(m, MembershipMethod)
     assert m.name == name
     assert m.requires_logprobs == spec.requires_logprobs
+    assert m.requires_sources == spec.requires_sources
     assert LABELS[name] == spec.label
 
 

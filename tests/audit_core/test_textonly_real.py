@@ -99,3 +99,26 @@ def test_extraction_reproduces_personal_data_held_by_a_chat_rag():
     s, ev, reason = m.observation_score(obs)
     assert s is not None, reason
     assert len(ev["items"]) == 3
+
+
+@pytest.mark.slow
+def test_cited_sources_on_a_chat_rag_that_lists_its_sources_and_on_one_that_does_not(chat_rag_split):
+    """Retrieval read from the cited passages: members far above non-members on a real chat RAG; the same
+    RAG without a sources field leaves every document inconclusive with the reason, never "not found"."""
+    from sklearn.metrics import roc_auc_score
+
+    from audit_core.methods import create_method
+    from audit_core.methods.base import Calibration
+
+    rag, members, nonmembers = chat_rag_split
+    m = create_method("cited_sources")
+    rag.cite_sources = True
+    try:
+        scores = [m.observation_score(m.probe(d, rag))[0] for d in members + nonmembers]
+    finally:
+        rag.cite_sources = False
+    assert None not in scores
+    assert roc_auc_score([1] * len(members) + [0] * len(nonmembers), scores) >= 0.9
+    cal = Calibration("cited_sources", threshold=0.05, shadow_auc=0.99)
+    silent = [m.score(m.probe(d, rag), cal) for d in members[:5]]
+    assert all(r.decision is None and r.reason.startswith("no_sources") for r in silent)

@@ -49,9 +49,11 @@ def test_custom_api_answers_what_the_in_process_system_answers(served, file):
     for a, b in zip(got.tokens, ref.tokens):
         assert a.token == b.token and abs(a.logprob - b.logprob) < 1e-4 and len(a.top) == 5
     sources = got.raw["sources"] if "sources" in got.raw else got.raw["events"][-1]["sources"]
-    assert sources[0] == {"id": "s-0"}
+    assert sources[0] == {"id": "s-0", "text": rag.documents["s-0"]}
+    # the file's sources_path names the list; each object's text fields are read, in order
+    assert got.sources == [f"{s['id']}\n{rag.documents[s['id']]}" for s in sources]
     caps = _target(url, file).capabilities()
-    assert caps.reachable and caps.logprobs and caps.max_top_logprobs == 20
+    assert caps.reachable and caps.logprobs and caps.max_top_logprobs == 20 and caps.sources
 
 
 def test_custom_api_refuses_a_missing_key_and_a_bad_body(served):
