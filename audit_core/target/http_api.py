@@ -58,9 +58,6 @@ from typing import Any, Iterator, Mapping
 from urllib.parse import urljoin, urlsplit
 
 import httpx
-from jsonpath_ng.exceptions import JSONPathError
-from jsonpath_ng.ext import parse as parse_jsonpath
-
 from audit_core.target.base import (
     MAX_TOP_LOGPROBS,
     AuthenticationFailed,
@@ -77,6 +74,7 @@ from audit_core.target.base import (
     Unreachable,
     Usage,
 )
+from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 from audit_core.target.openai_compat import (
     RequestRejected,
     RetryingConnector,
@@ -205,29 +203,6 @@ class HttpTargetConfig:
             shape["sources_path"] = self.sources_path
         blob = json.dumps(shape, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:8]
-
-
-def compile_jsonpath(expr: Any, what: str):
-    """A parsed JSONPath, or a ValueError that says which field is wrong and why."""
-    if not isinstance(expr, str) or not expr.strip():
-        raise ValueError(f"{what} must be a JSONPath such as $.answer")
-    try:
-        return parse_jsonpath(expr)
-    except (JSONPathError, Exception) as exc:  # the parser raises several types for bad syntax
-        raise ValueError(f"{what} {expr!r} is not a valid JSONPath ({exc}); for example $.answer or "
-                         "$.choices[0].message.content") from None
-
-
-def source_text(item: Any) -> str:
-    """The text of one cited source: a string as it is, an object's or list's text values joined in order.
-
-    Numbers, booleans and nulls (scores, page numbers) are left out: only text
-    can be compared with a document.
-    """
-    if isinstance(item, str):
-        return item.strip()
-    values = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-    return "\n".join(t for t in (source_text(v) for v in values) if t)
 
 
 def template_placeholders(template: Any) -> set[str]:
@@ -496,18 +471,7 @@ class HttpTarget(RetryingConnector, Target):
                                 self._sources_of(events))
 
     def _sources_of(self, documents: list[Any]) -> list[str] | None:
-        """The cited sources' texts in the response (or its events); None when ``sources_path`` finds no field.
-
-        An empty list is an answer that cites nothing; None is an API that does
-        not say, which the cited-sources method reads as no signal, never as absence.
-        """
-        if self._sources is None:
-            return None
-        found = [v for d in documents for v in self._matches(self._sources, d)]
-        if not found:
-            return None
-        items = [x for v in found for x in (v if isinstance(v, list) else [v])]
-        return [t for t in (self._scrub(source_text(x)) for x in items) if t]
+        return None if self._sources is None else read_sources(self._sources, documents, self._scrub)
 
     def _logprob_entries(self, data: Any) -> list[Any] | None:
         found = self._matches(self._logprobs, data)

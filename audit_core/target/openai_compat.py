@@ -48,6 +48,7 @@ from audit_core.target.base import (
     UnknownModel,
     Usage,
 )
+from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 
 log = logging.getLogger(__name__)
 
@@ -315,6 +316,7 @@ class OpenAITarget(RetryingConnector, Target):
         backoff_cap_s: float = 30.0,
         max_total_wait_s: float = 300.0,
         bad_response_retries: int = 2,
+        sources_path: str | None = None,
     ) -> None:
         super().__init__()
         if not base_url or not base_url.startswith(("http://", "https://")):
@@ -327,6 +329,9 @@ class OpenAITarget(RetryingConnector, Target):
             raise ValueError("timeout_s must be positive")
         self.base_url = base_url.rstrip("/")
         self.model = model
+        #: where the response lists the sources the answer cites (e.g. Azure OpenAI's
+        #: $.choices[0].message.context.citations); None: the endpoint cites none
+        self._sources = None if sources_path is None else compile_jsonpath(sources_path, "sources_path")
         key = api_key or ""
         self._key = _Secret(key)
         #: sent with every request when there is no key: the openai client insists on a key,
@@ -481,6 +486,7 @@ class OpenAITarget(RetryingConnector, Target):
             finish_reason=str(choice.get("finish_reason") or ""),
             model=str(data.get("model") or self.model),
             raw=self._scrub_obj(data),
+            sources=None if self._sources is None else read_sources(self._sources, [data], self._scrub),
         )
 
     def _to_tokens(self, logprobs: Any) -> list[TokenLogprob] | None:
@@ -614,7 +620,8 @@ class OpenAITarget(RetryingConnector, Target):
             raise AuthenticationFailed(f"no API key for {config.base_url}: the target file reads it from the "
                                        f"{config.api_key_env} environment variable, which is not set")
         return cls(config.base_url, config.model, key, timeout_s=config.timeout_s,
-                   max_retries=config.max_retries, max_concurrency=config.max_concurrency)
+                   max_retries=config.max_retries, max_concurrency=config.max_concurrency,
+                   sources_path=config.sources_path)
 
 
 @dataclass(frozen=True)
@@ -628,6 +635,13 @@ class OpenAITargetConfig:
     timeout_s: float = 60.0
     max_retries: int = 5  # retries after the first attempt (RetryPolicy)
     max_concurrency: int = 4
+    #: JSONPath to the sources each answer cites, for services that add them to the chat completion
+    #: (Azure OpenAI "on your data": $.choices[0].message.context.citations); None: none
+    sources_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.sources_path is not None:
+            compile_jsonpath(self.sources_path, "sources_path")
 
     def env_vars(self) -> list[str]:
         """The environment variables this target reads (their values are secrets)."""

@@ -135,7 +135,7 @@ def test_sse_mode_concatenates_events_and_their_logprobs(custom):
 
 
 def test_sources_are_read_only_where_the_file_says_and_a_missing_field_is_not_an_empty_list(custom):
-    from audit_core.target.http_api import source_text
+    from audit_core.target.jsonpaths import source_text
 
     url, _ = custom
     assert _target(url, sources_path=None).complete(_chat(max_tokens=1)).sources is None

@@ -368,3 +368,23 @@ def test_name_and_validation(server):
         OpenAITarget("127.0.0.1:8000/v1", "m", KEY)
     with pytest.raises(ValueError):
         OpenAITarget(server.base_url, "m", KEY, max_concurrency=0)
+
+
+def test_an_endpoint_that_cites_sources_beside_the_message_is_read_where_the_file_says(server):
+    """Azure OpenAI "on your data" puts citations in the message's context: sources_path reads them, secrets scrubbed."""
+    from audit_core.target import target_config
+
+    body = completion_body("The answer.", logprobs=False)
+    body["choices"][0]["message"]["context"] = {"citations": [
+        {"content": "Passage one of the knowledge base.", "title": "Doc 1", "url": None},
+        {"content": f"A passage that quotes the key {KEY}.", "chunk_id": 0}]}
+    _, cfg = target_config({"type": "openai", "base_url": server.base_url, "model": "fake-model",
+                            "sources_path": "$.choices[0].message.context.citations"})
+    cited = OpenAITarget.from_config(cfg, {"OPENAI_API_KEY": KEY})
+    server.script(Reply.json(200, body))
+    comp = cited.complete(ask())
+    assert comp.sources == ["Passage one of the knowledge base.\nDoc 1", "A passage that quotes the key ***."]
+    server.script(Reply.json(200, body))
+    assert OpenAITarget(server.base_url, "fake-model", KEY).complete(ask()).sources is None  # not asked: not read
+    with pytest.raises(ValueError, match="sources_path"):
+        target_config({"type": "openai", "base_url": server.base_url, "model": "m", "sources_path": "$["})
