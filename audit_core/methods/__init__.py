@@ -78,8 +78,15 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
     MethodSpec("mink", "Min-k% Prob", _M + "mink", "MinKMethod", "MinKConfig", True, "baseline",
                "1 continuation with logprobs",
                description='averages the lowest token probabilities the target assigns to the document'),
-    # text-only methods, in voting order (audit_core.verdict): verbatim first, the strongest on the
-    # chat profile in its design runs (8 + 8 documents outside the benchmark's reported draw)
+    # text-only methods, in voting order (audit_core.verdict). Cited sources first where a target cites
+    # them: it observes retrieval itself, with no model between the document and the evidence (chosen
+    # before it was measured on any target). Then verbatim, the strongest on the chat profile in its
+    # design runs (8 + 8 documents outside the benchmark's reported draw)
+    MethodSpec("cited_sources", "Cited sources", _M + "cited_sources", "CitedSourcesMethod", "CitedSourcesConfig",
+               False, "text-only", "2 questions (the document's beginning and its end), 1 answer token each",
+               description='for a service that lists the sources of its answers: sends the beginning and the end of the '
+                           'document as questions and measures how much of its text is in the passages the service cites',
+               requires_sources=True),
     MethodSpec("verbatim", "Verbatim continuation", _M + "verbatim", "VerbatimMethod", "VerbatimConfig",
                False, "text-only", "3 requests to quote how the document goes on (9 on a chat target)",
                description='gives the target the beginning of the document and asks it to quote the rest; a RAG that '
@@ -111,11 +118,6 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                "ExtractionConfig", False, "text-only", "1 continuation per personal-data item (up to 3)",
                description='gives the target the text before a piece of personal data (an e-mail, phone number or name) and '
                            'checks whether it reproduces it word for word, the strongest evidence an owner can hold'),
-    MethodSpec("cited_sources", "Cited sources", _M + "cited_sources", "CitedSourcesMethod", "CitedSourcesConfig",
-               False, "text-only", "2 questions (the document's beginning and its end), 1 answer token each",
-               description='for a service that lists the sources of its answers: sends the beginning and the end of the '
-                           'document as questions and measures how much of its text is in the passages the service cites',
-               requires_sources=True),
 )}
 
 #: what a person reads in the app, the CLI and the report

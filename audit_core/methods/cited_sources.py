@@ -14,9 +14,11 @@ The score is the share of the document's distinct word 4-grams found in the
 cited sources of either answer. A cited source counts only where it holds at
 least one 4-gram of the document that its own question did not send: a source
 made only of the question's words could be an echo of the question rather
-than a retrieved passage. An answer without a sources field, or two answers
-that cite nothing at all, leave the document inconclusive with that reason,
-never "not found": the retrieval was not seen. The answer text is not read,
+than a retrieved passage. An answer without a sources field, two answers that
+cite nothing at all, or sources that are only titles or addresses (no cited
+item of ``min_passage_words`` words, so no text to compare with the document)
+leave the document inconclusive with that reason, never "not found": the
+retrieval was not seen. The answer text is not read,
 so one answer token is asked for (``max_tokens``), to keep the service's cost low.
 
 Calibrated like every single-score method (``textonly_base``): a threshold on
@@ -25,7 +27,7 @@ RAG cites the passages it puts in its context (``RagSystem.cite_sources``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from audit_core.documents import Document
@@ -44,9 +46,11 @@ class CitedSourcesConfig:
     #: where the document is cut into its two questions (a share of its words)
     cut: float = 0.5
     #: words per n-gram: four words in a row rarely match by chance outside stock phrases
-    ngram: int = 4
+    ngram: int = field(default=4, metadata={"scoring_only": True})
     #: answer tokens asked for: only the sources are read, so one keeps the service's cost low
     max_tokens: int = 1
+    #: a cited item of fewer words is a title or an address, not a passage that could hold the document
+    min_passage_words: int = field(default=8, metadata={"scoring_only": True})
 
     def __post_init__(self) -> None:
         if not 0 < self.cut < 1:
@@ -87,7 +91,7 @@ class CitedSourcesMethod(ThresholdTextMethod):
         if not document:
             return None, {}, f"too short: no {n}-word run to look for in the sources"
         cited: set[tuple[str, ...]] = set()
-        answers_with_field = sources_seen = sources_matching = 0
+        answers_with_field = sources_seen = passages = sources_matching = 0
         for query, response in zip(queries, obs.responses):
             if response is None:
                 continue
@@ -98,12 +102,14 @@ class CitedSourcesMethod(ThresholdTextMethod):
             sent = set(word_ngrams(norm_words(query), n))
             for source in sources:
                 sources_seen += 1
-                shared = set(word_ngrams(norm_words(source), n)) & document
+                words = norm_words(source)
+                passages += len(words) >= self.config.min_passage_words
+                shared = set(word_ngrams(words, n)) & document
                 if shared - sent:
                     cited |= shared
                     sources_matching += 1
         evidence = {"answers_with_sources": answers_with_field, "sources_cited": sources_seen,
-                    "sources_holding_the_document": sources_matching, "document_ngrams": len(document),
+                    "passages_cited": passages, "sources_holding_the_document": sources_matching, "document_ngrams": len(document),
                     "cited_ngrams": len(cited)}
         if not answers_with_field:
             return None, evidence, ("no_sources: the target's answers carried no sources, so its retrieval "
@@ -111,6 +117,10 @@ class CitedSourcesMethod(ThresholdTextMethod):
         if not sources_seen:
             return None, evidence, ("no_source_cited: the target cited no source for either question about this "
                                     "document, so its retrieval was not seen")
+        if not passages and not cited:
+            return None, evidence, ("no_passage: the target cited only titles or addresses (no item of "
+                                    f"{self.config.min_passage_words} words or more), which cannot be compared "
+                                    "with the document's text")
         share = len(cited) / len(document)
         evidence["share"] = share
         return share, evidence, None

@@ -52,7 +52,8 @@ class CitingRag(Target):
         self.seen.append(req)
         q = req.messages[-1][1]
         ranked = sorted(self.passages, key=lambda p: -len(_words(q) & _words(p)))[:2]
-        sources = {"cite": ranked, "echo": [q], "none": [], "field_missing": None}[self.mode]
+        sources = {"cite": ranked, "echo": [q], "none": [], "field_missing": None,
+                   "titles": [f"https://forum.example/post/{i}" for i, _ in enumerate(ranked)]}[self.mode]
         return Completion("OK", None, Usage(10, 1), sources=sources)
 
 
@@ -83,7 +84,8 @@ def test_a_source_that_only_echoes_the_question_is_not_a_citation():
     assert _score(m, DOCS[0], CitingRag(DOCS, mode="echo")) == 0.0
 
 
-@pytest.mark.parametrize("mode, reason", [("none", "no_source_cited"), ("field_missing", "no_sources")])
+@pytest.mark.parametrize("mode, reason", [("none", "no_source_cited"), ("field_missing", "no_sources"),
+                                          ("titles", "no_passage")])
 def test_without_cited_sources_the_document_is_inconclusive_never_not_found(mode, reason):
     m = create_method("cited_sources")
     res = m.score(m.probe(DOCS[0], CitingRag(DOCS, mode=mode)), Calibration("cited_sources", threshold=0.1,
