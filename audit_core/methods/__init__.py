@@ -86,7 +86,10 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                False, "text-only", "2 questions (the document's beginning and its end), 1 answer token each",
                description='for a service that lists the sources of its answers: sends the beginning and the end of the '
                            'document as questions and measures how much of its text is in the passages the service cites',
-               requires_sources=True),
+               requires_sources=True,
+               no_clearing='Cited sources says no "not found": its shadow cites whole documents, so where a service '
+                           'cites chunks or snippets of a document it holds, the share of the document in them is '
+                           'smaller than the shadow taught, and only member calls are safe (BENCHMARKS.md, session 27)'),
     MethodSpec("verbatim", "Verbatim continuation", _M + "verbatim", "VerbatimMethod", "VerbatimConfig",
                False, "text-only", "3 requests to quote how the document goes on (9 on a chat target)",
                description='gives the target the beginning of the document and asks it to quote the rest; a RAG that '
