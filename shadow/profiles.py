@@ -113,6 +113,10 @@ PROFILES: dict[str, TargetProfile] = {p.name: p for p in (
                   chunk_words=60, chunk_overlap=15),
     TargetProfile("http-custom", "the chat service behind a non-OpenAI JSON API (POST /ask)",
                   _CHAT, style="chat", api="custom"),
+    # the chunked service behind the custom API, which cites what it put in context: the chunks
+    TargetProfile("chunked-custom", "the chunked chat service behind the non-OpenAI JSON API, citing its chunks",
+                  replace(_CHAT, top_k=8, system_template=CHUNKED_SYSTEM_TEMPLATE), style="chat", api="custom",
+                  chunk_words=60, chunk_overlap=15),
 )}
 
 

@@ -47,6 +47,8 @@ def test_the_chunked_profile_stores_chunks_and_every_defense_applies_to_every_pr
             rc = p.rag_config(d)
             assert rc.defense == d and rc.generator == p.rag.generator and rc.prompt_style == p.rag.prompt_style
     assert get_profile("chat-nologprobs").logprobs is False and get_profile("http-custom").api == "custom"
+    cc = get_profile("chunked-custom")  # the chunked service as a citing custom API
+    assert (cc.api, cc.chunk_words, cc.rag) == ("custom", prof.chunk_words, prof.rag)
     with pytest.raises(ValueError, match="unknown target profile"):
         get_profile("nope")
 
