@@ -18,12 +18,18 @@ than a retrieved passage. An answer without a sources field, two answers that
 cite nothing at all, or sources that are only titles or addresses (no cited
 item of ``min_passage_words`` words, so no text to compare with the document)
 leave the document inconclusive with that reason, never "not found": the
-retrieval was not seen. The answer text is not read,
-so one answer token is asked for (``max_tokens``), to keep the service's cost low.
+retrieval was not seen. The answer text is not read, so one answer token is
+asked for (``max_tokens``), to keep the service's cost low.
 
 Calibrated like every single-score method (``textonly_base``): a threshold on
 the shadow's non-members at the stated false-positive rate, where the shadow
 RAG cites the passages it puts in its context (``RagSystem.cite_sources``).
+The shadow cites whole documents; a service that cites chunks or snippets
+gives a member a smaller share than the shadow taught, so the method makes
+member calls only and never says "not found" (``MethodSpec.no_clearing``;
+BENCHMARKS.md, "Cited sources", measured on a chunked service). Scoring the
+share of the best passage instead, with the genre's stock phrases left out,
+was tried and dropped: it called a third of a target's non-members members.
 """
 from __future__ import annotations
 
@@ -109,8 +115,8 @@ class CitedSourcesMethod(ThresholdTextMethod):
                     cited |= shared
                     sources_matching += 1
         evidence = {"answers_with_sources": answers_with_field, "sources_cited": sources_seen,
-                    "passages_cited": passages, "sources_holding_the_document": sources_matching, "document_ngrams": len(document),
-                    "cited_ngrams": len(cited)}
+                    "passages_cited": passages, "sources_holding_the_document": sources_matching,
+                    "document_ngrams": len(document), "cited_ngrams": len(cited)}
         if not answers_with_field:
             return None, evidence, ("no_sources: the target's answers carried no sources, so its retrieval "
                                     "cannot be seen")

@@ -58,6 +58,7 @@ from typing import Any, Iterator, Mapping
 from urllib.parse import urljoin, urlsplit
 
 import httpx
+
 from audit_core.target.base import (
     MAX_TOP_LOGPROBS,
     AuthenticationFailed,
