@@ -122,8 +122,13 @@ def preparation_key(method: MembershipMethod, cfg: ShadowConfig, corpus_hash: st
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
+#: methods whose shadow has the full ``n_members`` + ``n_nonmembers``: their probes are one or a few
+#: tokens each, cheap at that size; the generative ones get ``n_per_class_generative`` per class
+FULL_SIZE_METHODS = ("srag", "rag_mia", "mink", "cited_sources")
+
+
 def _sizes(method: MembershipMethod, cfg: ShadowConfig) -> tuple[int, int]:
-    if method.name in ("srag", "rag_mia", "mink", "cited_sources"):  # one-token probes: cheap at full size
+    if method.name in FULL_SIZE_METHODS:
         return cfg.n_members, cfg.n_nonmembers
     n = cfg.n_per_class_generative
     return min(n, cfg.n_members), min(n, cfg.n_nonmembers)
