@@ -255,6 +255,8 @@ def _print_collection(collection: dict) -> None:
 
 
 def _print_power(method_power: dict, fpr: float) -> None:
+    from audit_core.report import cleared_text
+
     for name, mp in method_power.items():
         if mp.get("decides"):
             pw = "n/a" if mp.get("power") is None else f"{mp['power']:.2f}"
