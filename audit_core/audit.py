@@ -157,7 +157,7 @@ def method_power(calibrations: dict[str, Calibration]) -> dict[str, dict]:
     found" (at most ``miss_rate`` of its members score that low; None when it
     can clear nothing); ``decides`` is False when the method abstains (``reason``).
     """
-    from audit_core.evidence.calibration import abstain_reason, clearance_of, power_at
+    from audit_core.evidence.calibration import abstain_reason, clearance_of, clearing_withheld, power_at
 
     out = {}
     for name, cal in calibrations.items():
@@ -166,7 +166,8 @@ def method_power(calibrations: dict[str, Calibration]) -> dict[str, dict]:
         clear = clearance_of(cal) or {}
         out[name] = {"fpr": cal.fpr, "power": power_at(cal), "cleared": clear.get("cleared_share"),
                      "miss_rate": clear.get("max_miss_rate"), "shadow_auc": cal.shadow_auc,
-                     "shadow_auc_ci": ev.get("auc_ci"), "decides": why is None, "reason": why}
+                     "shadow_auc_ci": ev.get("auc_ci"), "decides": why is None, "reason": why,
+                     "never_clears": clearing_withheld(name) is not None}
     return out
 
 

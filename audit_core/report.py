@@ -1064,6 +1064,8 @@ def method_power_rows(result: dict) -> list[list[str]]:
 
 def cleared_text(info: dict) -> str:
     """How many shadow non-members a method may call "not found", and at what miss rate."""
+    if info.get("never_clears"):
+        return 'none (this method never says "not found"; the reason is given with each document)'
     if info.get("miss_rate") is None:
         return "n/a"
     if not info.get("cleared"):

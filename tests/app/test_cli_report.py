@@ -89,10 +89,12 @@ def test_the_cli_prints_each_methods_power_and_clearing_without_failing(capsys):
     """Every CLI audit in which a method decides prints this block (it once raised NameError there)."""
     from app.cli import _print_power
 
-    _print_power({"cited_sources": {"decides": True, "power": 0.98, "miss_rate": 0.05, "cleared": 0.0},
+    _print_power({"cited_sources": {"decides": True, "power": 0.98, "miss_rate": 0.05, "cleared": 0.0,
+                                    "never_clears": True},
                   "srag": {"decides": True, "power": None, "miss_rate": 0.05, "cleared": 0.8},
                   "verbatim": {"decides": False, "reason": "no signal on its shadow"}}, 0.05)
     err = capsys.readouterr().err
     assert "cited_sources: decides at a 5% false-positive rate; shadow power (TPR) 0.98" in err
+    assert 'none (this method never says "not found"' in err
     assert "srag: decides" in err and "0.80 (members missed at most 5%)" in err
     assert "verbatim: abstains: no signal on its shadow" in err
