@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from audit_core.methods import METHODS, suggested_methods  # noqa: E402
+from audit_core.methods import METHODS, suggested_methods, unchosen_source_methods  # noqa: E402
 
 
 def _progress_bar():
@@ -353,8 +353,7 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
             if not caps.logprobs and cannot:
                 print(f"  hint: for a target without logprobs, --method "
                       f"{','.join(suggested_methods(False, caps.sources))}", file=sys.stderr)
-            unused = [m for m in suggested_methods(caps.logprobs, caps.sources) if METHODS[m].requires_sources
-                      and m not in cfg.methods]
+            unused = unchosen_source_methods(cfg.methods) if caps.sources else []
             if unused:
                 print(f"  hint: this target lists the sources of its answers; add --method {','.join(unused)} "
                       "to read them", file=sys.stderr)

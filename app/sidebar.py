@@ -210,7 +210,7 @@ def connection_id(settings: Settings) -> str:
 
 def _connection_check(settings: Settings) -> None:
     from audit_core.audit import AuditConfig, select_methods
-    from audit_core.methods import LABELS, METHODS, suggested_methods
+    from audit_core.methods import LABELS, METHODS, suggested_methods, unchosen_source_methods
 
     if st.button("Check connection", key="check_connection"):
         if settings.missing_target:
@@ -252,8 +252,7 @@ def _connection_check(settings: Settings) -> None:
             st.button("Use the methods for text-only targets: " + ", ".join(LABELS[m] for m in text_only),
                       key="use_text_only_methods", on_click=_select_methods, args=(text_only,),
                       help="Methods that need no token probabilities; S-RAG cannot run on this target.")
-    reading_sources = [m for m in suggested_methods(caps.logprobs, caps.sources)
-                       if METHODS[m].requires_sources and m not in settings.methods]
+    reading_sources = unchosen_source_methods(settings.methods) if caps.sources else []
     if reading_sources:
         st.button("This target lists the sources of its answers: add " + ", ".join(LABELS[m] for m in reading_sources),
                   key="add_source_methods", on_click=_select_methods, args=(list(settings.methods) + reading_sources,),

@@ -136,6 +136,12 @@ def suggested_methods(logprobs: bool, sources: bool = False) -> list[str]:
     return [n for n, s in METHODS.items() if kind in s.suggested_for or (sources and s.requires_sources)]
 
 
+def unchosen_source_methods(chosen: Iterable[str]) -> list[str]:
+    """The methods that read cited sources and are not among ``chosen``: what to offer for a target that cites them."""
+    chosen = set(chosen)
+    return [n for n, s in METHODS.items() if s.requires_sources and n not in chosen]
+
+
 def method_spec(name: str) -> MethodSpec:
     if name not in METHODS:
         raise ValueError(f"unknown method '{name}'; known methods: {', '.join(METHODS)}")
