@@ -257,3 +257,31 @@ def test_custom_api_takes_one_key_per_client():
             _target(url, env={"RPA_SERVE_API_KEY": "third-key"}).complete(_chat(max_tokens=1))
     finally:
         stop()
+
+
+@pytest.mark.parametrize("cites", [True, False])
+def test_the_cli_offers_cited_sources_only_for_a_target_that_lists_its_sources(cites, custom, tmp_path,
+                                                                                monkeypatch, capsys):
+    """After the capability probe, the CLI hints at --method cited_sources where the answers carry sources."""
+    import audit_core.audit
+    from app.cli import main
+
+    url, _ = custom
+    text = (ROOT / "assets/targets/http_custom.yaml").read_text().replace("http://127.0.0.1:8100/ask", url + "/ask")
+    if not cites:
+        text = "\n".join(line for line in text.splitlines() if not line.startswith("sources_path"))
+    file = tmp_path / "t.yaml"
+    file.write_text(text)
+    docs = tmp_path / "docs.csv"
+    docs.write_text("id,text\na," + " ".join(f"word{i}" for i in range(60)) + "\n")
+
+    def stop(*a, **kw):
+        raise ValueError("stopped before the audit")
+
+    monkeypatch.setattr(audit_core.audit, "run_audit", stop)
+    monkeypatch.setenv("RPA_SERVE_API_KEY", KEY)
+    rc = main(["audit", "--target-file", str(file), "--docs", str(docs), "--method", "verbatim",
+               "--store", str(tmp_path / "s.sqlite")])
+    err = capsys.readouterr().err
+    assert rc == 3 and "stopped before the audit" in err
+    assert ("add --method cited_sources" in err) is cites
