@@ -3,7 +3,7 @@
 No language model runs here: embeddings and Mirabel's test only, so a wording
 can be checked on a whole knowledge base in a minute before a study with the
 model (``verbatim_topic_study.py``). On shadow data or corpora that are no
-target's, never on a test draw. Two checks (BENCHMARKS.md, session 23):
+target's, never on a test draw. Three checks (BENCHMARKS.md, sessions 23 and 28):
 
 ``replay``: the stored probes of a ``verbatim_topic_study.py --out`` file sent
 again to the padded chat-style shadow's retrieval, with and without the
@@ -15,8 +15,15 @@ how often the member is kept and what the query's top match is.
 other documents of the audited collection before the quote, on the padded
 shadow and on a 2,000-item AG News knowledge base (another genre).
 
+``cited``: Cited sources' questions (a document's two halves), alone or led by
+words of another document of the collection (a random one or the most similar
+one, 10 to 40 words), with and without Mirabel, on the same two corpora: how
+often either question keeps the document among the k passages, which is all
+that method reads.
+
     RPA_CACHE_DIR=<cache> .venv/bin/python scripts/mirabel_retrieval_check.py replay runs/decoy-mirabel.json quote_decoy
     RPA_CACHE_DIR=<cache> .venv/bin/python scripts/mirabel_retrieval_check.py leads
+    RPA_CACHE_DIR=<cache> .venv/bin/python scripts/mirabel_retrieval_check.py cited
 """
 from __future__ import annotations
 
@@ -88,10 +95,26 @@ def replay(path: str, wording: str) -> None:
           f"member kept {full} (without those records {without}); the query's top match: {tops}")
 
 
+def on_both_corpora(study) -> None:
+    """``study(name, embeddings, ids, members, non-members)`` on the padded shadow and on 2,000 AG News items."""
+    from shadow.corpus import load_corpus
+    from shadow.rag import _encode
+
+    ids, mat, kb, outside, _ = padded_shadow()
+    r = random.Random(4242)
+    study("padded shadow", mat, ids, r.sample([d for d in kb if d.n_words >= 24], 60),
+          r.sample([d for d in outside if d.n_words >= 24], 60))
+    docs = [d for d in load_corpus(str(SHARED / "agnews.jsonl")) if d.n_words >= 24]
+    r = random.Random(4242)
+    r.shuffle(docs)
+    base, held = docs[:2000], docs[2000:]
+    study("AG News", _encode("all-minilm-l6-v2", [d.text for d in base]), [d.id for d in base],
+          r.sample(base, 60), r.sample(held, 60))
+
+
 def leads() -> None:
     from audit_core.methods.baseline_common import split_at
     from audit_core.methods.verbatim import TEMPLATES, load_decoys
-    from shadow.corpus import load_corpus
     from shadow.rag import _encode
 
     decoys = load_decoys(None, 2)  # the shipped questions, two per probe
@@ -123,16 +146,72 @@ def leads() -> None:
                   f"flagged {sum(r[1] for r in res) / n:.2f}, "
                   f"own document the top match {sum(r[2] == d.id for r, d in zip(res, members)) / n:.2f}", flush=True)
 
-    ids, mat, kb, outside, _ = padded_shadow()
-    r = random.Random(4242)
-    study("padded shadow", mat, ids, r.sample([d for d in kb if d.n_words >= 24], 60),
-          r.sample([d for d in outside if d.n_words >= 24], 60))
-    docs = [d for d in load_corpus(str(SHARED / "agnews.jsonl")) if d.n_words >= 24]
-    r = random.Random(4242)
-    r.shuffle(docs)
-    base, held = docs[:2000], docs[2000:]
-    study("AG News", _encode("all-minilm-l6-v2", [d.text for d in base]), [d.id for d in base],
-          r.sample(base, 60), r.sample(held, 60))
+    on_both_corpora(study)
+
+
+def cited() -> None:
+    """Cited sources' two questions (a document's halves), with and without leading documents, by Mirabel.
+
+    What matters to Cited sources is only whether either question keeps the document among the
+    k passages (and so the citations); the model's answer is not read.
+    """
+    from audit_core.methods.baseline_common import split_at
+    from shadow.rag import _encode
+
+    def study(name: str, mat, ids, members, nonmembers) -> None:
+        coll = members + nonmembers
+
+        def others(d, m, words):
+            pool = [x for x in coll if x.id != d.id]
+            return " ".join(" ".join(random.Random(f"{d.id}{j}").choice(pool).text.split()[:words]) for j in range(m))
+
+        cemb = _encode("all-minilm-l6-v2", [d.text for d in coll])
+        near = {}
+        for i, d in enumerate(coll):
+            sims = cemb @ cemb[i]
+            sims[i] = -9
+            near[d.id] = coll[int(np.argmax(sims))]
+
+        def lead_of(d, kind, m, w):
+            if kind == "near":
+                return " ".join(near[d.id].text.split()[:w])
+            return others(d, m, w) if m else ""
+
+        variants = {"halves": ("rand", 0, 0), "1 other (10 words) + half": ("rand", 1, 10),
+                    "1 other (20 words) + half": ("rand", 1, 20), "1 other (40 words) + half": ("rand", 1, 40),
+                    "nearest other (20 words) + half": ("near", 1, 20),
+                    "nearest other (40 words) + half": ("near", 1, 40)}
+        hits = {}
+        for v, (kind, m, w) in variants.items():
+            qs = []
+            for d in members:
+                h = split_at(d.text, 0.5, 8)
+                lead = lead_of(d, kind, m, w)
+                qs += [f"{lead} {h.first}".strip(), f"{lead} {h.second}".strip()]
+            embs = _encode("all-minilm-l6-v2", qs)
+            out = {}
+            for label, mirabel in (("no defense", False), ("Mirabel", True)):
+                per, either, rows = 0, 0, []
+                for i, d in enumerate(members):
+                    ks = []
+                    for e in embs[2 * i: 2 * i + 2]:
+                        if mirabel:
+                            ks.append(kept(mat, ids, d.id, e)[0])
+                        else:
+                            s = mat @ e
+                            ks.append(d.id in {ids[j] for j in np.argsort(-s)[:K]})
+                    per += sum(ks)
+                    either += any(ks)
+                    rows.append(any(ks))
+                out[label] = (per / (2 * len(members)), either / len(members))
+                hits[(v, label)] = rows
+            print(f"{name}: {v}: " + "; ".join(f"{k}: per question {a:.2f}, either {b:.2f}" for k, (a, b) in out.items()),
+                  flush=True)
+        for v in list(variants)[1:]:
+            both = [a or b for a, b in zip(hits[("halves", "Mirabel")], hits[(v, "Mirabel")])]
+            print(f"{name}: halves and ({v}), four questions, Mirabel: either {sum(both) / len(both):.2f}")
+
+    on_both_corpora(study)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,9 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("study_json")
     rp.add_argument("wording")
     sub.add_parser("leads", help="what goes before the quote, on the padded shadow and on AG News")
+    sub.add_parser("cited", help="Cited sources' two questions, with and without leading documents")
     args = ap.parse_args(argv)
     if args.cmd == "replay":
         replay(args.study_json, args.wording)
+    elif args.cmd == "cited":
+        cited()
     else:
         leads()
     return 0

@@ -223,8 +223,10 @@ def prepare_shadow(
                 if progress:
                     progress(stage, done[0], total)
 
-            mem = _probe(method, mem_docs, rag, cfg, tick)
-            non = _probe(method, non_docs, rag, cfg, tick)
+            # probes that draw on the documents audited together draw on the shadow's, never the owner's
+            with method.probing_collection([d.text for d in [*mem_docs, *non_docs]]):
+                mem = _probe(method, mem_docs, rag, cfg, tick)
+                non = _probe(method, non_docs, rag, cfg, tick)
             folder.mkdir(parents=True, exist_ok=True)
             _write_observations(obs_file, mem, non)
             prep.from_cache[method.name] = False

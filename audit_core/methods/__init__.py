@@ -83,9 +83,12 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
     # before it was measured on any target). Then verbatim, the strongest on the chat profile in its
     # design runs (8 + 8 documents outside the benchmark's reported draw)
     MethodSpec("cited_sources", "Cited sources", _M + "cited_sources", "CitedSourcesMethod", "CitedSourcesConfig",
-               False, "text-only", "2 questions (the document's beginning and its end), 1 answer token each",
+               False, "text-only", "4 questions (the document's beginning and its end, each also led by the most "
+                                   "similar other document audited), 1 answer token each",
                description='for a service that lists the sources of its answers: sends the beginning and the end of the '
-                           'document as questions and measures how much of its text is in the passages the service cites',
+                           'document as questions, again led by a few words of the most similar other document (which '
+                           'gets past the Mirabel defense), and measures how much of its text is in the passages the '
+                           'service cites',
                requires_sources=True,
                no_clearing='Cited sources says no "not found": its shadow cites whole documents, so where a service '
                            'cites chunks or snippets of a document it holds, the share of the document in them is '

@@ -12,8 +12,9 @@ result is inconclusive with that reason. No score is ever invented.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from audit_core.documents import Document
 from audit_core.target.base import ChatRequest, Completion, Target, TargetError
@@ -164,6 +165,18 @@ class MembershipMethod:
         continuation) uses them to tell such phrases from the document's own
         words; it must score its shadow the same way, on the shadow's collection.
         """
+
+    @contextmanager
+    def probing_collection(self, texts: Sequence[str]) -> Iterator[None]:
+        """Within the block, probes are sent as for a collection of ``texts`` (the shadow's own documents).
+
+        A method whose probes draw on the documents audited together (Cited
+        sources leads each question with a neighbouring document) must probe
+        its shadow with the shadow's collection, never with the owner's; the
+        collection an audit set with ``use_collection`` is back afterwards.
+        Most methods' probes depend on the document alone: nothing to do.
+        """
+        yield
 
     def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:  # pragma: no cover
         raise NotImplementedError

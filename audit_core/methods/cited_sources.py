@@ -3,23 +3,36 @@
 Many RAG services return, beside each answer, the passages they retrieved (or
 their titles and addresses), so that users can check the answer. Where a
 target does, its retrieval can be read directly instead of through what its
-model writes: the method sends the document's beginning and its end as two
+model writes: the method sends the document's beginning and its end as
 questions and measures how much of the document's own text comes back in the
-passages the two answers cite. Nothing depends on the model behind the service
+passages the answers cite. Nothing depends on the model behind the service
 (chat or completion, with or without logprobs, small or large); only retrieval
 does, and a defense that hides a document from the model's context (Mirabel)
 hides it from the citations as well.
 
 The score is the share of the document's distinct word 4-grams found in the
-cited sources of either answer. A cited source counts only where it holds at
+cited sources of any answer. A cited source counts only where it holds at
 least one 4-gram of the document that its own question did not send: a source
 made only of the question's words could be an echo of the question rather
-than a retrieved passage. An answer without a sources field, two answers that
-cite nothing at all, or sources that are only titles or addresses (no cited
+than a retrieved passage. Answers without a sources field, answers that all
+cite nothing, or sources that are only titles or addresses (no cited
 item of ``min_passage_words`` words, so no text to compare with the document)
 leave the document inconclusive with that reason, never "not found": the
 retrieval was not seen. The answer text is not read, so one answer token is
 asked for (``max_tokens``), to keep the service's cost low.
+
+Behind Mirabel, which hides a question's best match when it stands out from
+every other document, a document's own half stands out and is hidden. So each
+half is also sent a second time, led by the first ``lead_words`` words of the
+most similar other document of the collection audited together (by the shipped
+embedder): its words raise the question's similarity to that document's
+neighbourhood, so the owner's document no longer stands out alone, yet stays
+among the passages retrieved. Four questions per document, two where the
+collection has no other document. The words of that neighbouring document
+are not counted for the audited one, so a neighbour that is itself retrieved
+and cited never lends its phrases to the document it led. The shadow leads
+its questions with its own collection's neighbours (``probing_collection``),
+never with the owner's documents.
 
 Calibrated like every single-score method (``textonly_base``): a threshold on
 the shadow's non-members at the stated false-positive rate, where the shadow
@@ -33,8 +46,9 @@ was tried and dropped: it called a third of a target's non-members members.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 from audit_core.documents import Document
 from audit_core.methods.base import Observation, QueryCost
@@ -47,10 +61,16 @@ from audit_core.target.base import Completion, Target
 
 @dataclass
 class CitedSourcesConfig:
-    """Two questions per document: the words before ``cut`` and the words after it."""
+    """Questions per document: the words before ``cut``, the words after it, and both again led by a neighbour."""
 
-    #: where the document is cut into its two questions (a share of its words)
+    #: where the document is cut into its two halves (a share of its words)
     cut: float = 0.5
+    #: words of the collection's most similar other document put before each half, in a second pair of
+    #: questions that gets past Mirabel's outlier test (0: the two plain halves only). 20 was chosen on
+    #: retrieval alone, on the padded shadow and on AG News (BENCHMARKS.md, "Cited sources behind Mirabel")
+    lead_words: int = 20
+    #: the embedder that finds each document's most similar other document (the shipped one)
+    embedder: str = "all-minilm-l6-v2"
     #: words per n-gram: four words in a row rarely match by chance outside stock phrases
     ngram: int = field(default=4, metadata={"scoring_only": True})
     #: answer tokens asked for: only the sources are read, so one keeps the service's cost low
@@ -65,21 +85,69 @@ class CitedSourcesConfig:
             raise ValueError("cited_sources' n-grams need at least 2 words")
         if self.max_tokens < 1:
             raise ValueError("cited_sources' max_tokens must be at least 1")
+        if self.lead_words < 0:
+            raise ValueError("cited_sources' lead_words cannot be negative")
 
 
 class CitedSourcesMethod(ThresholdTextMethod):
     name = "cited_sources"
-    version = "1"
+    version = "2"
     requires_sources = True
     min_words = 8  # each question needs a few words of its own to retrieve by
 
     def __init__(self, config: CitedSourcesConfig | None = None) -> None:
         self.config = config or CitedSourcesConfig()
+        self._collection: list[str] = []
+        self._embeddings: Any = None  # of ``_collection``, computed when the first neighbour is looked for
 
     def query_cost(self, n_words: int) -> QueryCost | None:
+        """Four questions where the collection holds another document to lead them (assumed), else two."""
         if n_words < self.min_words:
             return None
-        return QueryCost(2, float(n_words), 2 * self.config.max_tokens)
+        c = self.config
+        if not c.lead_words:
+            return QueryCost(2, float(n_words), 2 * c.max_tokens)
+        return QueryCost(4, float(2 * n_words + 2 * c.lead_words), 4 * c.max_tokens)
+
+    def use_collection(self, texts: Sequence[str]) -> None:
+        self._collection = list(dict.fromkeys(t for t in texts if t.strip()))
+        self._embeddings = None
+
+    @contextmanager
+    def probing_collection(self, texts: Sequence[str]) -> Iterator[None]:
+        saved = self._collection, self._embeddings
+        self.use_collection(texts)
+        try:
+            yield
+        finally:
+            self._collection, self._embeddings = saved
+
+    def neighbour(self, text: str) -> str | None:
+        """The collection's most similar other document (by the embedder), None where there is none.
+
+        A text whose words are the same as the document's (a duplicate) is no neighbour: its words
+        would all be left out of the document's own.
+        """
+        own = norm_words(text)
+        others = [i for i, t in enumerate(self._collection) if norm_words(t) != own]
+        if not self.config.lead_words or not others:
+            return None
+        import numpy as np
+
+        from audit_core.models import load_embedder
+
+        embedder = None
+        if self._embeddings is None:
+            embedder = load_embedder(self.config.embedder)
+            self._embeddings = embedder.encode(self._collection, normalize_embeddings=True,
+                                               convert_to_numpy=True, show_progress_bar=False)
+        try:
+            vec = self._embeddings[self._collection.index(text)]
+        except ValueError:  # a document outside the collection (a single probe)
+            embedder = embedder or load_embedder(self.config.embedder)
+            vec = embedder.encode([text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)[0]
+        sims = self._embeddings[others] @ vec
+        return self._collection[others[int(np.argmax(sims))]]
 
     def probe(self, doc: Document, target: Target) -> Observation:
         parts = split_at(doc.text, self.config.cut, self.min_words)
@@ -87,15 +155,26 @@ class CitedSourcesMethod(ThresholdTextMethod):
             obs = Observation(self.name, doc.id)
             obs.skipped = f"too short: {self.name} needs at least {self.min_words} words"
             return obs
-        queries = [parts.first, parts.second]
-        return self.send(doc, target, queries, {"queries": queries}, self.config.max_tokens)
+        halves = [parts.first, parts.second]
+        queries = list(halves)
+        lead_doc = self.neighbour(doc.text)
+        if lead_doc is not None:
+            lead = " ".join(lead_doc.split()[: self.config.lead_words])
+            queries += [f"{lead}\n\n{h}" for h in halves]
+        data = {"halves": halves, "queries": queries, "neighbour": lead_doc or ""}
+        return self.send(doc, target, queries, data, self.config.max_tokens)
 
     def observation_score(self, obs: Observation) -> tuple[float | None, dict[str, Any], str | None]:
         n = self.config.ngram
         queries = obs.data.get("queries") or []
-        document = set(word_ngrams(norm_words(" ".join(queries)), n))
+        document = set(word_ngrams(norm_words(" ".join(obs.data.get("halves") or [])), n))
         if not document:
             return None, {}, f"too short: no {n}-word run to look for in the sources"
+        neighbours = document & set(word_ngrams(norm_words(obs.data.get("neighbour") or ""), n))
+        document -= neighbours
+        if not document:
+            return None, {}, (f"no_own_words: every {n}-word run of the document is also in the neighbouring "
+                              "document that led its questions")
         cited: set[tuple[str, ...]] = set()
         answers_with_field = sources_seen = passages = sources_matching = 0
         for query, response in zip(queries, obs.responses):
@@ -114,14 +193,15 @@ class CitedSourcesMethod(ThresholdTextMethod):
                 if shared - sent:
                     cited |= shared
                     sources_matching += 1
-        evidence = {"answers_with_sources": answers_with_field, "sources_cited": sources_seen,
+        evidence = {"questions": len(queries), "ngrams_shared_with_the_neighbour": len(neighbours),
+                    "answers_with_sources": answers_with_field, "sources_cited": sources_seen,
                     "passages_cited": passages, "sources_holding_the_document": sources_matching,
                     "document_ngrams": len(document), "cited_ngrams": len(cited)}
         if not answers_with_field:
             return None, evidence, ("no_sources: the target's answers carried no sources, so its retrieval "
                                     "cannot be seen")
         if not sources_seen:
-            return None, evidence, ("no_source_cited: the target cited no source for either question about this "
+            return None, evidence, ("no_source_cited: the target cited no source for any question about this "
                                     "document, so its retrieval was not seen")
         if not passages and not cited:
             return None, evidence, ("no_passage: the target cited only titles or addresses (no item of "

@@ -7,6 +7,7 @@ or list none, or have no sources field), so every branch of the score can fail.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -68,8 +69,49 @@ def test_a_service_that_cites_the_document_scores_far_above_one_that_does_not():
     holds, lacks = CitingRag(DOCS), CitingRag(DOCS[1:])
     assert _score(m, DOCS[0], holds) == 1.0
     assert _score(m, DOCS[0], lacks) < 0.1
-    assert len(holds.seen) == m.query_cost(DOCS[0].n_words).queries == 2
+    assert len(holds.seen) == 2  # no collection: the two plain halves, no neighbour to lead them
     assert all(r.max_tokens == 1 and not r.logprobs for r in holds.seen)  # only the sources are read
+
+
+def test_with_a_collection_each_half_is_asked_again_led_by_the_most_similar_other_document():
+    m = create_method("cited_sources")
+    twin = Document("d0-copy", DOCS[0].text)  # the same text is no neighbour: its words would all be left out
+    m.use_collection([d.text for d in [DOCS[0], twin, DOCS[1], DOCS[3], DOCS[2]]])
+    target = CitingRag(DOCS)
+    obs = m.probe(DOCS[0], target)
+    asked = [r.messages[-1][1] for r in target.seen]
+    assert len(asked) == m.query_cost(DOCS[0].n_words).queries == 4
+    assert obs.data["neighbour"] == DOCS[2].text  # the other patient's dialogue, not the Q&A records
+    lead = " ".join(DOCS[2].text.split()[:m.config.lead_words])
+    assert asked[:2] == obs.data["halves"] and asked[2:] == [f"{lead}\n\n{h}" for h in obs.data["halves"]]
+    assert m.observation_score(obs)[0] == 1.0
+
+
+def test_the_neighbours_words_are_never_counted_for_the_document_it_led():
+    shared = "An echocardiogram is the best test and a low salt diet is helpful."
+    a = Document("a", "Patient: My father has had shortness of breath on the stairs since the winter. " + shared)
+    b = Document("b", "Patient: I have had swollen ankles for two weeks and I feel tired. Doctor: Swollen ankles can "
+                      "be an early sign of heart failure. " + shared)
+    m = create_method("cited_sources")
+    m.use_collection([a.text, b.text, DOCS[1].text, DOCS[3].text])
+    obs = m.probe(a, CitingRag([b, DOCS[1], DOCS[3]]))  # the service holds the neighbour, not the document
+    assert obs.data["neighbour"] == b.text
+    score, ev, _ = m.observation_score(obs)
+    assert score == 0.0 and ev["ngrams_shared_with_the_neighbour"] > 0
+    unguarded = dict(obs.data, neighbour="")
+    blind = replace(obs, data=unguarded)
+    assert m.observation_score(blind)[0] > 0.2  # what the neighbour's cited passage would have lent it
+
+
+def test_the_shadow_is_probed_with_its_own_collection_and_the_owners_comes_back():
+    m = create_method("cited_sources")
+    m.use_collection([d.text for d in DOCS])
+    shadow_docs = ["Question: What is gout? Answer: Gout is a painful swelling of a joint caused by uric acid.",
+                   "Question: What is an ulcer? Answer: An ulcer is a sore in the lining of the stomach."]
+    with m.probing_collection(shadow_docs):
+        assert m.neighbour(shadow_docs[0]) == shadow_docs[1]
+        assert m.neighbour(DOCS[0].text) in shadow_docs
+    assert m.neighbour(DOCS[0].text) == DOCS[2].text
 
 
 def test_a_chunked_service_is_credited_with_the_chunks_it_cites():

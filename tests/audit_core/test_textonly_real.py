@@ -112,6 +112,7 @@ def test_cited_sources_on_a_chat_rag_that_lists_its_sources_and_on_one_that_does
 
     rag, members, nonmembers = chat_rag_split
     m = create_method("cited_sources")
+    m.use_collection([d.text for d in members + nonmembers])  # each half asked again, led by a neighbour
     rag.cite_sources = True
     try:
         scores = [m.observation_score(m.probe(d, rag))[0] for d in members + nonmembers]

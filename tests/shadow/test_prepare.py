@@ -117,3 +117,28 @@ def test_a_chat_only_setting_keys_chat_preparations_and_leaves_completion_ones_a
     assert prepare._config_of(create_method("srag", style="chat")) == before
     # scoring the reproduction another way sends nothing again
     assert prepare.preparation_key(create_method("srag", style="chat", shared_min_docs=3), cfg, chash) == chat
+
+
+def test_the_shadow_leads_its_questions_with_its_own_documents_never_the_owners(tmp_path, monkeypatch):
+    """Cited sources leads each question with a neighbouring document of the collection: on the shadow,
+    the shadow's own; the owner's collection, set before the preparation, is back after it."""
+    from audit_core.methods.cited_sources import CitedSourcesMethod
+
+    seen: list[list[str]] = []
+
+    def fake_probe(method, docs, rag, cfg, tick):
+        seen.append(list(method._collection))
+        return [Observation(method.probe_scope, d.id) for d in docs]
+
+    monkeypatch.setattr(prepare, "build_shadow_rag", lambda cfg, kb: object())
+    monkeypatch.setattr(prepare, "_probe", fake_probe)
+    monkeypatch.setattr(prepare, "_calibrate", lambda method, mem, non, folder: Calibration(method.name, 0.5))
+    method = CitedSourcesMethod()
+    owner = ["the owner's first post", "the owner's second post"]
+    method.use_collection(owner)
+    cfg = ShadowConfig(n_members=5, n_nonmembers=5)
+    prepare_shadow([method], cfg, root=tmp_path, use_shipped=False)
+    shadow_texts = {d.text for d in cfg.corpus_docs()}
+    assert len(seen) == 2 and seen[0] == seen[1] and len(seen[0]) == 10
+    assert set(seen[0]) <= shadow_texts and not set(seen[0]) & set(owner)
+    assert method._collection == owner

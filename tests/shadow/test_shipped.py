@@ -219,9 +219,11 @@ def _same(a, b, path="obs") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} != {b!r}"]
 
 
-def _reprobe(prep_cfg: shipped.DefaultPreparation, observations, rags: dict | None = None) -> None:
+def _reprobe(prep_cfg: shipped.DefaultPreparation, observations, shipped_all, rags: dict | None = None) -> None:
     """Probe the documents of ``observations`` again, on the shadow prepare_shadow builds, and compare.
 
+    ``shipped_all``: every shipped observation of the file (members, then non-members), the shadow's
+    collection, which prepare_shadow gives the method while probing (``probing_collection``).
     ``rags``: shadows already built, by style (a shadow depends only on its configuration); a
     shadow built here is added to it.
     """
@@ -237,10 +239,11 @@ def _reprobe(prep_cfg: shipped.DefaultPreparation, observations, rags: dict | No
         rags[prep_cfg.style] = prepare.build_shadow_rag(cfg, kb)
     rag = rags[prep_cfg.style]
     m = prep_cfg.create_method()
-    for shipped_obs in observations:
-        fresh = prepare._probe(m, [by_id[shipped_obs.doc_id]], rag, cfg, lambda n=1: None)[0]
-        diffs = _same(shipped_obs.to_json(), fresh.to_json())
-        assert not diffs, f"{shipped_obs.doc_id}: " + "; ".join(diffs[:5])
+    with m.probing_collection([by_id[o.doc_id].text for o in shipped_all]):
+        for shipped_obs in observations:
+            fresh = prepare._probe(m, [by_id[shipped_obs.doc_id]], rag, cfg, lambda n=1: None)[0]
+            diffs = _same(shipped_obs.to_json(), fresh.to_json())
+            assert not diffs, f"{shipped_obs.doc_id}: " + "; ".join(diffs[:5])
 
 
 #: the shipped configurations of the README's audits, re-probed with more documents
@@ -253,7 +256,7 @@ def test_shipped_observations_are_what_the_code_probes_today(manifest, method, p
     """Re-probe shipped shadow members and a non-member with the build's own code path."""
     key = _entry(manifest, method, params, "quick", style)
     mem, non = shipped.load_shipped(key)
-    _reprobe(shipped.from_manifest(manifest[key]), mem[:n_docs] + non[:1])
+    _reprobe(shipped.from_manifest(manifest[key]), mem[:n_docs] + non[:1], mem + non)
 
 
 def test_every_other_shipped_method_is_what_the_code_probes_today(manifest):
@@ -272,7 +275,8 @@ def test_every_other_shipped_method_is_what_the_code_probes_today(manifest):
         chosen.setdefault(name, (key, entry))
     rags: dict = {}
     for key, entry in chosen.values():
-        _reprobe(shipped.from_manifest(entry), shipped.load_shipped(key)[1][:1], rags)
+        mem, non = shipped.load_shipped(key)
+        _reprobe(shipped.from_manifest(entry), non[:1], mem + non, rags)
     assert len(chosen) >= 2  # MBA's fill-in and the rest, at least
 
 
@@ -336,7 +340,7 @@ def test_the_build_script_ships_what_prepare_shadow_probes(tmp_path, monkeypatch
     cached = json.loads((work / key / "observations.json").read_text())
     assert [o.to_json() for o in mem] == cached["members"] and [o.to_json() for o in non] == cached["nonmembers"]
     first = shipped.shipped_file(key, out).read_bytes()
-    _reprobe(shipped.from_manifest(entry), mem[:1] + non[:1])
+    _reprobe(shipped.from_manifest(entry), mem[:1] + non[:1], mem + non)
 
     # a second run finds the key shipped and probes nothing; the bytes stay the same
     assert script.main(["--sizes", "tiny", "--styles", "completion", "--methods", "srag",
