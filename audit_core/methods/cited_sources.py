@@ -89,6 +89,39 @@ class CitedSourcesConfig:
             raise ValueError("cited_sources' lead_words cannot be negative")
 
 
+class _Collection:
+    """The texts audited together, with what finding a neighbour needs: computed once, not per probe."""
+
+    def __init__(self, texts: tuple[str, ...]) -> None:
+        self.texts = texts
+        self._words = [norm_words(t) for t in texts]
+        self._index = {t: i for i, t in enumerate(texts)}
+        self._embedder: Any = None
+        self._embeddings: Any = None  # of ``texts``, computed when the first neighbour is looked for
+
+    def _encode(self, texts: Sequence[str], embedder: str) -> Any:
+        if self._embedder is None:
+            from audit_core.models import load_embedder
+
+            self._embedder = load_embedder(embedder)
+        return self._embedder.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True,
+                                     show_progress_bar=False)
+
+    def nearest_other(self, text: str, embedder: str) -> str | None:
+        """The most similar text whose words differ from ``text``'s; None where there is none."""
+        own = norm_words(text)
+        others = [i for i, w in enumerate(self._words) if w != own]
+        if not others:
+            return None
+        import numpy as np
+
+        if self._embeddings is None:
+            self._embeddings = self._encode(self.texts, embedder)
+        i = self._index.get(text)
+        vec = self._embeddings[i] if i is not None else self._encode([text], embedder)[0]  # a text outside it
+        return self.texts[others[int(np.argmax(self._embeddings[others] @ vec))]]
+
+
 class CitedSourcesMethod(ThresholdTextMethod):
     name = "cited_sources"
     version = "2"
@@ -97,8 +130,7 @@ class CitedSourcesMethod(ThresholdTextMethod):
 
     def __init__(self, config: CitedSourcesConfig | None = None) -> None:
         self.config = config or CitedSourcesConfig()
-        self._collection: list[str] = []
-        self._embeddings: Any = None  # of ``_collection``, computed when the first neighbour is looked for
+        self._collection = _Collection(())
 
     def query_cost(self, n_words: int) -> QueryCost | None:
         """Four questions where the collection holds another document to lead them (assumed), else two."""
@@ -109,18 +141,22 @@ class CitedSourcesMethod(ThresholdTextMethod):
             return QueryCost(2, float(n_words), 2 * c.max_tokens)
         return QueryCost(4, float(2 * n_words + 2 * c.lead_words), 4 * c.max_tokens)
 
+    @property
+    def collection(self) -> tuple[str, ...]:
+        """The texts a neighbour is looked for among (each once)."""
+        return self._collection.texts
+
     def use_collection(self, texts: Sequence[str]) -> None:
-        self._collection = list(dict.fromkeys(t for t in texts if t.strip()))
-        self._embeddings = None
+        self._collection = _Collection(tuple(dict.fromkeys(t for t in texts if t.strip())))
 
     @contextmanager
     def probing_collection(self, texts: Sequence[str]) -> Iterator[None]:
-        saved = self._collection, self._embeddings
+        saved = self._collection
         self.use_collection(texts)
         try:
             yield
         finally:
-            self._collection, self._embeddings = saved
+            self._collection = saved
 
     def neighbour(self, text: str) -> str | None:
         """The collection's most similar other document (by the embedder), None where there is none.
@@ -128,26 +164,9 @@ class CitedSourcesMethod(ThresholdTextMethod):
         A text whose words are the same as the document's (a duplicate) is no neighbour: its words
         would all be left out of the document's own.
         """
-        own = norm_words(text)
-        others = [i for i, t in enumerate(self._collection) if norm_words(t) != own]
-        if not self.config.lead_words or not others:
+        if not self.config.lead_words:
             return None
-        import numpy as np
-
-        from audit_core.models import load_embedder
-
-        embedder = None
-        if self._embeddings is None:
-            embedder = load_embedder(self.config.embedder)
-            self._embeddings = embedder.encode(self._collection, normalize_embeddings=True,
-                                               convert_to_numpy=True, show_progress_bar=False)
-        try:
-            vec = self._embeddings[self._collection.index(text)]
-        except ValueError:  # a document outside the collection (a single probe)
-            embedder = embedder or load_embedder(self.config.embedder)
-            vec = embedder.encode([text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)[0]
-        sims = self._embeddings[others] @ vec
-        return self._collection[others[int(np.argmax(sims))]]
+        return self._collection.nearest_other(text, self.config.embedder)
 
     def probe(self, doc: Document, target: Target) -> Observation:
         parts = split_at(doc.text, self.config.cut, self.min_words)

@@ -127,7 +127,7 @@ def test_the_shadow_leads_its_questions_with_its_own_documents_never_the_owners(
     seen: list[list[str]] = []
 
     def fake_probe(method, docs, rag, cfg, tick):
-        seen.append(list(method._collection))
+        seen.append(list(method.collection))
         return [Observation(method.probe_scope, d.id) for d in docs]
 
     monkeypatch.setattr(prepare, "build_shadow_rag", lambda cfg, kb: object())
@@ -141,4 +141,4 @@ def test_the_shadow_leads_its_questions_with_its_own_documents_never_the_owners(
     shadow_texts = {d.text for d in cfg.corpus_docs()}
     assert len(seen) == 2 and seen[0] == seen[1] and len(seen[0]) == 10
     assert set(seen[0]) <= shadow_texts and not set(seen[0]) & set(owner)
-    assert method._collection == owner
+    assert list(method.collection) == owner
