@@ -21,18 +21,28 @@ one, 10 to 40 words), with and without Mirabel, on the same two corpora: how
 often either question keeps the document among the k passages, which is all
 that method reads.
 
+``cited-lexical``: the caveat of ``cited``: there the target retrieved with the
+very embedder that picks each document's neighbour. Here the target retrieves
+by TF-IDF cosine (words and word pairs, fitted on its knowledge base), a
+lexical measure unlike the method's dense one, while the method's own
+questions (``CitedSourcesMethod.questions``, neighbour by the shipped
+embedder) are sent; beside it, the same questions against the dense retriever.
+
     RPA_CACHE_DIR=<cache> .venv/bin/python scripts/mirabel_retrieval_check.py replay runs/decoy-mirabel.json quote_decoy
     RPA_CACHE_DIR=<cache> .venv/bin/python scripts/mirabel_retrieval_check.py leads
     RPA_CACHE_DIR=<cache> .venv/bin/python scripts/mirabel_retrieval_check.py cited
+    RPA_CACHE_DIR=<cache> .venv/bin/python scripts/mirabel_retrieval_check.py cited-lexical --lead-words 20,40,80,200
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import re
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -55,10 +65,14 @@ def padded_shadow():
 
 def kept(mat: np.ndarray, ids: list[str], doc_id: str, emb: np.ndarray, mask=None) -> tuple[bool, bool, str]:
     """(member kept among the k the model gets, query flagged, id of the query's top match)."""
+    sel = np.ones(len(ids), bool) if mask is None else mask
+    return kept_by_similarity(np.asarray(mat[sel] @ emb).ravel(), [i for i, m in zip(ids, sel) if m], doc_id)
+
+
+def kept_by_similarity(s: np.ndarray, sid: list[str], doc_id: str) -> tuple[bool, bool, str]:
+    """``kept`` for a query's cosine similarity to every document of the knowledge base, however measured."""
     from shadow.defenses import MirabelDefense
 
-    sel = np.ones(len(ids), bool) if mask is None else mask
-    s, sid = mat[sel] @ emb, [i for i, m in zip(ids, sel) if m]
     ranked = [(sid[j], 2.0 - 2.0 * float(s[j])) for j in np.argsort(-s)[:K + 1]]  # squared L2 of unit vectors
     given, decision, _ = MirabelDefense().apply(s, sid, ranked, K)
     return doc_id in {i for i, _ in given}, decision.flagged, ranked[0][0]
@@ -96,20 +110,22 @@ def replay(path: str, wording: str) -> None:
 
 
 def on_both_corpora(study) -> None:
-    """``study(name, embeddings, ids, members, non-members)`` on the padded shadow and on 2,000 AG News items."""
+    """``study(name, embeddings, ids, members, non-members, texts)`` on the padded shadow and on 2,000 AG News
+    items (``texts``: the knowledge base's texts, in the order of ``ids``)."""
     from shadow.corpus import load_corpus
     from shadow.rag import _encode
 
-    ids, mat, kb, outside, _ = padded_shadow()
+    ids, mat, kb, outside, extra = padded_shadow()
+    text_of = {d.id: d.text for d in kb + extra}
     r = random.Random(4242)
     study("padded shadow", mat, ids, r.sample([d for d in kb if d.n_words >= 24], 60),
-          r.sample([d for d in outside if d.n_words >= 24], 60))
+          r.sample([d for d in outside if d.n_words >= 24], 60), [text_of[i] for i in ids])
     docs = [d for d in load_corpus(str(SHARED / "agnews.jsonl")) if d.n_words >= 24]
     r = random.Random(4242)
     r.shuffle(docs)
     base, held = docs[:2000], docs[2000:]
     study("AG News", _encode("all-minilm-l6-v2", [d.text for d in base]), [d.id for d in base],
-          r.sample(base, 60), r.sample(held, 60))
+          r.sample(base, 60), r.sample(held, 60), [d.text for d in base])
 
 
 def leads() -> None:
@@ -119,7 +135,7 @@ def leads() -> None:
 
     decoys = load_decoys(None, 2)  # the shipped questions, two per probe
 
-    def study(name: str, mat, ids, members, nonmembers) -> None:
+    def study(name: str, mat, ids, members, nonmembers, _texts) -> None:
         coll = members + nonmembers  # the collection audited together: the auditor knows no labels
 
         def others(d, m, words):
@@ -158,7 +174,7 @@ def cited() -> None:
     from audit_core.methods.baseline_common import split_at
     from shadow.rag import _encode
 
-    def study(name: str, mat, ids, members, nonmembers) -> None:
+    def study(name: str, mat, ids, members, nonmembers, _texts) -> None:
         coll = members + nonmembers
 
         def others(d, m, words):
@@ -214,6 +230,48 @@ def cited() -> None:
     on_both_corpora(study)
 
 
+def cited_lexical(lead_word_counts: Sequence[int] = (20,)) -> None:
+    """The method's own questions against a TF-IDF retriever, with and without Mirabel (``cited-lexical``),
+    for each of ``lead_word_counts`` (the method's ``lead_words``)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from audit_core.methods.cited_sources import CitedSourcesConfig, CitedSourcesMethod
+    from shadow.rag import _encode
+
+    def study(name: str, mat, ids, members, nonmembers, texts) -> None:
+        tfidf = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit(texts)
+        kb_lex = tfidf.transform(texts)
+        for (lead_words, retriever) in itertools.product(lead_word_counts, ("dense (the method's embedder)", "TF-IDF")):
+            method = CitedSourcesMethod(CitedSourcesConfig(lead_words=lead_words))
+            method.use_collection([d.text for d in members + nonmembers])
+            asked = [method.questions(d.text) for d in members]
+            counts = {}
+            for label, mirabel in (("no defense", False), ("Mirabel", True)):
+                for kind, pick in (("the halves alone", slice(0, 2)), ("led by the neighbour", slice(2, 4)),
+                                   ("all four", slice(0, 4))):
+                    either = 0
+                    for d, q in zip(members, asked):
+                        qs = q["queries"][pick]
+                        if not qs:
+                            continue
+                        if retriever == "TF-IDF":
+                            sims = (kb_lex @ tfidf.transform(qs).T).toarray().T
+                        else:
+                            sims = _encode("all-minilm-l6-v2", qs) @ mat.T
+                        hit = False
+                        for s in sims:
+                            if mirabel:
+                                hit |= kept_by_similarity(s, ids, d.id)[0]
+                            else:
+                                hit |= d.id in {ids[j] for j in np.argsort(-s)[:K]}
+                        either += hit
+                    counts[(label, kind)] = either / len(members)
+            print(f"{name}, lead_words {lead_words}, {retriever}: " + "; ".join(f"{lab} / {kind}: {v:.2f}" for (lab, kind), v in counts.items()),
+                  flush=True)
+
+    on_both_corpora(study)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -222,11 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("wording")
     sub.add_parser("leads", help="what goes before the quote, on the padded shadow and on AG News")
     sub.add_parser("cited", help="Cited sources' two questions, with and without leading documents")
+    lx = sub.add_parser("cited-lexical", help="Cited sources' questions against a TF-IDF retriever")
+    lx.add_argument("--lead-words", default="20", help="comma-separated values of the method's lead_words")
     args = ap.parse_args(argv)
     if args.cmd == "replay":
         replay(args.study_json, args.wording)
     elif args.cmd == "cited":
         cited()
+    elif args.cmd == "cited-lexical":
+        cited_lexical([int(w) for w in args.lead_words.split(",")])
     else:
         leads()
     return 0

@@ -30,7 +30,11 @@ neighbourhood, so the owner's document no longer stands out alone, yet stays
 among the passages retrieved. Four questions per document, two where the
 collection has no other document. The words of that neighbouring document
 are not counted for the audited one, so a neighbour that is itself retrieved
-and cited never lends its phrases to the document it led. The shadow leads
+and cited never lends its phrases to the document it led. This works where the
+service retrieves by embeddings (as measured in the zoo); against a retriever
+that matches words (TF-IDF, retrieval only) a half still stands out by its rare
+words and behind Mirabel only 0.17-0.32 of members stay in context
+(BENCHMARKS.md, "when the service retrieves by words"). The shadow leads
 its questions with its own collection's neighbours (``probing_collection``),
 never with the owner's documents.
 
@@ -168,20 +172,29 @@ class CitedSourcesMethod(ThresholdTextMethod):
             return None
         return self._collection.nearest_other(text, self.config.embedder)
 
-    def probe(self, doc: Document, target: Target) -> Observation:
-        parts = split_at(doc.text, self.config.cut, self.min_words)
+    def questions(self, text: str) -> dict[str, Any] | None:
+        """What ``probe`` sends for a text (``queries``), with its ``halves`` and ``neighbour``; None: too short.
+
+        Public so that a retrieval study (``scripts/mirabel_retrieval_check.py``) asks exactly these.
+        """
+        parts = split_at(text, self.config.cut, self.min_words)
         if parts is None:
-            obs = Observation(self.name, doc.id)
-            obs.skipped = f"too short: {self.name} needs at least {self.min_words} words"
-            return obs
+            return None
         halves = [parts.first, parts.second]
         queries = list(halves)
-        lead_doc = self.neighbour(doc.text)
+        lead_doc = self.neighbour(text)
         if lead_doc is not None:
             lead = " ".join(lead_doc.split()[: self.config.lead_words])
             queries += [f"{lead}\n\n{h}" for h in halves]
-        data = {"halves": halves, "queries": queries, "neighbour": lead_doc or ""}
-        return self.send(doc, target, queries, data, self.config.max_tokens)
+        return {"halves": halves, "queries": queries, "neighbour": lead_doc or ""}
+
+    def probe(self, doc: Document, target: Target) -> Observation:
+        data = self.questions(doc.text)
+        if data is None:
+            obs = Observation(self.name, doc.id)
+            obs.skipped = f"too short: {self.name} needs at least {self.min_words} words"
+            return obs
+        return self.send(doc, target, data["queries"], data, self.config.max_tokens)
 
     def observation_score(self, obs: Observation) -> tuple[float | None, dict[str, Any], str | None]:
         n = self.config.ngram
