@@ -30,7 +30,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", os.environ["HF_HUB_OFFLINE"])
@@ -321,6 +321,15 @@ def load_causal_lm(name: str) -> LocalLM:
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return LocalLM(name=name, model=model, tokenizer=tok, has_chat_template=chat, lock=threading.Lock())
+
+
+def embed(texts: Sequence[str], name: str = DEFAULT_EMBEDDER, batch_size: int = 32) -> Any:
+    """Unit-norm embeddings of ``texts`` (a numpy array, one row per text): a dot product is their cosine.
+
+    The one way the methods and the shadow RAG embed text, with the embedder loaded once (``load_embedder``).
+    """
+    return load_embedder(name).encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+                                      convert_to_numpy=True, show_progress_bar=False)
 
 
 @_one_load_at_a_time(DEFAULT_EMBEDDER)

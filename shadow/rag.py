@@ -28,8 +28,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from audit_core.documents import Document
-from audit_core.models import (DEFAULT_EMBEDDER, DEFAULT_PROXY_MODEL, REGISTRY, LocalLM, cache_dir, load_causal_lm,
-                               load_embedder)
+from audit_core.models import (DEFAULT_EMBEDDER, DEFAULT_PROXY_MODEL, REGISTRY, LocalLM, cache_dir, embed,
+                               load_causal_lm)
 from audit_core.scoring import (
     Generation,
     PrefixCache,
@@ -268,9 +268,7 @@ class _MiniLMFunction:
 
 def _encode(model_name: str, texts: list[str], batch_size: int = 64) -> np.ndarray:
     """Unit-norm sentence embeddings: L2 order then equals cosine order (Mirabel uses cosine)."""
-    model = load_embedder(model_name)
-    return model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                        show_progress_bar=False).astype(np.float32)
+    return embed(texts, model_name, batch_size).astype(np.float32)
 
 
 _CLIENTS: dict[str, object] = {}

@@ -100,16 +100,7 @@ class _Collection:
         self.texts = texts
         self._words = [norm_words(t) for t in texts]
         self._index = {t: i for i, t in enumerate(texts)}
-        self._embedder: Any = None
         self._embeddings: Any = None  # of ``texts``, computed when the first neighbour is looked for
-
-    def _encode(self, texts: Sequence[str], embedder: str) -> Any:
-        if self._embedder is None:
-            from audit_core.models import load_embedder
-
-            self._embedder = load_embedder(embedder)
-        return self._embedder.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True,
-                                     show_progress_bar=False)
 
     def nearest_other(self, text: str, embedder: str) -> str | None:
         """The most similar text whose words differ from ``text``'s; None where there is none."""
@@ -119,10 +110,12 @@ class _Collection:
             return None
         import numpy as np
 
+        from audit_core.models import embed
+
         if self._embeddings is None:
-            self._embeddings = self._encode(self.texts, embedder)
+            self._embeddings = embed(self.texts, embedder)
         i = self._index.get(text)
-        vec = self._embeddings[i] if i is not None else self._encode([text], embedder)[0]  # a text outside it
+        vec = self._embeddings[i] if i is not None else embed([text], embedder)[0]  # a text outside it
         return self.texts[others[int(np.argmax(self._embeddings[others] @ vec))]]
 
 

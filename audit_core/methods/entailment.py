@@ -39,12 +39,10 @@ class EntailmentConfig:
 
 def support_scores(answer_texts: list[str], document: str, embedder: str) -> list[float]:
     """Highest cosine similarity of each answer to any sentence of the document (one embedder batch)."""
-    from audit_core.models import load_embedder
+    from audit_core.models import embed
 
     sents = split_sentences(document) or [document]
-    model = load_embedder(embedder)
-    emb = model.encode(list(answer_texts) + sents, normalize_embeddings=True, convert_to_numpy=True,
-                       show_progress_bar=False)
+    emb = embed(list(answer_texts) + sents, embedder)
     a, s = emb[: len(answer_texts)], emb[len(answer_texts):]
     # cosine of unit vectors, clipped against float rounding (1.0000000447)
     return [min(1.0, max(-1.0, float(x))) for x in (a @ s.T).max(axis=1)] if len(answer_texts) else []

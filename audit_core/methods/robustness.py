@@ -64,10 +64,9 @@ class RobustnessMethod(ThresholdTextMethod):
             return None, ev, "target_error: one of the two queries failed"
         if not all(x.strip() for x in a):
             return None, ev, "no signal: an answer was empty"
-        from audit_core.models import load_embedder
+        from audit_core.models import embed
 
-        emb = load_embedder(self.config.embedder).encode(a, normalize_embeddings=True, convert_to_numpy=True,
-                                                         show_progress_bar=False)
+        emb = embed(a, self.config.embedder)
         sim = float(np.dot(emb[0], emb[1]))
         ev["similarity"] = sim
         return min(1.0, max(0.0, sim)), ev, None

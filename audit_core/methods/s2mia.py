@@ -129,11 +129,10 @@ def extract_features(observations: Sequence[Observation], embedder: str) -> list
         out.append("")  # placeholder, filled below
         pending.append((i, comp.text, obs.data["second_half"], nll))
     if pending:
-        from audit_core.models import load_embedder
+        from audit_core.models import embed
 
-        model = load_embedder(embedder)
         texts = [a for _, a, _, _ in pending] + [s for _, _, s, _ in pending]
-        emb = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+        emb = embed(texts, embedder)
         n = len(pending)
         for j, (i, answer, second, nll) in enumerate(pending):
             sim = float(np.dot(emb[j], emb[n + j]))
