@@ -230,7 +230,7 @@ def cited() -> None:
     on_both_corpora(study)
 
 
-def cited_lexical(lead_word_counts: Sequence[int] = (20,)) -> None:
+def cited_lexical(lead_word_counts: Sequence[int] = (20, 80)) -> None:
     """The method's own questions against a TF-IDF retriever, with and without Mirabel (``cited-lexical``),
     for each of ``lead_word_counts`` (the method's ``lead_words``)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -281,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("leads", help="what goes before the quote, on the padded shadow and on AG News")
     sub.add_parser("cited", help="Cited sources' two questions, with and without leading documents")
     lx = sub.add_parser("cited-lexical", help="Cited sources' questions against a TF-IDF retriever")
-    lx.add_argument("--lead-words", default="20", help="comma-separated values of the method's lead_words")
+    lx.add_argument("--lead-words", default="20,80",
+                    help="comma-separated values of the method's lead_words (default: its former and its current default)")
     args = ap.parse_args(argv)
     if args.cmd == "replay":
         replay(args.study_json, args.wording)

@@ -86,7 +86,7 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                False, "text-only", "4 questions (the document's beginning and its end, each also led by the most "
                                    "similar other document audited), 1 answer token each",
                description='for a service that lists the sources of its answers: sends the beginning and the end of the '
-                           'document as questions, again led by a few words of the most similar other document (which '
+                           'document as questions, again led by up to 80 words of the most similar other document (which '
                            'gets past the Mirabel defense), and measures how much of its text is in the passages the '
                            'service cites',
                requires_sources=True,

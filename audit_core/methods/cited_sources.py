@@ -23,18 +23,19 @@ asked for (``max_tokens``), to keep the service's cost low.
 
 Behind Mirabel, which hides a question's best match when it stands out from
 every other document, a document's own half stands out and is hidden. So each
-half is also sent a second time, led by the first ``lead_words`` words of the
-most similar other document of the collection audited together (by the shipped
-embedder): its words raise the question's similarity to that document's
-neighbourhood, so the owner's document no longer stands out alone, yet stays
-among the passages retrieved. Four questions per document, two where the
+half is also sent a second time, led by the first ``lead_words`` words (80: most
+of a short document) of the most similar other document of the collection
+audited together (by the shipped embedder): the question then matches that
+neighbour best, so Mirabel hides the neighbour rather than the owner's
+document, which stays among the passages retrieved. Four questions per document, two where the
 collection has no other document. The words of that neighbouring document
 are not counted for the audited one, so a neighbour that is itself retrieved
-and cited never lends its phrases to the document it led. This works where the
-service retrieves by embeddings (as measured in the zoo); against a retriever
-that matches words (TF-IDF, retrieval only) a half still stands out by its rare
-words and behind Mirabel only 0.17-0.32 of members stay in context
-(BENCHMARKS.md, "when the service retrieves by words"). The shadow leads
+and cited never lends its phrases to the document it led. This works best where
+the service retrieves by embeddings (as measured in the zoo); against a
+retriever that matches words (TF-IDF, retrieval only) a half partly stands out
+by its rare words, and behind Mirabel 0.48-0.60 of members stay in context
+(0.17-0.32 with a 20-word lead; BENCHMARKS.md, "when the service retrieves by
+words"). The shadow leads
 its questions with its own collection's neighbours (``probing_collection``),
 never with the owner's documents.
 
@@ -70,9 +71,11 @@ class CitedSourcesConfig:
     #: where the document is cut into its two halves (a share of its words)
     cut: float = 0.5
     #: words of the collection's most similar other document put before each half, in a second pair of
-    #: questions that gets past Mirabel's outlier test (0: the two plain halves only). 20 was chosen on
-    #: retrieval alone, on the padded shadow and on AG News (BENCHMARKS.md, "Cited sources behind Mirabel")
-    lead_words: int = 20
+    #: questions that gets past Mirabel's outlier test (0: the two plain halves only). 80, about a whole
+    #: neighbour, was chosen on retrieval alone, on the padded shadow and on AG News, dense and TF-IDF
+    #: retrievers (BENCHMARKS.md, "when the service retrieves by words"); 20 kept as many members in
+    #: context behind a dense retriever but far fewer behind a lexical one
+    lead_words: int = 80
     #: the embedder that finds each document's most similar other document (the shipped one)
     embedder: str = "all-minilm-l6-v2"
     #: words per n-gram: four words in a row rarely match by chance outside stock phrases
