@@ -60,7 +60,15 @@ def load_rows(bench_out: Path, defense: str = "none", profile: str | None = None
     return [r for r in rows if r.get("defense", "none") == defense and _row_profile(r) == profile]
 
 
-def calibrations(cache: Path, bench_out: Path | None = None) -> dict[str, dict]:
+def _used_shadows(results_shadow: dict, profile: str | None) -> dict[str, dict]:
+    """method -> what the run says of its shadow; a zoo run names them ``profile:method``, the audited profile first."""
+    used: dict[str, dict] = {}
+    for name, info in sorted(results_shadow.items(), key=lambda kv: kv[0].split(":")[0] == profile):
+        used[name.rsplit(":", 1)[-1]] = info  # the audited profile's entry is written last, so it wins
+    return used
+
+
+def calibrations(cache: Path, bench_out: Path | None = None, profile: str | None = None) -> dict[str, dict]:
     """Each method's stored calibration under ``cache/shadow``: the one the benchmark run used, else the newest.
 
     A cache can hold several shadows of one method (the quick and the
@@ -69,7 +77,7 @@ def calibrations(cache: Path, bench_out: Path | None = None) -> dict[str, dict]:
     """
     used: dict = {}
     if bench_out is not None and (bench_out / "results.json").exists():
-        used = json.loads((bench_out / "results.json").read_text()).get("shadow") or {}
+        used = _used_shadows(json.loads((bench_out / "results.json").read_text()).get("shadow") or {}, profile)
     out: dict[str, tuple[tuple, dict]] = {}
     for f in (cache / "shadow").glob("*/calibration.json"):
         d = json.loads(f.read_text())
@@ -486,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
                  "date": _dt.date.today().isoformat(),
                  "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
     rows = load_rows(Path(args.bench_out), args.defense, args.profile)
-    cals = calibrations(cache_dir(), Path(args.bench_out))
+    cals = calibrations(cache_dir(), Path(args.bench_out), args.profile)
     if rows:
         res["a"] = realised_fpr(rows, cals)
         res["a_controls"] = control_calibrated_fpr(rows, int(args.controls.split(",")[0]), args.splits)

@@ -806,6 +806,11 @@ def test_the_evidence_benchmark_reads_the_calibration_the_benchmark_run_used(tmp
     assert bench.calibrations(tmp_path, run)["srag"]["params"]["evidence"]["tag"] == "quickkey"  # by threshold
     (run / "results.json").write_text(json.dumps({"shadow": {"srag": {"threshold": 0.81, "key": "standardkey"}}}))
     assert bench.calibrations(tmp_path, run)["srag"]["params"]["evidence"]["tag"] == "standardkey"  # by key
+    # a zoo run names its shadows profile:method; the audited profile's entry decides
+    (run / "results.json").write_text(json.dumps({"shadow": {"chat:srag": {"key": "quickkey"},
+                                                             "http-custom:srag": {"key": "standardkey"}}}))
+    assert bench.calibrations(tmp_path, run, "chat")["srag"]["params"]["evidence"]["tag"] == "quickkey"
+    assert bench.calibrations(tmp_path, run, "http-custom")["srag"]["params"]["evidence"]["tag"] == "standardkey"
 
 
 def test_the_generated_controls_benchmark_sees_a_rewrite_bias_and_no_bias_where_there_is_none():
