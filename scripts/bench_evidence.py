@@ -60,14 +60,6 @@ def load_rows(bench_out: Path, defense: str = "none", profile: str | None = None
     return [r for r in rows if r.get("defense", "none") == defense and _row_profile(r) == profile]
 
 
-def _used_shadows(results_shadow: dict, profile: str | None) -> dict[str, dict]:
-    """method -> what the run says of its shadow; a zoo run names them ``profile:method``, the audited profile first."""
-    used: dict[str, dict] = {}
-    for name, info in sorted(results_shadow.items(), key=lambda kv: kv[0].split(":")[0] == profile):
-        used[name.rsplit(":", 1)[-1]] = info  # the audited profile's entry is written last, so it wins
-    return used
-
-
 def calibrations(cache: Path, bench_out: Path | None = None, profile: str | None = None) -> dict[str, dict]:
     """Each method's stored calibration under ``cache/shadow``: the one the benchmark run used, else the newest.
 
@@ -75,15 +67,17 @@ def calibrations(cache: Path, bench_out: Path | None = None, profile: str | None
     standard size, say); the run's results.json names the key it used
     (``key``), or, for runs from before it did, its threshold at 5%.
     """
+    from shadow.bench.runner import shadow_entry
+
     used: dict = {}
     if bench_out is not None and (bench_out / "results.json").exists():
-        used = _used_shadows(json.loads((bench_out / "results.json").read_text()).get("shadow") or {}, profile)
+        used = json.loads((bench_out / "results.json").read_text()).get("shadow") or {}
     out: dict[str, tuple[tuple, dict]] = {}
     for f in (cache / "shadow").glob("*/calibration.json"):
         d = json.loads(f.read_text())
         if (d.get("params") or {}).get("evidence") is None:
             continue
-        info = used.get(d["method"]) or {}
+        info = used.get(shadow_entry(profile, d["method"])) or {}
         match = (info.get("key") == f.parent.name if info.get("key") else
                  info.get("threshold") is not None and d.get("threshold") is not None
                  and abs(info["threshold"] - d["threshold"]) < 1e-12)

@@ -27,17 +27,16 @@ half is also sent a second time, led by the first ``lead_words`` words (80: most
 of a short document) of the most similar other document of the collection
 audited together (by the shipped embedder): the question then matches that
 neighbour best, so Mirabel hides the neighbour rather than the owner's
-document, which stays among the passages retrieved. Four questions per document, two where the
-collection has no other document. The words of that neighbouring document
+document, which stays among the passages retrieved. Four questions per
+document, two where the collection has no other document. The words of that neighbouring document
 are not counted for the audited one, so a neighbour that is itself retrieved
 and cited never lends its phrases to the document it led. This works best where
 the service retrieves by embeddings (as measured in the zoo); against a
 retriever that matches words (TF-IDF, retrieval only) a half partly stands out
 by its rare words, and behind Mirabel 0.48-0.60 of members stay in context
 (0.17-0.32 with a 20-word lead; BENCHMARKS.md, "when the service retrieves by
-words"). The shadow leads
-its questions with its own collection's neighbours (``probing_collection``),
-never with the owner's documents.
+words"). The shadow leads its questions with its own collection's neighbours
+(``probing_collection``), never with the owner's documents.
 
 Calibrated like every single-score method (``textonly_base``): a threshold on
 the shadow's non-members at the stated false-positive rate, where the shadow

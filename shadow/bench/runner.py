@@ -192,6 +192,12 @@ def _row_profile(r: dict) -> str:
     return r.get("profile") or "completion"  # rows of runs before profiles existed
 
 
+def shadow_entry(prof_name: str | None, method: str, defense: str | None = None) -> str:
+    """The name results.json gives a shadow: bare for the completion profile (as before profiles), else profile:method."""
+    name = method if prof_name in (None, "completion") else f"{prof_name}:{method}"
+    return name if defense is None else f"{name}@{defense}"
+
+
 def _done_keys(scores_file: Path) -> set[tuple[str, str, str, str]]:
     """(profile, defense, method, document) already scored; a row whose target calls failed is done
     again (answered requests come back from the store, only the failed ones are re-sent)."""
@@ -322,9 +328,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
         timings["shadow_preparation_s"] += time.time() - t0
         for d, p in [(None, prep)] + [(d, p) for d, p in preps.items() if p is not prep]:
             for m, c in p.calibrations.items():
-                key = (m if d is None else f"{m}@{d}") if prof_name == "completion" else \
-                    f"{prof_name}:{m}" + ("" if d is None else f"@{d}")
-                info[key] = {"shadow_auc": c.shadow_auc, "threshold": c.threshold,
+                info[shadow_entry(prof_name, m, d)] = {"shadow_auc": c.shadow_auc, "threshold": c.threshold,
                              "mirror": (c.params or {}).get("mirror"), "key": p.keys.get(m)}
 
         kb_file = out / f"target_kb-{prof_name}.jsonl"
