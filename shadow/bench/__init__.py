@@ -4,6 +4,8 @@ target-side defenses, end to end through the real code paths.
     python -m shadow.bench                       # full default run (see BenchConfig)
     python -m shadow.bench --quick               # 10 + 10 documents, no defense
     python -m shadow.bench --rescore runs/bench  # recompute metrics, no target query
+    python -m shadow.bench --compare runs/a:verbatim runs/b:s2mia_t --profile chat --defense mirabel
+                                                 # paired AUC difference, same draw, no target query
     python -m shadow.bench --profiles completion,chat,chat-nologprobs,chunked,http-custom
                                                  # the target zoo (shadow.profiles)
 

@@ -22,6 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", metavar="DIRS",
                     help="with --rescore OUT_DIR: first gather these finished run directories (comma-separated, "
                          "e.g. one per profile run side by side) into OUT_DIR")
+    ap.add_argument("--compare", nargs=2, metavar="RUN:METHOD",
+                    help="paired AUC difference of two methods on the same draw from finished runs (no target "
+                         "query), e.g. --compare runs/a:verbatim runs/b:s2mia_t; with --profile and --defense")
+    ap.add_argument("--profile", default="completion", help="with --compare: the profile whose rows are compared")
+    ap.add_argument("--defense", default="none", help="with --compare: the defense whose rows are compared")
     ap.add_argument("--methods", help="comma-separated subset of " + ",".join(ALL_METHODS))
     ap.add_argument("--defenses", help="comma-separated subset of " + ",".join(ALL_DEFENSES))
     ap.add_argument("--profiles", help="target profiles, comma-separated subset of " + ",".join(ALL_PROFILES)
@@ -47,6 +52,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--update-benchmarks-md", action="store_true", help="write the table into BENCHMARKS.md")
     args = ap.parse_args(argv)
 
+    if args.compare:
+        from shadow.bench.report import comparison_line, paired_comparison
+
+        try:
+            runs = [tuple(x.rsplit(":", 1)) for x in args.compare]
+            if any(len(r) != 2 for r in runs):
+                raise ValueError("each of --compare's two arguments is RUN_DIR:METHOD")
+            print(comparison_line(paired_comparison(runs[0], runs[1], args.profile, args.defense)))
+        except (ValueError, OSError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if args.rescore and args.merge:
         from shadow.bench.report import merge_runs
 

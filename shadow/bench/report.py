@@ -156,6 +156,54 @@ def markdown_table(metrics: dict, benign: dict | None = None) -> str:
     return "\n".join(lines)
 
 
+def paired_comparison(a: tuple[Path, str], b: tuple[Path, str], profile: str = "completion",
+                       defense: str = "none", n_boot: int = 1000) -> dict:
+    """AUC of two methods on the same documents and the paired bootstrap interval of their difference.
+
+    ``a`` and ``b`` are (run directory, method); the two runs must hold the same
+    draw (the same documents with the same labels; two methods of one run, or
+    two runs with one seed). Why paired: two methods measured on one draw
+    share the draw's luck, so their separate intervals overlap where the paired
+    difference does not (``metrics.bootstrap_auc_difference_ci``). Documents
+    without a score under either method are left out and counted.
+    """
+    from audit_core.metrics import bootstrap_auc_difference_ci, roc_auc
+
+    def scored(run: Path, method: str) -> tuple[dict[str, tuple[int, float | None]], int | None]:
+        res = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else {}
+        rows = [r for r in load_rows(run)
+                if _row_profile(r) == profile and r["defense"] == defense and r["method"] == method]
+        if not rows:
+            raise ValueError(f"{run} has no {method} rows for profile {profile} under defense {defense}")
+        return {r["doc_id"]: (int(r["label"]), r.get("score")) for r in rows}, (res.get("config") or {}).get("seed")
+
+    (ra, ma), (rb, mb) = (Path(a[0]), a[1]), (Path(b[0]), b[1])
+    sa, seed_a = scored(ra, ma)
+    sb, seed_b = scored(rb, mb)
+    if seed_a != seed_b:
+        raise ValueError(f"not the same draw: {ra} has seed {seed_a}, {rb} seed {seed_b}")
+    shared = sorted(set(sa) & set(sb))
+    if any(sa[d][0] != sb[d][0] for d in shared):
+        raise ValueError("not the same draw: a document is a member in one run and not in the other")
+    both = [d for d in shared if sa[d][1] is not None and sb[d][1] is not None]
+    y = [sa[d][0] for d in both]
+    xa, xb = [float(sa[d][1]) for d in both], [float(sb[d][1]) for d in both]
+    lo, hi = bootstrap_auc_difference_ci(y, xa, xb, n=n_boot)
+    auc_a, auc_b = roc_auc(y, xa), roc_auc(y, xb)
+    return {"profile": profile, "defense": defense, "a": f"{ra}:{ma}", "b": f"{rb}:{mb}",
+            "members": sum(y), "nonmembers": len(y) - sum(y), "left_out": len(shared) - len(both),
+            "only_in_one_run": len(set(sa) ^ set(sb)),
+            "auc_a": auc_a, "auc_b": auc_b, "difference": auc_a - auc_b, "ci": [lo, hi]}
+
+
+def comparison_line(c: dict) -> str:
+    """One line a BENCHMARKS.md section can quote."""
+    return (f"{c['profile']} / {c['defense']}: {c['a']} {c['auc_a']:.3f} vs {c['b']} {c['auc_b']:.3f}, "
+            f"paired difference {c['difference']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] "
+            f"({c['members']} + {c['nonmembers']} documents; {c['left_out']} without a score under either "
+            f"left out; {c['only_in_one_run']} in one run only)")
+
+
 def roc_png(rows: list[dict], defense: str, path: Path) -> None:
     import matplotlib
 

@@ -318,3 +318,48 @@ def test_merging_runs_of_different_draws_keeps_each_draw_apart(tmp_path):
     # runs of one draw (e.g. one process per profile) keep their profile names
     merge_runs([b, c], tmp_path / "one")
     assert json.loads((tmp_path / "one" / "results.json").read_text())["config"]["profiles"] == ["completion", "chat"]
+
+
+def _rescored(folder: Path, scores: dict[str, float | None], method: str | None = None) -> None:
+    """Give the rows of a finished run other scores (and optionally another method name)."""
+    rows = [json.loads(x) for x in (folder / "scores.jsonl").read_text().splitlines()]
+    for r in rows:
+        r["score"] = scores[r["doc_id"]]
+        r["method"] = method or r["method"]
+    (folder / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_paired_comparison_of_two_methods_on_one_draw(tmp_path, capsys):
+    """The paired difference of two runs' scores of the same documents; other draws are refused, and
+    documents without a score under either method are left out and counted."""
+    from shadow.bench.cli import main
+    from shadow.bench.report import paired_comparison
+
+    ids = [f"d{i}" for i in range(40)]  # odd index = member (``_finished_run``)
+    a = _finished_run(tmp_path / "a", 2, "chat", "verbatim", ids)
+    b = _finished_run(tmp_path / "b", 2, "chat", "s2mia_t", ids)
+    # a separates perfectly; b ranks the documents at random-looking fixed positions
+    _rescored(a, {d: (0.6 if i % 2 else 0.1) + i / 100 for i, d in enumerate(ids)})
+    _rescored(b, {d: ((i * 7) % 40) / 40 for i, d in enumerate(ids)} | {"d0": None})
+    c = paired_comparison((a, "verbatim"), (b, "s2mia_t"), profile="chat", n_boot=200)
+    assert c["auc_a"] == 1.0 and c["auc_b"] < 0.75
+    assert c["members"] == 20 and c["nonmembers"] == 19 and c["left_out"] == 1
+    assert c["difference"] == pytest.approx(c["auc_a"] - c["auc_b"])
+    assert 0 < c["ci"][0] <= c["difference"] <= c["ci"][1]
+    # the same method against itself: no difference
+    same = paired_comparison((a, "verbatim"), (a, "verbatim"), profile="chat", n_boot=50)
+    assert same["difference"] == 0 and same["ci"] == [0.0, 0.0]
+    # another seed, or labels that disagree, are another draw
+    other = _finished_run(tmp_path / "other", 3, "chat", "s2mia_t", ids)
+    with pytest.raises(ValueError, match="not the same draw"):
+        paired_comparison((a, "verbatim"), (other, "s2mia_t"), profile="chat")
+    flipped = _finished_run(tmp_path / "flipped", 2, "chat", "s2mia_t", ["x"] + ids)  # every label shifted by one
+    with pytest.raises(ValueError, match="member in one run"):
+        paired_comparison((a, "verbatim"), (flipped, "s2mia_t"), profile="chat")
+    with pytest.raises(ValueError, match="no rag_mia rows"):
+        paired_comparison((a, "rag_mia"), (b, "s2mia_t"), profile="chat")
+    # the command line prints one line, and a clear error with status 2
+    assert main(["--compare", f"{a}:verbatim", f"{b}:s2mia_t", "--profile", "chat"]) == 0
+    assert "paired difference +" in capsys.readouterr().out
+    assert main(["--compare", f"{a}:verbatim", f"{b}:s2mia_t", "--profile", "chat", "--defense", "mirabel"]) == 2
+    assert "no verbatim rows" in capsys.readouterr().err
