@@ -187,6 +187,8 @@ def paired_comparison(a: tuple[Path, str], b: tuple[Path, str], profile: str = "
         raise ValueError("not the same draw: a document is a member in one run and not in the other")
     both = [d for d in shared if sa[d][1] is not None and sb[d][1] is not None]
     y = [sa[d][0] for d in both]
+    if len(set(y)) < 2:
+        raise ValueError(f"the two runs share {len(both)} scored documents, not members and non-members both")
     xa, xb = [float(sa[d][1]) for d in both], [float(sb[d][1]) for d in both]
     lo, hi = bootstrap_auc_difference_ci(y, xa, xb, n=n_boot)
     auc_a, auc_b = roc_auc(y, xa), roc_auc(y, xb)

@@ -356,6 +356,9 @@ def test_paired_comparison_of_two_methods_on_one_draw(tmp_path, capsys):
     flipped = _finished_run(tmp_path / "flipped", 2, "chat", "s2mia_t", ["x"] + ids)  # every label shifted by one
     with pytest.raises(ValueError, match="member in one run"):
         paired_comparison((a, "verbatim"), (flipped, "s2mia_t"), profile="chat")
+    disjoint = _finished_run(tmp_path / "disjoint", 2, "chat", "s2mia_t", [f"e{i}" for i in range(4)])
+    with pytest.raises(ValueError, match="share 0 scored documents"):
+        paired_comparison((a, "verbatim"), (disjoint, "s2mia_t"), profile="chat")
     with pytest.raises(ValueError, match="no rag_mia rows"):
         paired_comparison((a, "rag_mia"), (b, "s2mia_t"), profile="chat")
     # the command line prints one line, and a clear error with status 2
