@@ -82,8 +82,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=None, help="write the per-document readings here (JSON)")
     args = ap.parse_args(argv)
 
-    from audit_core.target.base import Completion, TokenLogprob, Usage
-
     docs = filter_by_words(load_corpus(ROOT / "assets" / "aux_medquad.jsonl"), max_words=120)
     random.Random(args.seed).shuffle(docs)
     kb, outside = docs[: len(docs) // 2], docs[len(docs) // 2:]
@@ -101,8 +99,7 @@ def main(argv: list[str] | None = None) -> None:
                 hits += d.id in record.doc_ids
                 gen = generate_ids(rag.lm, encode_prompt(rag.lm, prompt, "chat"), max_new_tokens=args.tokens,
                                    temperature=0.0, top_logprobs=20)
-                comp = Completion(gen.text, [TokenLogprob(t.text, float(t.logprob), list(t.top)) for t in gen.tokens],
-                                  Usage())
+                comp = rag._to_completion(req, gen, record)  # the in-process target's own answer shape
                 probs.append(observe_word(p.word, comp, None).prob or 0.0)
                 shares.append(greedy_share(gen.text, d.text[len(p.prefix):]))
             rows.append({"id": d.id, "member": label, "probability": float(np.mean(probs)),

@@ -320,12 +320,11 @@ def test_merging_runs_of_different_draws_keeps_each_draw_apart(tmp_path):
     assert json.loads((tmp_path / "one" / "results.json").read_text())["config"]["profiles"] == ["completion", "chat"]
 
 
-def _rescored(folder: Path, scores: dict[str, float | None], method: str | None = None) -> None:
-    """Give the rows of a finished run other scores (and optionally another method name)."""
+def _rescored(folder: Path, scores: dict[str, float | None]) -> None:
+    """Give the rows of a finished run other scores."""
     rows = [json.loads(x) for x in (folder / "scores.jsonl").read_text().splitlines()]
     for r in rows:
         r["score"] = scores[r["doc_id"]]
-        r["method"] = method or r["method"]
     (folder / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
