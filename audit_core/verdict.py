@@ -37,7 +37,24 @@ R5    every voter says not found, but nobody      inconclusive    "not cleared":
       queries as sent                                             probes that resemble them hides the
                                                                   documents it holds from every method
                                                                   (``REWRITING_EVIDENCE``)
+R6    every voter says not found, but the         inconclusive    "not cleared": that method scored the
+      primary or the second opinion scored the                    document as more than 5% of its shadow's
+      document without clearing it                                members score (or its shadow called it a
+      (``withholds_clearance``); checked before                   member that your controls did not
+      R3 and R5                                                   confirm), so a "not found" would rest on
+                                                                  one method while the other sees a
+                                                                  plausible member
 ====  ==========================================  ==============  =========================================
+
+Why R6. Each "not found" keeps its own method's miss rate (at most 5% of
+the shadow's members score that low). With S-RAG "not cleared" and MBA
+"not found", clearing would let MBA's misses through whatever S-RAG sees;
+asking every method with signal in the voting pool to clear bounds the
+verdict's miss rate by the smaller of the two. Added in session 33 after a
+member of a benchmark draw (completion, seed 6) was cleared that way: MBA
+called it "not found" while 13% of S-RAG's shadow members score as low as
+it did. It costs the non-members that only one method clears their
+"not found" (they become inconclusive), never a member call.
 
 Why R5. Every method's probe is built from the document, and a target may
 change what its retriever sees: query rewriting (common in production RAG;
@@ -68,13 +85,14 @@ threshold holds only as far as the shadow resembles the target (BENCHMARKS,
 evidence section: the shadow's 5% was 0-2% realised, the controls' 4.5-5.1%,
 with much higher recall). It says "not found" only where its shadow clears
 the document too, and a shadow member call that the controls do not confirm
-is not counted. Rows R1-R5 then apply unchanged.
+is not counted. Rows R1-R6 then apply unchanged.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Sequence
 
+from audit_core.evidence.calibration import CLEAR_RULE, NOT_CLEARED
 from audit_core.methods import METHODS
 from audit_core.methods.base import MethodResult
 
@@ -124,7 +142,7 @@ class Verdict:
     reason: str
     score: float | None  # the deciding method's calibrated probability
     methods: dict[str, dict] = field(default_factory=dict)  # method -> {score, decision, reason}
-    rule: str = ""  # which row of the rule table applied (R1-R5)
+    rule: str = ""  # which row of the rule table applied (R1-R6)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -187,6 +205,31 @@ def voters(results: Sequence[MethodResult], cfg: VerdictConfig, lead: str | None
     return [first] if first is not None else []
 
 
+def withholds_clearance(result: MethodResult) -> str | None:
+    """Why a method that scored a document but decided nothing stands against its "not found" (R6), or None.
+
+    It does where more than the clearing rule's miss rate of its shadow's
+    members score as low as the document (``member_p_value``, set by
+    ``evidence.calibration.decide_raw``), and where it was re-decided against
+    the owner's controls after its shadow had called the document a member
+    (``control_call``: no ``member_p_value`` then). An abstention (no signal,
+    too many non-answers) carries no score and no such evidence: it never
+    stands against anything.
+    """
+    if result.decision is not None or result.score is None:
+        return None
+    ev = result.evidence or {}
+    p = ev.get("member_p_value")
+    if isinstance(p, (int, float)):
+        why = None if p <= CLEAR_RULE.max_miss_rate else (
+            result.reason or f"{p:.0%} of its shadow's members score this low or lower")
+    elif ev.get("calibrated_on") == "controls":
+        why = result.reason or "its shadow called it a member"
+    else:
+        return None
+    return why and why.removeprefix(f"{NOT_CLEARED}: ")
+
+
 def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | None = None,
            lead: str | None = None) -> Verdict:
     cfg = cfg or VerdictConfig()
@@ -209,6 +252,12 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
     dissent = [r for r in others if r.decision]
     if not dissent:
         agree = f"; {', '.join(r.method for r in others)} agrees" if others else ""
+        pool = dict.fromkeys((lead, cfg.primary, cfg.second))
+        held = [(r.method, why) for r in results if r.method in pool and (why := withholds_clearance(r))]
+        if held:  # R6
+            objections = "; ".join(f"{m} does not clear it ({why})" for m, why in held)
+            return Verdict(doc_id, INCONCLUSIVE, f"not cleared: {first.method}{alone} did not find it{at}{agree}, "
+                           f"but {objections}", first.score, summary, "R6")
         if cfg.retrieval_as_sent:  # R3
             return Verdict(doc_id, NOT_FOUND, f"{first.method}{alone} did not find it{at}{agree}", first.score,
                            summary, "R3")

@@ -233,7 +233,8 @@ def control_led_verdicts(rows: list[dict], lead: str, n_controls: int = 20, spli
             document_calls(tested, [scored[d][lead]["score"] for d in tested], ctl_scores, fpr)
         got = {"r0": [], "shadow": []}
         for d in tested:
-            results = [MethodResult(m, d, r["score"], r["decision"], r.get("reason"), {"fpr": fpr})
+            results = [MethodResult(m, d, r["score"], r["decision"], r.get("reason"),
+                                    {**(r.get("evidence") or {}), "fpr": fpr})
                        for m, r in scored[d].items()]
             got["r0"].append(decide_with_controls(d, results, coll, vc).verdict)
             got["shadow"].append(decide(d, results, vc).verdict)

@@ -58,7 +58,8 @@ def combined_rows(rows: list[dict]) -> list[dict]:
         by.setdefault((_row_profile(r), r["defense"], r["doc_id"]), []).append(r)
     out = []
     for (profile, defense, doc_id), rs in by.items():
-        results = [MethodResult(r["method"], doc_id, r["score"], r["decision"], r["reason"]) for r in rs]
+        results = [MethodResult(r["method"], doc_id, r["score"], r["decision"], r["reason"], r.get("evidence") or {})
+                   for r in rs]
         v = decide(doc_id, results, vc)
         decision = None if v.verdict == "inconclusive" else v.verdict == "member"
         # the primary and second opinion feed the verdict where they ran; on a target where neither can,

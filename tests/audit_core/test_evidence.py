@@ -421,6 +421,12 @@ def _r(method, decision, score=0.5, reason=None):
     return MethodResult(method, "d", None if decision is None and reason else score, decision, reason, {"fpr": 0.05})
 
 
+def _uncleared(method, member_share):
+    """Under its member threshold, with ``member_share`` of its shadow's members scoring as low."""
+    return MethodResult(method, "d", 0.3, None, f"not cleared: below the member threshold, but {member_share:.0%} ...",
+                        {"fpr": 0.05, "member_p_value": member_share})
+
+
 @pytest.mark.parametrize("results, verdict, rule", [
     # R1: nobody decided
     ([], INCONCLUSIVE, "R1"),
@@ -441,12 +447,27 @@ def _r(method, decision, score=0.5, reason=None):
     ([_r("srag", None, reason="x"), _r("mba", None, reason="y"), _r("interrogation", False, 0.1)], NOT_FOUND, "R3"),
     # R4: the first voter says not found, a later one member
     ([_r("srag", False, 0.1), _r("mba", True, 0.9)], INCONCLUSIVE, "R4"),
+    # R6: a voter says not found, but the primary or second opinion scored the document as too many of its
+    # shadow's members do (session 33, completion seed 6: S-RAG 13%, MBA "not found")
+    ([_uncleared("srag", 0.13), _r("mba", False, 0.3)], INCONCLUSIVE, "R6"),
+    ([_r("srag", False, 0.1), _uncleared("mba", 0.4)], INCONCLUSIVE, "R6"),
+    ([_uncleared("srag", 0.2), _r("mba", None, reason="no signal: ..."), _r("interrogation", False, 0.1)],
+     INCONCLUSIVE, "R6"),
+    # ... not where that share is within the clearing rule's 5% (a shadow too small to clear, say), nor for a
+    # method outside the voting pool
+    ([_uncleared("srag", 0.04), _r("mba", False, 0.3)], NOT_FOUND, "R3"),
+    ([_r("srag", False, 0.1), _r("mba", False, 0.2), _uncleared("rag_mia", 0.6)], NOT_FOUND, "R3"),
+    # ... and a member call still wins
+    ([_uncleared("srag", 0.3), _r("mba", True, 0.9)], MEMBER, "R2"),
 ])
 def test_verdict_rule_table_row_by_row(results, verdict, rule):
     v = decide("d", results, AS_SENT)
     assert (v.verdict, v.rule) == (verdict, rule), v.reason
     if rule == "R4":
         assert v.reason.startswith("methods disagree")
+    if rule == "R6":
+        assert v.reason.startswith("not cleared") and "does not clear it" in v.reason
+        assert decide("d", results).rule == "R6"  # whatever is known of how the target retrieves
     if rule == "R1" and results:
         assert "no signal" in v.reason and "too many non-answers" in v.reason  # every reason is kept
 
@@ -490,7 +511,9 @@ def _controls(p, kind="declared", method="srag", n=20, called=1):
     ([_r("srag", None, 0.4, reason="not cleared")], _controls(0.5), INCONCLUSIVE, "R1", "not cleared"),
     # a shadow member call the controls do not confirm is not counted
     ([_r("srag", True, 0.9)], _controls(0.3), INCONCLUSIVE, "R1", "your controls score as high"),
-    ([_r("srag", True, 0.9), _r("mba", False, 0.2)], _controls(0.3), NOT_FOUND, "R3", "mba did not find it"),
+    # ... nor does it clear: the shadow saw a member, so MBA's "not found" alone does not stand (R6)
+    ([_r("srag", True, 0.9), _r("mba", False, 0.2)], _controls(0.3), INCONCLUSIVE, "R6", "srag does not clear it"),
+    ([_r("srag", False, 0.1), _r("mba", False, 0.2)], _controls(0.3), NOT_FOUND, "R3", "mba agrees"),
     # R0 does not apply: rewritten controls (biased), too few controls to call, no p-value: the shadow decides
     ([_r("srag", None, 0.4, reason="not cleared")], _controls(1 / 21, kind="generated"), INCONCLUSIVE, "R1",
      "not cleared"),
