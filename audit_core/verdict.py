@@ -213,8 +213,8 @@ def withholds_clearance(result: MethodResult) -> str | None:
     ``evidence.calibration.decide_raw``), and where it was re-decided against
     the owner's controls after its shadow had called the document a member
     (``control_call``: no ``member_p_value`` then). An abstention (no signal,
-    too many non-answers) carries no score and no such evidence: it never
-    stands against anything.
+    too many non-answers) was never set against the members' scores, so it
+    carries no ``member_p_value`` and never stands against anything.
     """
     if result.decision is not None or result.score is None:
         return None

@@ -457,6 +457,8 @@ def _uncleared(method, member_share):
     # method outside the voting pool
     ([_uncleared("srag", 0.04), _r("mba", False, 0.3)], NOT_FOUND, "R3"),
     ([_r("srag", False, 0.1), _r("mba", False, 0.2), _uncleared("rag_mia", 0.6)], NOT_FOUND, "R3"),
+    # ... nor an abstention that kept its probability (it was never set against the members' scores)
+    ([MethodResult("srag", "d", 0.4, None, "no signal: ...", {"fpr": 0.05}), _r("mba", False, 0.3)], NOT_FOUND, "R3"),
     # ... and a member call still wins
     ([_uncleared("srag", 0.3), _r("mba", True, 0.9)], MEMBER, "R2"),
 ])
