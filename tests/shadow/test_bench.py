@@ -272,6 +272,21 @@ def test_the_combined_row_keeps_a_score_where_no_method_decided():
     assert bench.compute_metrics(rows, n_boot=10)["none"]["combined"]["n_inconclusive_scores"] == 0
 
 
+def test_the_combined_row_reads_the_evidence_rule_r6_needs():
+    """A member S-RAG leaves "not cleared" (13% of its shadow's members score as low) and MBA calls "not found"
+    is inconclusive (rule R6), not cleared: the rows keep ``member_p_value`` and the combined row reads it."""
+    gray = "not cleared: below the member threshold, but 26 of the shadow's 200 members (13%) score this low"
+    rows = [{"defense": "none", "method": "srag", "doc_id": "a", "label": 1, "score": 0.66, "decision": None,
+             "reason": gray, "evidence": {"member_p_value": 0.13}},
+            {"defense": "none", "method": "mba", "doc_id": "a", "label": 1, "score": 0.27, "decision": False,
+             "reason": None, "evidence": {"member_p_value": 0.02}}]
+    (c,) = bench.combined_rows(rows)
+    assert c["decision"] is None and "srag does not clear it" in c["reason"]
+    rows[0]["evidence"] = {"member_p_value": 0.03}  # within the clearing rule's 5%: MBA's "not found" stands
+    (c,) = bench.combined_rows(rows)
+    assert c["decision"] is False
+
+
 def _finished_run(folder: Path, seed: int, profile: str, method: str, doc_ids: list[str]) -> Path:
     """A finished benchmark folder as ``run_bench`` leaves it: results.json and scores.jsonl."""
     folder.mkdir(parents=True)
