@@ -53,8 +53,10 @@ asking every method with signal in the voting pool to clear bounds the
 verdict's miss rate by the smaller of the two. Added in session 33 after a
 member of a benchmark draw (completion, seed 6) was cleared that way: MBA
 called it "not found" while 13% of S-RAG's shadow members score as low as
-it did. It costs the non-members that only one method clears their
-"not found" (they become inconclusive), never a member call.
+it did. On three completion draws (50 + 50 each) the combined verdict
+cleared 7 of 150 members under R1-R5 and 1 under R6; the price was 15 of
+150 non-members inconclusive instead of "not found", and no member call
+changed (BENCHMARKS.md, target zoo, session 33).
 
 Why R5. Every method's probe is built from the document, and a target may
 change what its retriever sees: query rewriting (common in production RAG;
