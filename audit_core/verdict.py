@@ -223,13 +223,14 @@ def withholds_clearance(result: MethodResult) -> str | None:
     ev = result.evidence or {}
     p = ev.get("member_p_value")
     if isinstance(p, (int, float)):
-        why = None if p <= CLEAR_RULE.max_miss_rate else (
-            result.reason or f"{p:.0%} of its shadow's members score this low or lower")
+        if p <= CLEAR_RULE.max_miss_rate:  # the test ``evidence.calibration.clear_threshold`` sets its threshold by
+            return None
+        fallback = f"{p:.0%} of its shadow's members score this low or lower"
     elif ev.get("calibrated_on") == "controls":
-        why = result.reason or "its shadow called it a member"
+        fallback = "its shadow called it a member"
     else:
         return None
-    return why and why.removeprefix(f"{NOT_CLEARED}: ")
+    return (result.reason or fallback).removeprefix(f"{NOT_CLEARED}: ")
 
 
 def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | None = None,

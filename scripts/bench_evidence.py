@@ -207,8 +207,8 @@ def control_led_verdicts(rows: list[dict], lead: str, n_controls: int = 20, spli
     members whose verdict is "member", and of members called "not found".
     """
     from audit_core.evidence.canaries import document_calls
-    from audit_core.methods.base import MethodResult
     from audit_core.verdict import MEMBER, NOT_FOUND, VerdictConfig, decide, decide_with_controls
+    from shadow.bench.report import row_result
 
     # as an owner who knows the target retrieves with queries as sent, the only case where a "not found"
     # stands (verdict rule R5): what is measured is how often the rules would clear a member
@@ -233,9 +233,7 @@ def control_led_verdicts(rows: list[dict], lead: str, n_controls: int = 20, spli
             document_calls(tested, [scored[d][lead]["score"] for d in tested], ctl_scores, fpr)
         got = {"r0": [], "shadow": []}
         for d in tested:
-            results = [MethodResult(m, d, r["score"], r["decision"], r.get("reason"),
-                                    {**(r.get("evidence") or {}), "fpr": fpr})
-                       for m, r in scored[d].items()]
+            results = [row_result(r, fpr=fpr) for r in scored[d].values()]
             got["r0"].append(decide_with_controls(d, results, coll, vc).verdict)
             got["shadow"].append(decide(d, results, vc).verdict)
         label = [scored[d][lead]["label"] for d in tested]

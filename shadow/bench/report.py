@@ -36,6 +36,12 @@ def load_rows(out: Path) -> list[dict]:
 COST_KEYS = ("queries", "prompt_tokens", "completion_tokens", "auditor_cpu_s")
 
 
+def row_result(row: dict, **evidence) -> MethodResult:
+    """A stored row as the method result the verdict rules read (its kept evidence, plus ``evidence``)."""
+    return MethodResult(row["method"], row["doc_id"], row["score"], row["decision"], row.get("reason"),
+                        {**(row.get("evidence") or {}), **evidence})
+
+
 def combined_rows(rows: list[dict]) -> list[dict]:
     """The product's verdict (S-RAG primary, MBA second opinion) as one more method.
 
@@ -58,8 +64,7 @@ def combined_rows(rows: list[dict]) -> list[dict]:
         by.setdefault((_row_profile(r), r["defense"], r["doc_id"]), []).append(r)
     out = []
     for (profile, defense, doc_id), rs in by.items():
-        results = [MethodResult(r["method"], doc_id, r["score"], r["decision"], r["reason"], r.get("evidence") or {})
-                   for r in rs]
+        results = [row_result(r) for r in rs]
         v = decide(doc_id, results, vc)
         decision = None if v.verdict == "inconclusive" else v.verdict == "member"
         # the primary and second opinion feed the verdict where they ran; on a target where neither can,
