@@ -304,6 +304,33 @@ def bootstrap_auc_difference_ci(
     return _percentile_interval(_resample_aucs(a[idx], n1, n0) - _resample_aucs(b[idx], n1, n0), level)
 
 
+def bootstrap_mean_auc_ci(
+    draws: Sequence[tuple[ArrayLike, ArrayLike]],
+    n: int = DEFAULT_BOOTSTRAP,
+    seed: int = 0,
+    level: float = DEFAULT_LEVEL,
+) -> tuple[float, float]:
+    """Interval of the mean of per-draw AUCs: ``draws`` is one (labels, scores) pair per independent draw.
+
+    Why a mean of per-draw AUCs and not one AUC over the pooled documents:
+    each draw has its own knowledge base, so its scores need not share a scale
+    with another draw's; an AUC is read within one draw only. Each resample
+    draws every draw's members and non-members again, within that draw (the
+    same stratified resamples as ``bootstrap_auc_ci``, a seed per draw), and
+    averages the draws' AUCs. A draw without both classes is an error, not a
+    silent omission.
+    """
+    _check_bootstrap(n, level)
+    per_draw = []
+    for i, (labels, scores) in enumerate(draws):
+        if (r := _resampled(labels, scores, n, seed + i, level, both_classes=True)) is None:
+            raise ValueError(f"draw {i + 1} has no scored members and non-members both")
+        per_draw.append(_resample_aucs(*r))
+    if not per_draw:
+        raise ValueError("no draws")
+    return _percentile_interval(np.mean(per_draw, axis=0), level)
+
+
 def bootstrap_tpr_at_fpr_ci(
     labels: ArrayLike,
     scores: ArrayLike,

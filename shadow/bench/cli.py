@@ -25,8 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", nargs=2, metavar="RUN:METHOD",
                     help="paired AUC difference of two methods on the same draw from finished runs (no target "
                          "query), e.g. --compare runs/a:verbatim runs/b:s2mia_t; with --profile and --defense")
-    ap.add_argument("--profile", default="completion", help="with --compare: the profile whose rows are compared")
-    ap.add_argument("--defense", default="none", help="with --compare: the defense whose rows are compared")
+    ap.add_argument("--pool", metavar="DIRS",
+                    help="mean AUC over several draws (finished runs of other seeds, comma-separated) of each "
+                         "method in --methods, with its interval (no target query); with --profile and --defense")
+    ap.add_argument("--profile", default="completion",
+                    help="with --compare or --pool: the profile whose rows are read")
+    ap.add_argument("--defense", default="none", help="with --compare or --pool: the defense whose rows are read")
     ap.add_argument("--methods", help="comma-separated subset of " + ",".join(ALL_METHODS))
     ap.add_argument("--defenses", help="comma-separated subset of " + ",".join(ALL_DEFENSES))
     ap.add_argument("--profiles", help="target profiles, comma-separated subset of " + ",".join(ALL_PROFILES)
@@ -60,6 +64,19 @@ def main(argv: list[str] | None = None) -> int:
             if any(len(r) != 2 for r in runs):
                 raise ValueError("each of --compare's two arguments is RUN_DIR:METHOD")
             print(comparison_line(paired_comparison(runs[0], runs[1], args.profile, args.defense)))
+        except (ValueError, OSError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
+    if args.pool:
+        from shadow.bench.report import pooled_draws, pooled_line
+
+        try:
+            if not args.methods:
+                raise ValueError("--pool needs --methods: the method(s) whose draws are pooled")
+            for method in args.methods.split(","):
+                print(pooled_line(pooled_draws([Path(d) for d in args.pool.split(",")], method, args.profile,
+                                               args.defense)))
         except (ValueError, OSError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

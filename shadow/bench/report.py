@@ -8,6 +8,9 @@ import os
 import platform
 from dataclasses import asdict
 from pathlib import Path
+from typing import Sequence
+
+import numpy as np
 
 from audit_core.methods import LABELS
 from audit_core.methods.base import MethodResult
@@ -202,6 +205,65 @@ def paired_comparison(a: tuple[Path, str], b: tuple[Path, str], profile: str = "
             "members": sum(y), "nonmembers": len(y) - sum(y), "left_out": len(shared) - len(both),
             "only_in_one_run": len(set(sa) ^ set(sb)),
             "auc_a": auc_a, "auc_b": auc_b, "difference": auc_a - auc_b, "ci": [lo, hi]}
+
+
+#: configuration fields that must agree for runs to be draws of one experiment (the seed and the
+#: run's bookkeeping -- folder, methods, defenses, profiles run -- may differ)
+SAME_EXPERIMENT_FIELDS = ("target_corpus", "kb_size", "target_generator", "n_members", "n_nonmembers", "min_words",
+                          "shadow", "top_logprobs", "method_params", "chat_method_params", "shadow_defenses",
+                          "paraphraser", "chat_shadow_size")
+
+
+def pooled_draws(runs: Sequence[Path], method: str, profile: str = "completion", defense: str = "none",
+                 n_boot: int = 1000) -> dict:
+    """One method's AUC over several independent draws: the mean of the per-draw AUCs and its interval.
+
+    A single 50 + 50 draw reads an AUC to about +-0.02 near 0.98, so whether
+    a method "stays at or above 0.98" is a question about its mean over draws,
+    not about one draw. Each run must be another draw (another seed) of the
+    same experiment (``SAME_EXPERIMENT_FIELDS``); its AUC is read within the
+    draw (``metrics.bootstrap_mean_auc_ci``). Documents without a score are
+    left out and counted.
+    """
+    from audit_core.metrics import bootstrap_mean_auc_ci, roc_auc
+
+    if len(runs) < 2:
+        raise ValueError("pooling needs at least two runs")
+    draws, seeds, aucs, left_out, cfgs = [], [], [], 0, []
+    for run in runs:
+        run = Path(run)
+        cfg = json.loads((run / "results.json").read_text()).get("config") or {}
+        rows = [r for r in load_rows(run)
+                if _row_profile(r) == profile and r["defense"] == defense and r["method"] == method]
+        if not rows:
+            raise ValueError(f"{run} has no {method} rows for profile {profile} under defense {defense}")
+        if cfg.get("seed") in seeds:
+            raise ValueError(f"{run} repeats the draw of seed {cfg.get('seed')}: each run must be another draw")
+        if cfgs and (diff := [k for k in SAME_EXPERIMENT_FIELDS if cfg.get(k) != cfgs[0].get(k)]):
+            raise ValueError(f"{run} is another experiment, not another draw: {', '.join(diff)} differ")
+        scored = [r for r in rows if r.get("score") is not None]
+        left_out += len(rows) - len(scored)
+        y, s = [int(r["label"]) for r in scored], [float(r["score"]) for r in scored]
+        if len(set(y)) < 2:
+            raise ValueError(f"{run} has no scored {method} members and non-members both")
+        draws.append((y, s))
+        seeds.append(cfg.get("seed"))
+        cfgs.append(cfg)
+        aucs.append(roc_auc(y, s))
+    lo, hi = bootstrap_mean_auc_ci(draws, n=n_boot)
+    return {"profile": profile, "defense": defense, "method": method, "runs": [str(r) for r in runs],
+            "seeds": seeds, "per_draw_auc": aucs, "mean_auc": float(np.mean(aucs)), "ci": [lo, hi],
+            "members": sum(sum(y) for y, _ in draws), "nonmembers": sum(len(y) - sum(y) for y, _ in draws),
+            "left_out": left_out}
+
+
+def pooled_line(p: dict) -> str:
+    """One line a BENCHMARKS.md section can quote."""
+    seeds = ", ".join(str(s) for s in p["seeds"])
+    per = ", ".join(f"{a:.3f}" for a in p["per_draw_auc"])
+    return (f"{p['profile']} / {p['defense']} / {p['method']}: mean AUC over {len(p['seeds'])} draws (seeds {seeds}) "
+            f"{p['mean_auc']:.3f} [{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]; per draw {per} "
+            f"({p['members']} + {p['nonmembers']} documents; {p['left_out']} without a score left out)")
 
 
 def comparison_line(c: dict) -> str:

@@ -230,3 +230,27 @@ def test_summarize_intervals_come_from_the_same_resamples_as_before():
     assert out["tpr@fpr=0.01_ci"] == pytest.approx(
         list(M.bootstrap_ci(lambda a, b: M.tpr_at_fpr(a, b, 0.01), y, s, n=N_REF, seed=4)))
     assert out["f1_ci"] == pytest.approx(list(M.bootstrap_ci(M.f1, y, d, n=N_REF, seed=4)))
+
+
+def test_mean_auc_over_draws_resamples_each_draw_apart():
+    """The interval of the mean of per-draw AUCs equals a per-resample reference (sklearn, the same
+    resamples), narrows as draws are added, and refuses a draw without both classes."""
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(4)
+    draws = []
+    for shift in (0.0, 5.0, -3.0):  # each draw's scores on its own scale: no pooled AUC would mean anything
+        y = np.r_[np.ones(30), np.zeros(30)].astype(int)
+        draws.append((y, rng.normal(size=60) + 1.5 * y + shift))
+    lo, hi = M.bootstrap_mean_auc_ci(draws, n=N_REF, seed=3)
+    ref = np.mean([[roc_auc_score(y[i], s[i]) for i in M._stratified_indices(y, N_REF, 3 + k)]
+                   for k, (y, s) in enumerate(draws)], axis=0)
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(ref, [0.025, 0.975])))
+    mean = np.mean([roc_auc_score(y, s) for y, s in draws])
+    assert lo < mean < hi
+    one_lo, one_hi = M.bootstrap_mean_auc_ci(draws[:1], n=N_REF, seed=3)
+    assert hi - lo < one_hi - one_lo  # three draws pin the mean down better than one
+    with pytest.raises(ValueError, match="draw 2"):
+        M.bootstrap_mean_auc_ci([draws[0], (np.ones(5, int), np.arange(5.0))])
+    with pytest.raises(ValueError, match="no draws"):
+        M.bootstrap_mean_auc_ci([])

@@ -380,3 +380,37 @@ def test_paired_comparison_of_two_methods_on_one_draw(tmp_path, capsys):
     assert "paired difference +" in capsys.readouterr().out
     assert main(["--compare", f"{a}:verbatim", f"{b}:s2mia_t", "--profile", "chat", "--defense", "mirabel"]) == 2
     assert "no verbatim rows" in capsys.readouterr().err
+
+
+def test_pooling_draws_reads_each_draw_apart_and_refuses_what_is_not_another_draw(tmp_path, capsys):
+    """The mean of per-draw AUCs of one method; a repeated seed, another experiment or a missing method is
+    refused with a clear message, and the command line prints one line."""
+    from shadow.bench.cli import main
+    from shadow.bench.report import pooled_draws
+
+    ids = [f"d{i}" for i in range(20)]  # odd index = member
+    a = _finished_run(tmp_path / "a", 3, "completion", "srag", ids)
+    b = _finished_run(tmp_path / "b", 4, "completion", "srag", ids)
+    # a separates perfectly; b on another scale, with two members below every non-member
+    _rescored(b, {d: 10 + (0.6 if i % 2 else 0.1) - (1.0 if i in (1, 3) else 0) for i, d in enumerate(ids)}
+              | {"d0": None})
+    p = pooled_draws([a, b], "srag", n_boot=200)
+    assert p["per_draw_auc"][0] == 1.0 and p["per_draw_auc"][1] == pytest.approx(0.8)
+    assert p["mean_auc"] == pytest.approx(0.9) and p["ci"][0] < 0.9 <= p["ci"][1] <= 1.0
+    assert (p["seeds"], p["members"], p["nonmembers"], p["left_out"]) == ([3, 4], 20, 19, 1)
+    with pytest.raises(ValueError, match="repeats the draw of seed 3"):
+        pooled_draws([a, _finished_run(tmp_path / "again", 3, "completion", "srag", ids)], "srag")
+    other = _finished_run(tmp_path / "other", 5, "completion", "srag", ids)
+    r = json.loads((other / "results.json").read_text())
+    r["config"]["kb_size"] = 300
+    (other / "results.json").write_text(json.dumps(r))
+    with pytest.raises(ValueError, match="another experiment.*kb_size"):
+        pooled_draws([a, other], "srag")
+    with pytest.raises(ValueError, match="no mba rows"):
+        pooled_draws([a, b], "mba")
+    with pytest.raises(ValueError, match="at least two"):
+        pooled_draws([a], "srag")
+    assert main(["--pool", f"{a},{b}", "--methods", "srag"]) == 0
+    assert "mean AUC over 2 draws (seeds 3, 4) 0.900" in capsys.readouterr().out
+    assert main(["--pool", f"{a},{b}"]) == 2
+    assert "--pool needs --methods" in capsys.readouterr().err
