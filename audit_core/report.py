@@ -414,7 +414,8 @@ LIMITATIONS: tuple[str, ...] = (
     "it held called “not found” by S-RAG. So a document is called “not found” only when the target is known "
     "to retrieve with each query as sent (the built-in demo, or an operator's statement); otherwise it is "
     "“inconclusive (not cleared)”. A short document gives the methods little to work with.",
-    "The thresholds and the classifier were fitted on a shadow RAG system that we built ourselves. The target "
+    "The thresholds (and S-RAG's classifier, where it scores) were fitted on a shadow RAG system that we built "
+    "ourselves. The target "
     "differs from it (its model, its retriever, its prompt, its other documents), so the shadow's validation "
     "quality is an estimate of the method's quality on the target, not a guarantee.",
     "The shadow and the word selection use small local language models, far smaller than those used in the "

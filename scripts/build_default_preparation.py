@@ -12,6 +12,7 @@ calibration gets one without probing again.
 
     nice -n 10 .venv/bin/python scripts/build_default_preparation.py            # everything
     nice -n 10 .venv/bin/python scripts/build_default_preparation.py --sizes quick --styles completion
+    nice -n 10 .venv/bin/python scripts/build_default_preparation.py --methods srag --recalibrate  # no probing
 
 Probe results are cached under ``--work`` (by key) so that an interrupted
 build resumes where it stopped. Shipped files whose key no longer matches the
@@ -95,14 +96,14 @@ def _calibration(method, mem, non) -> dict:
     return saved_calibration(method.prepare(mem, non), mem, non)
 
 
-def add_calibrations(folder: Path, todo: list, chash: str) -> None:
-    """Fit and add the calibration to shipped files that lack one (no probing)."""
+def add_calibrations(folder: Path, todo: list, chash: str, again: bool = False) -> None:
+    """Fit and add the calibration to shipped files that lack one, or with ``again`` to every one (no probing)."""
     from shadow.shipped import key_of, load_shipped_preparation, write_shipped
 
     for p in todo:
         key = key_of(p, chash)
         shipped = load_shipped_preparation(key, folder)
-        if shipped is None or shipped[2] is not None:
+        if shipped is None or (shipped[2] is not None and not again):
             continue
         t0 = time.time()
         mem, non, _ = shipped
@@ -125,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=None,
                     help="probe cache, to resume an interrupted build (default: <cache dir>/build-preparation)")
     ap.add_argument("--force", action="store_true", help="probe again even when a file for the key exists")
+    ap.add_argument("--recalibrate", action="store_true",
+                    help="only fit the calibration of the chosen shipped files again from their observations "
+                         "(nothing is probed, no missing file is built), e.g. after a change in how a method scores")
     args = ap.parse_args(argv)
 
     sizes = [s for s in args.sizes.split(",") if s]
@@ -140,7 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     for key in remove_stale(args.out, chash, {key_of(p, chash) for p in default_preparations()}):
         print(f"removed stale {key} (its configuration now has another key, or is no longer a default)")
     t_all = time.time()
-    add_calibrations(args.out, todo, chash)
+    add_calibrations(args.out, todo, chash, again=args.recalibrate)
+    if args.recalibrate:  # calibrations only: nothing is probed
+        print(f"done in {time.time() - t_all:.0f} s")
+        return 0
     for (size, style), group in groupby(todo, key=lambda p: (p.size, p.style)):
         group = [p for p in group if args.force or not shipped_file(key_of(p, chash), args.out).exists()]
         if not group:

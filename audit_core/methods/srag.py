@@ -21,7 +21,10 @@ Data in RAG Systems" (../shared/papers/s-rag-shadow-rag-audit.txt), sections
    equal intervals of [0, 1], as counts and as fractions (plus the share below
    top-k).
 4. A classifier (AutoGluon) trained on shadow members vs non-members maps the
-   features to a membership probability.
+   features to a membership probability. Our addition: the mean of the
+   readings competes with it, and the shadow's out-of-fold AUC picks the one
+   used (``SragConfig.scorer``, ``choose_scorer``); on the shipped completion
+   shadow the mean reads higher, so there no classifier is trained at all.
 """
 from __future__ import annotations
 
@@ -48,6 +51,25 @@ SRAG_PROMPT = (
     "- Output only the completed paragraph.\n\n"
     "{prefix}"
 )
+
+
+#: the two ways S-RAG turns a document's readings into a score (``SragConfig.scorer``), the
+#: paper's first: a tie on the shadow keeps it
+SCORERS = ("autogluon", "mean_probability")
+
+
+def choose_scorer(wanted: str, shadow_aucs: dict[str, float]) -> str:
+    """The scorer S-RAG uses: the one asked for, or under "auto" the one whose out-of-fold AUC on the shadow is higher.
+
+    Only scorers the shadow could measure compete (a feature set without the
+    mean probability leaves the classifier alone). Choosing the higher of two
+    out-of-fold AUCs flatters the chosen one's shadow AUC a little; with two
+    candidates, one of them fitted on nothing, that is small beside a
+    200 + 200 shadow's own interval.
+    """
+    if wanted != "auto":
+        return wanted
+    return max((s for s in SCORERS if s in shadow_aucs), key=lambda s: shadow_aucs[s], default=SCORERS[0])
 
 
 @dataclass
@@ -109,6 +131,13 @@ class SragConfig:
     prompt: str = SRAG_PROMPT
     #: AutoGluon training budget in seconds (issue default: 2 minutes)
     time_limit_s: int = 120
+    #: how a document's readings become its score (our addition; the paper has only the classifier):
+    #: "autogluon" -- the paper's classifier on the binned probabilities; "mean_probability" -- the mean
+    #: of the readings, nothing fitted; "auto" -- whichever has the higher out-of-fold AUC on this very
+    #: shadow (``choose_scorer``). On the shipped 200 + 200 completion shadow the mean read 0.957
+    #: against the classifier's 0.938 out of fold, paired difference +0.019 [+0.008, +0.028]
+    #: (BENCHMARKS.md, "S-RAG: the mean probability against the classifier")
+    scorer: str = field(default="auto", metadata={"scoring_only": True})
     #: share of shadow documents held out to measure the validation AUC
     validation_fraction: float = 0.25
     seed: int = 0
@@ -123,6 +152,8 @@ class SragConfig:
             raise ValueError("segment_factor (k) must be at least 1")
         if self.style not in ("completion", "chat"):
             raise ValueError("style must be 'completion' or 'chat'")
+        if self.scorer not in ("auto", *SCORERS):
+            raise ValueError(f"scorer must be 'auto' or one of {', '.join(SCORERS)}")
 
     @property
     def max_tokens(self) -> int:
@@ -618,33 +649,60 @@ class SragMethod(MembershipMethod):
             self._shared = audit_shared
 
     def _prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
-        from audit_core.evidence.calibration import DEFAULT_FPR, apply_evidence, fit_evidence, oof_predictions
+        from audit_core.evidence.calibration import oof_predictions
 
         df, labels = self._training_frame(members, nonmembers)
         y = np.asarray(labels)
         folds = int(min(SRAG_CV_FOLDS, (y == 1).sum(), (y == 0).sum()))
+        oof = None
+        if self.config.scorer != "mean_probability":
+            def fit_predict(train_idx, test_idx):
+                fold_model = train_predictor(df.iloc[train_idx], self.config)
+                return member_probability(fold_model, df.iloc[test_idx].drop(columns=["member"]))
 
-        def fit_predict(train_idx, test_idx):
-            fold_model = train_predictor(df.iloc[train_idx], self.config)
-            return member_probability(fold_model, df.iloc[test_idx].drop(columns=["member"]))
+            oof = oof_predictions(len(df), labels, fit_predict, folds=folds, seed=self.config.seed)
+        cal = self._calibration(df, labels, oof, folds)
+        if cal.params["scorer"] == "autogluon":
+            cal.model = train_predictor(df, self.config)
+            cal.params["best_model"] = _best_model_name(cal.model)
+        return cal
 
-        oof = oof_predictions(len(df), labels, fit_predict, folds=folds, seed=self.config.seed)
-        predictor = train_predictor(df, self.config)
-        evidence = fit_evidence(oof[y == 1].tolist(), oof[y == 0].tolist(),
-                                source=f"{folds}-fold out-of-fold AutoGluon probabilities")
+    def _calibration(self, df, labels: Sequence[int], classifier_oof: np.ndarray | None, folds: int) -> Calibration:
+        """The calibration of the scorer ``choose_scorer`` picks, from the classifier's out-of-fold scores
+        (None: not fitted) and the shadow's mean probabilities; the classifier itself is trained by the caller."""
+        from audit_core.evidence.calibration import DEFAULT_FPR, apply_evidence, fit_evidence
+        from audit_core.metrics import roc_auc
+
+        y = np.asarray(labels)
+        candidates: dict[str, np.ndarray] = {}
+        if classifier_oof is not None:
+            candidates["autogluon"] = np.asarray(classifier_oof, dtype=float)
+        if "mean_prob" in df.columns:
+            candidates["mean_probability"] = df["mean_prob"].to_numpy(dtype=float)
+        aucs = {k: float(roc_auc(y, v)) for k, v in candidates.items()}
+        scorer = choose_scorer(self.config.scorer, aucs)
+        if scorer not in candidates:
+            raise ValueError(f"S-RAG's scorer {scorer!r} cannot be measured on this shadow")
+        scores = candidates[scorer]
+        source = (f"{folds}-fold out-of-fold AutoGluon probabilities" if scorer == "autogluon"
+                  else "mean probability of the probed words (nothing fitted)")
+        evidence = fit_evidence(scores[y == 1].tolist(), scores[y == 0].tolist(), source=source)
         cal = Calibration(
             method=self.name,
             params={
                 "config": {k: v for k, v in asdict(self.config).items() if k != "prompt"},
                 "n_train": int(len(df)), "n_folds": folds,
-                "oof_scores": [float(x) for x in oof],
+                "scorer": scorer,
+                "scorer_shadow_auc": aucs,
+                "oof_scores": [float(x) for x in scores],
+                "classifier_oof_scores": (None if classifier_oof is None
+                                          else [float(x) for x in candidates["autogluon"]]),
                 "oof_labels": [int(x) for x in labels],
                 "feature_columns": list(df.columns.drop("member")),
-                "best_model": _best_model_name(predictor),
+                "best_model": None,
                 "member_hist_mean": _mean_hist(df, 1, self.config.bins),
                 "nonmember_hist_mean": _mean_hist(df, 0, self.config.bins),
             },
-            model=predictor,
         )
         return apply_evidence(cal, evidence, DEFAULT_FPR)
 
@@ -666,13 +724,16 @@ class SragMethod(MembershipMethod):
         return df, labels
 
     def restore(self, saved: dict, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
-        """Refit only the final classifier; the out-of-fold scores, threshold and Platt fit are read from ``saved``.
+        """Refit only the final classifier, and only when it is the scorer; the rest is read from ``saved``.
 
         The k fold models exist only to produce out-of-fold scores, which are
         data and stored; the final model is code and never stored (nothing is
-        unpickled from the cache), so it is the one fit a load pays for. A
-        saved calibration that does not describe these observations is not
-        trusted: the whole preparation runs again.
+        unpickled from the cache), so it is the one fit a load pays for, and
+        none when the mean probability scores. A calibration saved before the
+        scorer was chosen (its out-of-fold scores are the classifier's) is
+        chosen again from its data, with no fit. A saved calibration that does
+        not describe these observations is not trusted: the whole preparation
+        runs again.
         """
         with self._shadow_collection(members, nonmembers):
             df, labels = self._training_frame(members, nonmembers)
@@ -680,15 +741,25 @@ class SragMethod(MembershipMethod):
         if (params.get("oof_labels") != [int(x) for x in labels] or "evidence" not in params
                 or params.get("feature_columns") != list(df.columns.drop("member"))):
             return self.prepare(members, nonmembers)
-        cal = Calibration(**saved)
-        cal.model = train_predictor(df, self.config)
+        classifier_oof = (params.get("classifier_oof_scores") if "scorer" in params
+                          else params.get("oof_scores"))  # saved before the choice: the classifier's
+        if "scorer" in params and params.get("config", {}).get("scorer") == self.config.scorer:
+            cal = Calibration(**saved)
+        elif classifier_oof is None and self.config.scorer != "mean_probability":
+            return self.prepare(members, nonmembers)  # the classifier was never fitted on this shadow
+        else:
+            cal = self._calibration(df, labels, classifier_oof, int(params.get("n_folds") or SRAG_CV_FOLDS))
+        if cal.params["scorer"] == "autogluon":
+            cal.model = train_predictor(df, self.config)
         return cal
 
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
-        """The classifier's probability for the document, decided at the calibration's false-positive rate.
+        """The document's member probability, decided at the calibration's false-positive rate.
 
         ``score`` is the Platt-calibrated probability (``evidence.calibration``);
-        the classifier's own output is ``evidence["raw_score"]``.
+        the scorer's own output (the classifier's probability, or the mean
+        probability of the probed words) is ``evidence["raw_score"]``, and which
+        scorer the shadow chose is ``evidence["scorer"]``.
         """
         import pandas as pd
 
@@ -705,15 +776,20 @@ class SragMethod(MembershipMethod):
         evidence["below_topk_share"] = feats["below_topk_share"]
         if "reproduced_share" in feats:  # chat style: the document's unsent words the answers reproduced
             evidence["reproduced_share"] = feats["reproduced_share"]
-        if calibration.model is None:
+        scorer = calibration.params.get("scorer", "autogluon")
+        evidence["scorer"] = scorer
+        if scorer == "autogluon" and calibration.model is None:
             return MethodResult(self.name, obs.doc_id, None, None, reason="no trained S-RAG classifier", evidence=evidence)
         if "validation_scores" in calibration.params and "evidence" not in calibration.params:
             # a cached calibration from before FPR control: its 0.5 threshold promises no false-positive rate
             return MethodResult(self.name, obs.doc_id, None, None, evidence=evidence, reason=(
                 "uncalibrated: the cached S-RAG calibration predates false-positive-rate control; "
                 "prepare the shadow again (./run cli prepare --force)"))
-        cols = calibration.params.get("feature_columns") or list(feats)
-        raw = float(member_probability(calibration.model, pd.DataFrame([feats])[cols])[0])
+        if scorer == "mean_probability":
+            raw = float(feats["mean_prob"])
+        else:
+            cols = calibration.params.get("feature_columns") or list(feats)
+            raw = float(member_probability(calibration.model, pd.DataFrame([feats])[cols])[0])
         d = decide_raw(raw, calibration)
         # the probability is kept as evidence when the verdict is withheld
         return MethodResult(self.name, obs.doc_id, d.score, d.decision, reason=d.reason, evidence={**evidence, **d.evidence})

@@ -288,3 +288,143 @@ def test_the_shadow_is_scored_with_its_own_stock_phrases_and_the_audits_are_kept
     assert ("sentence", "that", "two", "documents") in owners
     assert ("last", "winter", "i", "slipped") in inside and ("sentence", "that", "two", "documents") not in inside
     assert method._shared == owners
+
+
+# --------------------------------------------------------------------------- the scorer the shadow chooses
+
+
+def test_the_scorer_is_the_one_asked_for_or_the_better_on_the_shadow():
+    assert srag.choose_scorer("auto", {"autogluon": 0.94, "mean_probability": 0.96}) == "mean_probability"
+    assert srag.choose_scorer("auto", {"autogluon": 0.96, "mean_probability": 0.94}) == "autogluon"
+    assert srag.choose_scorer("auto", {"autogluon": 0.95, "mean_probability": 0.95}) == "autogluon"  # the paper's
+    assert srag.choose_scorer("auto", {"autogluon": 0.7}) == "autogluon"  # no mean probability to compare
+    assert srag.choose_scorer("autogluon", {"autogluon": 0.5, "mean_probability": 0.99}) == "autogluon"
+    with pytest.raises(ValueError, match="scorer"):
+        srag.SragConfig(scorer="median")
+
+
+def _scorer_shadow(monkeypatch, classifier_separates: bool):
+    """60 shadow observations whose mean probability separates the classes well, and a stand-in classifier
+    that reads a second, noisier feature (or, with ``classifier_separates``, the label itself)."""
+    import numpy as np
+    import pandas as pd
+
+    from audit_core.methods.base import Observation
+
+    rng = np.random.default_rng(3)
+    obs = []
+    for i in range(60):
+        member = i < 30
+        obs.append(Observation("srag", f"s{i}", data={"f": {
+            "mean_prob": float(np.clip(rng.normal(0.6 if member else 0.3, 0.12), 0, 1)),
+            "noisy": float(rng.normal(0.3 * member, 1.0)) + (5.0 * member if classifier_separates else 0.0)}}))
+
+    class Stand:
+        def __init__(self, df):
+            self.cut = float(df["noisy"].median())
+
+        def predict_proba(self, X):
+            p = 1 / (1 + np.exp(-(X["noisy"].to_numpy() - self.cut)))
+            return pd.DataFrame({0: 1 - p, 1: p})
+
+    fits: list[int] = []
+    monkeypatch.setattr(srag, "train_predictor", lambda df, cfg: fits.append(len(df)) or Stand(df))
+    monkeypatch.setattr(srag, "_best_model_name", lambda p: "stand-in")
+    monkeypatch.setattr(srag, "_mean_hist", lambda df, label, bins: [])
+    return obs, fits
+
+
+#: the histogram a scored document's evidence shows (empty here: the stand-ins read other features)
+EMPTY_HISTOGRAM = {**{f"count_{j}": 0.0 for j in range(10)}, "below_topk_share": 0.0}
+
+
+def _fake_features(method, monkeypatch):
+    monkeypatch.setattr(method, "features", lambda o: ({**EMPTY_HISTOGRAM, **o.data["f"]}, None, []))
+
+
+def test_the_shadow_picks_the_mean_probability_where_it_separates_better_and_then_trains_no_classifier(monkeypatch):
+    from audit_core.methods.base import Observation
+
+    obs, fits = _scorer_shadow(monkeypatch, classifier_separates=False)
+    method = srag.SragMethod()
+    _fake_features(method, monkeypatch)
+    cal = method.prepare(obs[:30], obs[30:])
+    aucs = cal.params["scorer_shadow_auc"]
+    assert aucs["mean_probability"] > aucs["autogluon"] and cal.params["scorer"] == "mean_probability"
+    assert fits == [48] * 5  # the fold models measured the classifier; no final one is trained
+    assert cal.model is None and cal.shadow_auc == pytest.approx(aucs["mean_probability"])
+    assert cal.params["oof_scores"] == [o.data["f"]["mean_prob"] for o in obs]
+    assert len(cal.params["classifier_oof_scores"]) == 60
+    high = Observation("srag", "d", data={"f": {"mean_prob": 0.95, "noisy": -3.0}})
+    low = Observation("srag", "e", data={"f": {"mean_prob": 0.02, "noisy": 3.0}})
+    res_high, res_low = method.score(high, cal), method.score(low, cal)
+    assert res_high.evidence["scorer"] == "mean_probability" and res_high.evidence["raw_score"] == 0.95
+    assert res_high.decision is True and res_low.decision is False  # the classifier would have said the opposite
+    # asked for the paper's classifier, the same shadow trains and scores with it
+    forced = srag.SragMethod(srag.SragConfig(scorer="autogluon"))
+    _fake_features(forced, monkeypatch)
+    fits.clear()
+    cal_ag = forced.prepare(obs[:30], obs[30:])
+    assert cal_ag.params["scorer"] == "autogluon" and fits == [48] * 5 + [60] and cal_ag.model is not None
+    assert forced.score(low, cal_ag).evidence["raw_score"] > forced.score(high, cal_ag).evidence["raw_score"]
+    # asked for the mean alone, nothing is fitted at all
+    mean_only = srag.SragMethod(srag.SragConfig(scorer="mean_probability"))
+    _fake_features(mean_only, monkeypatch)
+    fits.clear()
+    assert mean_only.prepare(obs[:30], obs[30:]).params["classifier_oof_scores"] is None and fits == []
+
+
+def test_the_shadow_keeps_the_classifier_where_it_separates_better(monkeypatch):
+    obs, fits = _scorer_shadow(monkeypatch, classifier_separates=True)
+    method = srag.SragMethod()
+    _fake_features(method, monkeypatch)
+    cal = method.prepare(obs[:30], obs[30:])
+    assert cal.params["scorer"] == "autogluon" and fits == [48] * 5 + [60] and cal.model is not None
+    assert cal.params["oof_scores"] == cal.params["classifier_oof_scores"]
+
+
+def test_a_calibration_saved_before_the_choice_is_chosen_again_from_its_data_without_a_fit(tmp_path, monkeypatch):
+    """An older cache or shipped file holds the classifier's out-of-fold scores as ``oof_scores`` and no scorer:
+    restoring it picks the scorer from that data; only a classifier that wins is trained (once)."""
+    from shadow import prepare
+
+    obs, fits = _scorer_shadow(monkeypatch, classifier_separates=False)
+    method = srag.SragMethod(srag.SragConfig(scorer="autogluon"))
+    _fake_features(method, monkeypatch)
+    old = prepare.saved_calibration(method.prepare(obs[:30], obs[30:]), obs[:30], obs[30:])
+    for k in ("scorer", "scorer_shadow_auc", "classifier_oof_scores"):
+        old["params"].pop(k)
+    old["params"]["config"].pop("scorer")
+    old.pop("observations_sha256")
+    auto = srag.SragMethod()
+    _fake_features(auto, monkeypatch)
+    fits.clear()
+    cal = auto.restore(json_roundtrip(old), obs[:30], obs[30:])
+    assert cal.params["scorer"] == "mean_probability" and fits == [] and cal.model is None
+    assert cal.params["classifier_oof_scores"] == old["params"]["oof_scores"]
+    # saved with today's choice: read back as it is, with no fit
+    fits.clear()
+    saved = json_roundtrip(prepare.saved_calibration(cal, obs[:30], obs[30:]))
+    saved.pop("observations_sha256")  # as prepare._calibrate hands it over
+    again = auto.restore(saved, obs[:30], obs[30:])
+    assert fits == [] and again.threshold == cal.threshold and again.params["scorer"] == "mean_probability"
+    # the same old file where the classifier wins: one fit, the final model
+    obs2, fits2 = _scorer_shadow(monkeypatch, classifier_separates=True)
+    m2 = srag.SragMethod(srag.SragConfig(scorer="autogluon"))
+    _fake_features(m2, monkeypatch)
+    old2 = prepare.saved_calibration(m2.prepare(obs2[:30], obs2[30:]), obs2[:30], obs2[30:])
+    for k in ("scorer", "scorer_shadow_auc", "classifier_oof_scores"):
+        old2["params"].pop(k)
+    old2["params"]["config"].pop("scorer")
+    old2.pop("observations_sha256")
+    fits2.clear()
+    auto2 = srag.SragMethod()
+    _fake_features(auto2, monkeypatch)
+    cal2 = auto2.restore(json_roundtrip(old2), obs2[:30], obs2[30:])
+    assert cal2.params["scorer"] == "autogluon" and fits2 == [60] and cal2.model is not None
+
+
+def json_roundtrip(d: dict) -> dict:
+    import json
+
+    return json.loads(json.dumps(d))

@@ -113,10 +113,11 @@ def test_a_chat_only_setting_keys_chat_preparations_and_leaves_completion_ones_a
     from audit_core.methods.srag import SragConfig
 
     before = {k: v for k, v in asdict(SragConfig(style="chat")).items()
-              if k not in ("chat_tail_words", "reproduction_ngram", "shared_min_docs", "model_dir")}
+              if k not in ("chat_tail_words", "reproduction_ngram", "shared_min_docs", "scorer", "model_dir")}
     assert prepare._config_of(create_method("srag", style="chat")) == before
     # scoring the reproduction another way sends nothing again
     assert prepare.preparation_key(create_method("srag", style="chat", shared_min_docs=3), cfg, chash) == chat
+    assert prepare.preparation_key(create_method("srag", style="chat", scorer="autogluon"), cfg, chash) == chat
 
 
 def test_the_shadow_leads_its_questions_with_its_own_documents_never_the_owners(tmp_path, monkeypatch):
