@@ -388,14 +388,14 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
 
 
 def _small_evidence(res: MethodResult) -> dict:
-    """What a row keeps of a result's evidence: the per-probe readings, and what the verdict rules read
-    (``member_p_value`` for rule R6)."""
+    """What a row keeps of a result's evidence: the per-probe readings, what the verdict rules read
+    (``member_p_value`` for rule R6), and which scorer S-RAG's shadow chose."""
     ev = res.evidence or {}
     keep = {}
     if "words" in ev:
         keep["probs"] = [w.get("prob") for w in ev["words"]]
         keep["aligned"] = [w.get("aligned") for w in ev["words"]]
-    for k in ("accuracy", "similarity", "answer", "p_yes", "member_p_value"):
+    for k in ("accuracy", "similarity", "answer", "p_yes", "member_p_value", "scorer"):
         if k in ev:
             keep[k] = ev[k]
     return keep

@@ -414,3 +414,14 @@ def test_pooling_draws_reads_each_draw_apart_and_refuses_what_is_not_another_dra
     assert "mean AUC over 2 draws (seeds 3, 4) 0.900" in capsys.readouterr().out
     assert main(["--pool", f"{a},{b}"]) == 2
     assert "--pool needs --methods" in capsys.readouterr().err
+
+
+def test_a_row_keeps_the_readings_the_rules_need_and_which_scorer_scored():
+    from audit_core.methods.base import MethodResult
+    from shadow.bench.runner import _small_evidence
+
+    res = MethodResult("srag", "d", 0.9, True, evidence={
+        "words": [{"word": "x", "prob": 0.5, "aligned": "first"}], "member_p_value": 0.1,
+        "scorer": "mean_probability", "histogram": [1, 0, 0], "raw_score": 0.5})
+    assert _small_evidence(res) == {"probs": [0.5], "aligned": ["first"], "member_p_value": 0.1,
+                                    "scorer": "mean_probability"}
