@@ -142,7 +142,7 @@ class Verdict:
     doc_id: str
     verdict: str
     reason: str
-    score: float | None  # the deciding method's calibrated probability
+    score: float | None  # the deciding method's calibrated probability (R6: the objecting method's)
     methods: dict[str, dict] = field(default_factory=dict)  # method -> {score, decision, reason}
     rule: str = ""  # which row of the rule table applied (R1-R6)
 
@@ -259,8 +259,12 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
         held = [(r.method, why) for r in results if r.method in pool and (why := withholds_clearance(r))]
         if held:  # R6
             objections = "; ".join(f"{m} does not clear it ({why})" for m, why in held)
+            # the verdict stands on the objection, so it shows the objecting method's probability, not the
+            # "not found" it overrides (the highest, where two object)
+            shown = max((summary[m]["score"] for m, _ in held if summary[m]["score"] is not None),
+                        default=first.score)
             return Verdict(doc_id, INCONCLUSIVE, f"not cleared: {first.method}{alone} did not find it{at}{agree}, "
-                           f"but {objections}", first.score, summary, "R6")
+                           f"but {objections}", shown, summary, "R6")
         if cfg.retrieval_as_sent:  # R3
             return Verdict(doc_id, NOT_FOUND, f"{first.method}{alone} did not find it{at}{agree}", first.score,
                            summary, "R3")

@@ -477,6 +477,17 @@ def test_verdict_rule_table_row_by_row(results, verdict, rule):
 AS_SENT = VerdictConfig(retrieval_as_sent=True)
 
 
+def test_an_r6_verdict_shows_the_probability_of_the_method_that_does_not_clear():
+    """R6 stands on the objection, so its score is the objector's, not the "not found" it overrides (in the
+    benchmark's combined row, members held back by S-RAG had ranked by MBA's near-zero scores)."""
+    srag = MethodResult("srag", "d", 0.72, None, "not cleared: ...", {"fpr": 0.05, "member_p_value": 0.2})
+    v = decide("d", [srag, _r("mba", False, 0.01)], AS_SENT)
+    assert (v.rule, v.score) == ("R6", 0.72)
+    mba = MethodResult("mba", "d", 0.35, None, "not cleared: ...", {"fpr": 0.05, "member_p_value": 0.3})
+    assert decide("d", [srag, mba, _r("interrogation", False, 0.05)], AS_SENT).score == 0.72  # the higher
+    assert decide("d", [_r("srag", False, 0.1), _r("mba", False, 0.01)], AS_SENT).score == 0.1  # R3: the voter's
+
+
 @pytest.mark.parametrize("results", [
     [_r("srag", False, 0.1)],
     [_r("srag", False, 0.1), _r("mba", False, 0.2), _r("rag_mia", True, 0.9)],
