@@ -233,8 +233,10 @@ def pooled_draws(runs: Sequence[Path], method: str, profile: str = "completion",
     for run in runs:
         run = Path(run)
         cfg = json.loads((run / "results.json").read_text()).get("config") or {}
-        rows = [r for r in load_rows(run)
-                if _row_profile(r) == profile and r["defense"] == defense and r["method"] == method]
+        rows = load_rows(run)
+        if method == "combined":  # the product's verdict is derived from the stored rows, as in the tables
+            rows = combined_rows([r for r in rows if not r.get("cannot_run")])
+        rows = [r for r in rows if _row_profile(r) == profile and r["defense"] == defense and r["method"] == method]
         if not rows:
             raise ValueError(f"{run} has no {method} rows for profile {profile} under defense {defense}")
         if cfg.get("seed") in seeds:

@@ -408,6 +408,8 @@ def test_pooling_draws_reads_each_draw_apart_and_refuses_what_is_not_another_dra
         pooled_draws([a, other], "srag")
     with pytest.raises(ValueError, match="no mba rows"):
         pooled_draws([a, b], "mba")
+    # the product's combined verdict is pooled from the stored rows as the tables derive it
+    assert pooled_draws([a, b], "combined", n_boot=50)["members"] == 20
     with pytest.raises(ValueError, match="at least two"):
         pooled_draws([a], "srag")
     assert main(["--pool", f"{a},{b}", "--methods", "srag"]) == 0
