@@ -55,8 +55,11 @@ def main(argv: list[str] | None = None) -> None:
             rows.append((feats, extra))
             y.append(label)
     y = np.array(y)
-    print(f"{len(y)} shadow documents ({y.sum()} members); the shipped calibration's out-of-fold AUC: "
-          f"{roc_auc_score(d['calibration']['params']['oof_labels'], d['calibration']['params']['oof_scores']):.4f}")
+    params = d["calibration"]["params"]
+    shipped_aucs = params.get("scorer_shadow_auc") or {
+        "autogluon": roc_auc_score(params["oof_labels"], params["oof_scores"])}  # a file from before the choice
+    print(f"{len(y)} shadow documents ({y.sum()} members); the shipped calibration's out-of-fold AUCs: "
+          + ", ".join(f"{k} {v:.4f}" for k, v in shipped_aucs.items()) + f" (scorer: {params.get('scorer', 'autogluon')})")
 
     def frame(kind: str):
         if kind == "paper":

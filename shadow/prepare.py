@@ -322,7 +322,10 @@ def _calibrate(method, mem, non, folder: Path) -> Calibration:
         except (OSError, ValueError):
             saved = None
         if isinstance(saved, dict) and saved.pop("observations_sha256", None) == digest:
-            return method.restore(saved, mem, non)
+            cal = method.restore(saved, mem, non)
+            if cal.to_json() != saved:  # restored in a newer form (S-RAG's scorer chosen since): the file follows
+                _write_json(cal_file, saved_calibration(cal, mem, non))
+            return cal
     cal = method.prepare(mem, non)
     _write_json(cal_file, saved_calibration(cal, mem, non))
     return cal

@@ -386,6 +386,8 @@ def test_the_shadow_keeps_the_classifier_where_it_separates_better(monkeypatch):
 def test_a_calibration_saved_before_the_choice_is_chosen_again_from_its_data_without_a_fit(tmp_path, monkeypatch):
     """An older cache or shipped file holds the classifier's out-of-fold scores as ``oof_scores`` and no scorer:
     restoring it picks the scorer from that data; only a classifier that wins is trained (once)."""
+    import json
+
     from shadow import prepare
 
     obs, fits = _scorer_shadow(monkeypatch, classifier_separates=False)
@@ -402,6 +404,15 @@ def test_a_calibration_saved_before_the_choice_is_chosen_again_from_its_data_wit
     cal = auto.restore(json_roundtrip(old), obs[:30], obs[30:])
     assert cal.params["scorer"] == "mean_probability" and fits == [] and cal.model is None
     assert cal.params["classifier_oof_scores"] == old["params"]["oof_scores"]
+    # in a cache, the file is brought up to date on that load (what reads it as data sees the choice) ...
+    cache_file = tmp_path / "calibration.json"
+    cache_file.write_text(json.dumps({**old, "observations_sha256": prepare.observations_digest(obs[:30], obs[30:])}))
+    prepare._calibrate(auto, obs[:30], obs[30:], tmp_path)
+    assert json.loads(cache_file.read_text())["params"]["scorer"] == "mean_probability" and fits == []
+    # ... and left alone on the next
+    before = cache_file.stat().st_mtime_ns
+    prepare._calibrate(auto, obs[:30], obs[30:], tmp_path)
+    assert cache_file.stat().st_mtime_ns == before and fits == []
     # saved with today's choice: read back as it is, with no fit
     fits.clear()
     saved = json_roundtrip(prepare.saved_calibration(cal, obs[:30], obs[30:]))
