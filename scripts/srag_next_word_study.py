@@ -9,7 +9,7 @@ reads its probability there as on a completion model, with no restatement to
 align. The question is whether SmolLM2-135M-Instruct complies and whether the
 reading separates members from non-members.
 
-The shadow RAG of ``shadow.prepare`` in miniature (as ``srag_prefill_study.py``):
+The shadow RAG of ``shadow.prepare`` in miniature (``srag_prefill_study.miniature_chat_shadow``):
 the auxiliary corpus (at most 120 words per document) shuffled with ``--seed``,
 half in the knowledge base, chat template with the documents in the system
 prompt, k = 4, retrieval on the user turn. Each document's S-RAG probes
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import random
 import sys
 import time
 from pathlib import Path
@@ -39,10 +38,8 @@ import numpy as np  # noqa: E402
 from audit_core.metrics import bootstrap_auc_ci, roc_auc  # noqa: E402
 from audit_core.methods.srag import SragConfig, normalise_word, observe_word, segment  # noqa: E402
 from audit_core.target.base import ChatRequest, Completion  # noqa: E402
-from shadow.corpus import filter_by_words, load_corpus  # noqa: E402
-from shadow.rag import RagConfig, RagSystem  # noqa: E402
+from srag_prefill_study import miniature_chat_shadow  # noqa: E402  (this folder: the studies' one shadow)
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = {
     "next_word": ('Here is the start of a passage from the context:\n"{prefix}"\n'
                   "What is the next word of the passage? Reply with that one word only."),
@@ -69,10 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=None, help="write the per-document readings here (JSON)")
     args = ap.parse_args(argv)
 
-    docs = filter_by_words(load_corpus(ROOT / "assets" / "aux_medquad.jsonl"), max_words=120)
-    random.Random(args.seed).shuffle(docs)
-    kb, outside = docs[: len(docs) // 2], docs[len(docs) // 2:]
-    rag = RagSystem(kb, RagConfig(generator="smollm2-135m-instruct", prompt_style="chat"))
+    rag, kb, outside = miniature_chat_shadow(args.seed)
     cfg = SragConfig()
     out = {}
     for name in args.prompts.split(","):

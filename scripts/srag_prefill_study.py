@@ -74,6 +74,14 @@ def greedy_share(answer: str, remainder: str, n: int = GREEDY_WORDS) -> float:
     return k / n
 
 
+def miniature_chat_shadow(seed: int):
+    """The chat-style shadow RAG of these studies: (rag, members in its knowledge base, documents outside it)."""
+    docs = filter_by_words(load_corpus(ROOT / "assets" / "aux_medquad.jsonl"), max_words=120)
+    random.Random(seed).shuffle(docs)
+    kb, outside = docs[: len(docs) // 2], docs[len(docs) // 2:]
+    return RagSystem(kb, RagConfig(generator="smollm2-135m-instruct", prompt_style="chat")), kb, outside
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=20, help="shadow members and as many non-members")
@@ -82,10 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=None, help="write the per-document readings here (JSON)")
     args = ap.parse_args(argv)
 
-    docs = filter_by_words(load_corpus(ROOT / "assets" / "aux_medquad.jsonl"), max_words=120)
-    random.Random(args.seed).shuffle(docs)
-    kb, outside = docs[: len(docs) // 2], docs[len(docs) // 2:]
-    rag = RagSystem(kb, RagConfig(generator="smollm2-135m-instruct", prompt_style="chat"))
+    rag, kb, outside = miniature_chat_shadow(args.seed)
     cfg = SragConfig()
     rows, t0 = [], time.time()
     for label, group in ((1, kb[: args.n]), (0, outside[: args.n])):

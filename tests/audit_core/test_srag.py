@@ -383,6 +383,20 @@ def test_the_shadow_keeps_the_classifier_where_it_separates_better(monkeypatch):
     assert cal.params["oof_scores"] == cal.params["classifier_oof_scores"]
 
 
+def _saved_before_the_choice(obs, monkeypatch) -> dict:
+    """What a cache held before S-RAG chose its scorer: the classifier's calibration, without the choice."""
+    from shadow import prepare
+
+    method = srag.SragMethod(srag.SragConfig(scorer="autogluon"))
+    _fake_features(method, monkeypatch)
+    old = prepare.saved_calibration(method.prepare(obs[:30], obs[30:]), obs[:30], obs[30:])
+    for k in ("scorer", "scorer_shadow_auc", "classifier_oof_scores"):
+        old["params"].pop(k)
+    old["params"]["config"].pop("scorer")
+    old.pop("observations_sha256")
+    return old
+
+
 def test_a_calibration_saved_before_the_choice_is_chosen_again_from_its_data_without_a_fit(tmp_path, monkeypatch):
     """An older cache or shipped file holds the classifier's out-of-fold scores as ``oof_scores`` and no scorer:
     restoring it picks the scorer from that data; only a classifier that wins is trained (once)."""
@@ -391,13 +405,7 @@ def test_a_calibration_saved_before_the_choice_is_chosen_again_from_its_data_wit
     from shadow import prepare
 
     obs, fits = _scorer_shadow(monkeypatch, classifier_separates=False)
-    method = srag.SragMethod(srag.SragConfig(scorer="autogluon"))
-    _fake_features(method, monkeypatch)
-    old = prepare.saved_calibration(method.prepare(obs[:30], obs[30:]), obs[:30], obs[30:])
-    for k in ("scorer", "scorer_shadow_auc", "classifier_oof_scores"):
-        old["params"].pop(k)
-    old["params"]["config"].pop("scorer")
-    old.pop("observations_sha256")
+    old = _saved_before_the_choice(obs, monkeypatch)
     auto = srag.SragMethod()
     _fake_features(auto, monkeypatch)
     fits.clear()
@@ -421,13 +429,7 @@ def test_a_calibration_saved_before_the_choice_is_chosen_again_from_its_data_wit
     assert fits == [] and again.threshold == cal.threshold and again.params["scorer"] == "mean_probability"
     # the same old file where the classifier wins: one fit, the final model
     obs2, fits2 = _scorer_shadow(monkeypatch, classifier_separates=True)
-    m2 = srag.SragMethod(srag.SragConfig(scorer="autogluon"))
-    _fake_features(m2, monkeypatch)
-    old2 = prepare.saved_calibration(m2.prepare(obs2[:30], obs2[30:]), obs2[:30], obs2[30:])
-    for k in ("scorer", "scorer_shadow_auc", "classifier_oof_scores"):
-        old2["params"].pop(k)
-    old2["params"]["config"].pop("scorer")
-    old2.pop("observations_sha256")
+    old2 = _saved_before_the_choice(obs2, monkeypatch)
     fits2.clear()
     auto2 = srag.SragMethod()
     _fake_features(auto2, monkeypatch)
