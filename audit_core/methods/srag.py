@@ -136,7 +136,7 @@ class SragConfig:
     #: of the readings, nothing fitted; "auto" -- whichever has the higher out-of-fold AUC on this very
     #: shadow (``choose_scorer``). On the shipped 200 + 200 completion shadow the mean read 0.957
     #: against the classifier's 0.938 out of fold, paired difference +0.019 [+0.008, +0.028]
-    #: (BENCHMARKS.md, "S-RAG: the mean probability against the classifier")
+    #: (BENCHMARKS.md, "Session 34: S-RAG's scorer chosen on the shadow")
     scorer: str = field(default="auto", metadata={"scoring_only": True})
     #: share of shadow documents held out to measure the validation AUC
     validation_fraction: float = 0.25
