@@ -165,6 +165,19 @@ def markdown_table(metrics: dict, benign: dict | None = None) -> str:
     return "\n".join(lines)
 
 
+def method_rows(run: Path, method: str, profile: str, defense: str) -> tuple[list[dict], dict]:
+    """A finished run's rows of one method (or of the combined verdict, derived as the tables derive it)
+    on one profile under one defense, and the run's configuration; no such row is an error."""
+    res = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else {}
+    rows = load_rows(run)
+    if method == "combined":
+        rows = combined_rows([r for r in rows if not r.get("cannot_run")])
+    rows = [r for r in rows if _row_profile(r) == profile and r["defense"] == defense and r["method"] == method]
+    if not rows:
+        raise ValueError(f"{run} has no {method} rows for profile {profile} under defense {defense}")
+    return rows, res.get("config") or {}
+
+
 def paired_comparison(a: tuple[Path, str], b: tuple[Path, str], profile: str = "completion",
                        defense: str = "none", n_boot: int = 1000) -> dict:
     """AUC of two methods on the same documents and the paired bootstrap interval of their difference.
@@ -179,12 +192,8 @@ def paired_comparison(a: tuple[Path, str], b: tuple[Path, str], profile: str = "
     from audit_core.metrics import bootstrap_auc_difference_ci, roc_auc
 
     def scored(run: Path, method: str) -> tuple[dict[str, tuple[int, float | None]], int | None]:
-        res = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else {}
-        rows = [r for r in load_rows(run)
-                if _row_profile(r) == profile and r["defense"] == defense and r["method"] == method]
-        if not rows:
-            raise ValueError(f"{run} has no {method} rows for profile {profile} under defense {defense}")
-        return {r["doc_id"]: (int(r["label"]), r.get("score")) for r in rows}, (res.get("config") or {}).get("seed")
+        rows, cfg = method_rows(run, method, profile, defense)
+        return {r["doc_id"]: (int(r["label"]), r.get("score")) for r in rows}, cfg.get("seed")
 
     (ra, ma), (rb, mb) = (Path(a[0]), a[1]), (Path(b[0]), b[1])
     sa, seed_a = scored(ra, ma)
@@ -229,17 +238,11 @@ def pooled_draws(runs: Sequence[Path], method: str, profile: str = "completion",
 
     if len(runs) < 2:
         raise ValueError("pooling needs at least two runs")
-    draws, seeds, aucs, left_out, cfgs = [], [], [], 0, []
+    draws, aucs, left_out, cfgs = [], [], 0, []
     for run in runs:
         run = Path(run)
-        cfg = json.loads((run / "results.json").read_text()).get("config") or {}
-        rows = load_rows(run)
-        if method == "combined":  # the product's verdict is derived from the stored rows, as in the tables
-            rows = combined_rows([r for r in rows if not r.get("cannot_run")])
-        rows = [r for r in rows if _row_profile(r) == profile and r["defense"] == defense and r["method"] == method]
-        if not rows:
-            raise ValueError(f"{run} has no {method} rows for profile {profile} under defense {defense}")
-        if cfg.get("seed") in seeds:
+        rows, cfg = method_rows(run, method, profile, defense)
+        if cfg.get("seed") in [c.get("seed") for c in cfgs]:
             raise ValueError(f"{run} repeats the draw of seed {cfg.get('seed')}: each run must be another draw")
         if cfgs and (diff := [k for k in SAME_EXPERIMENT_FIELDS if cfg.get(k) != cfgs[0].get(k)]):
             raise ValueError(f"{run} is another experiment, not another draw: {', '.join(diff)} differ")
@@ -249,12 +252,11 @@ def pooled_draws(runs: Sequence[Path], method: str, profile: str = "completion",
         if len(set(y)) < 2:
             raise ValueError(f"{run} has no scored {method} members and non-members both")
         draws.append((y, s))
-        seeds.append(cfg.get("seed"))
         cfgs.append(cfg)
         aucs.append(roc_auc(y, s))
     lo, hi = bootstrap_mean_auc_ci(draws, n=n_boot)
     return {"profile": profile, "defense": defense, "method": method, "runs": [str(r) for r in runs],
-            "seeds": seeds, "per_draw_auc": aucs, "mean_auc": float(np.mean(aucs)), "ci": [lo, hi],
+            "seeds": [c.get("seed") for c in cfgs], "per_draw_auc": aucs, "mean_auc": float(np.mean(aucs)), "ci": [lo, hi],
             "members": sum(sum(y) for y, _ in draws), "nonmembers": sum(len(y) - sum(y) for y, _ in draws),
             "left_out": left_out}
 
