@@ -74,12 +74,12 @@ def greedy_share(answer: str, remainder: str, n: int = GREEDY_WORDS) -> float:
     return k / n
 
 
-def miniature_chat_shadow(seed: int):
-    """The chat-style shadow RAG of these studies: (rag, members in its knowledge base, documents outside it)."""
+def miniature_chat_shadow(seed: int, style: str = "chat"):
+    """The shadow RAG of these studies (chat style unless told): (rag, members in its knowledge base, documents outside it)."""
     docs = filter_by_words(load_corpus(ROOT / "assets" / "aux_medquad.jsonl"), max_words=120)
     random.Random(seed).shuffle(docs)
     kb, outside = docs[: len(docs) // 2], docs[len(docs) // 2:]
-    return RagSystem(kb, RagConfig(generator="smollm2-135m-instruct", prompt_style="chat")), kb, outside
+    return RagSystem(kb, RagConfig(generator="smollm2-135m-instruct", prompt_style=style)), kb, outside
 
 
 def main(argv: list[str] | None = None) -> None:
