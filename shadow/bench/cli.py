@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one-at-a-time", action="store_true",
                     help="send and serve one request at a time (slower; the exact answers of runs before "
                          "session 26, which batched answers can differ from by float rounding)")
+    ap.add_argument("--documents-at-once", type=int,
+                    help="documents of one method probed at the same time, so that the reference server "
+                         "decodes their requests together (default: BenchConfig.documents_at_once)")
     ap.add_argument("--out")
     ap.add_argument("--update-benchmarks-md", action="store_true", help="write the table into BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         for flag, attr in (("kb_size", "kb_size"), ("target_corpus", "target_corpus"),
                            ("target_model", "target_generator"), ("seed", "seed"), ("out", "out_dir"),
                            ("chat_shadow_size", "chat_shadow_size"), ("paraphraser", "paraphraser"),
-                           ("benign_queries", "benign_queries")):
+                           ("benign_queries", "benign_queries"), ("documents_at_once", "documents_at_once")):
             if getattr(args, flag) is not None:
                 setattr(cfg, attr, getattr(args, flag))
         if args.one_at_a_time:
@@ -120,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             cfg.shadow.aux_corpus = args.aux_corpus
         if args.shadow_size:
             cfg.shadow.n_members = cfg.shadow.n_nonmembers = args.shadow_size
+        if cfg.documents_at_once < 1:
+            print("error: --documents-at-once must be at least 1", file=sys.stderr)
+            return 2
         if not Path(cfg.target_corpus).exists():
             print(f"error: target corpus {cfg.target_corpus} not found (see --target-corpus)", file=sys.stderr)
             return 2

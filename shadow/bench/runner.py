@@ -67,6 +67,13 @@ class BenchConfig:
     #: send and serve one request at a time (``shadow.bench.served.set_batching``): slower, and exactly the
     #: answers of runs before session 26; by default requests go 4 at a time and are answered together
     one_at_a_time: bool = False
+    #: documents of one method probed at the same time (threads), so that the reference server decodes
+    #: their requests together (``shadow.serve_batch``): a decoding step on a CPU costs about the same for
+    #: one sequence as for several. 1: one document after another, as runs before session 36.
+    #: ``one_at_a_time`` implies 1. Answers equal the one-document answers up to float rounding (on the
+    #: 56 method-document pairs timed in BENCHMARKS.md, session 36, every score was the same); 4 took
+    #: 0.59 of the time 1 took there, 8 no less than 4
+    documents_at_once: int = 4
     #: which section of BENCHMARKS.md the run's table goes to: "full", "quick", "zoo",
     #: or any other name for an experiment of one's own ("<mode> membership benchmark")
     mode: str = "full"
@@ -268,16 +275,72 @@ def _cannot_run_row(prof: str, defense: str, method: str, d: Document, label: in
             "retrieval_hit": None, "shadow_defense": None, "evidence": {}}
 
 
+def documents_at_once(cfg: BenchConfig) -> int:
+    """How many documents of one method are probed at the same time (``BenchConfig.documents_at_once``)."""
+    if cfg.documents_at_once < 1:
+        raise ValueError("documents_at_once must be at least 1")
+    return 1 if cfg.one_at_a_time else cfg.documents_at_once
+
+
+def probe_leg(m, docs: list[Document], new_target, calibration, top_k: int, at_once: int, bar,
+              scores_file: Path, where: dict) -> None:
+    """Probe and score ``docs`` with method ``m``, ``at_once`` documents at a time, one row each.
+
+    Every document gets its own caching view (``new_target()``: same store and
+    answers, its own counters), so ``sent_queries`` is that document's own even
+    when documents run side by side. ``auditor_cpu_s`` is the process's CPU time
+    while the document was probed when one document runs at a time; side by
+    side it is the probing thread's own CPU time (``time.thread_time``), which
+    leaves out the torch and HTTP worker threads it started (the leg's process
+    CPU time is in ``timings.per_leg``). Rows are appended as documents finish.
+    """
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    lock = threading.Lock()
+    clock = time.process_time if at_once == 1 else time.thread_time
+
+    def one(d: Document) -> None:
+        target = new_target()
+        c0 = clock()
+        obs = probe_document(m, d, target, top_k)
+        res = m.score(obs, calibration)
+        cpu = clock() - c0
+        p_tok, c_tok = obs.tokens_used()
+        row = {
+            "profile": where["profile"], "defense": where["defense"], "method": m.name, "doc_id": d.id,
+            "label": where["labels"][d.id], "score": res.score, "decision": res.decision,
+            "reason": res.reason, "queries": obs.queries, "failed": obs.failed,
+            "prompt_tokens": p_tok, "completion_tokens": c_tok, "auditor_cpu_s": cpu,
+            "sent_queries": target.stats.sent,
+            "retrieval_hit": retrieval_hit(obs.responses, d.id),
+            "shadow_defense": where["shadow_defense"],
+            "evidence": _small_evidence(res),
+        }
+        with lock:
+            with open(scores_file, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            bar.update(1)
+
+    if at_once == 1:
+        for d in docs:
+            one(d)
+        return
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
+        for fut in [pool.submit(one, d) for d in docs]:
+            fut.result()  # the first failure stops the leg, as a failure did one by one
+
+
 def run_bench(cfg: BenchConfig, log=print) -> dict:
     from tqdm import tqdm
 
     import shadow.bench.served as served
     from audit_core.store import Store
-    from audit_core.target.caching import CachingTarget
+    from audit_core.target.caching import CacheStats, CachingTarget
     from shadow.bench.report import finish
     from shadow.corpus import write_jsonl
 
-    served.set_batching(cfg.one_at_a_time)
+    served.set_batching(cfg.one_at_a_time, documents_at_once(cfg))
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
@@ -289,7 +352,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     done = _done_keys(scores_file)
     keys = [(p, defense, m, d.id) for p in cfg.profiles for defense in cfg.defenses for m in cfg.methods
             for d in test_docs]
-    timings: dict[str, Any] = {"shadow_preparation_s": 0.0, "per_defense_s": {}, "rows_total": len(keys),
+    timings: dict[str, Any] = {"shadow_preparation_s": 0.0, "per_defense_s": {}, "per_leg": {},
+                               "documents_at_once": documents_at_once(cfg), "rows_total": len(keys),
                                "rows_from_earlier_runs": sum(k in done for k in keys)}
     info: dict[str, Any] = {}
     progress = TqdmProgress(log)
@@ -357,28 +421,24 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             else:
                 http = served.served_target(prof, kb_file, dflt, log_file, cfg.paraphraser)
             try:
-                caching = CachingTarget(http, store, identity=target_identity(cfg, prof_name, prof, defense))
-                with open(scores_file, "a") as fh:
-                    for m, d in tqdm(todo, desc=f"[{prof_name} / {defense}] probing", unit="doc", file=sys.stderr):
-                        target = caching.for_method(m.probe_scope, m.version)
-                        c0 = time.process_time()
-                        q0 = (http.account.queries, http.account.prompt_tokens, http.account.completion_tokens)
-                        obs = probe_document(m, d, target, caps.max_top_logprobs)
-                        res = m.score(obs, preps[defense].calibrations[m.name])
-                        cpu = time.process_time() - c0
-                        p_tok, c_tok = obs.tokens_used()
-                        row = {
-                            "profile": prof_name, "defense": defense, "method": m.name, "doc_id": d.id,
-                            "label": labels[d.id], "score": res.score, "decision": res.decision,
-                            "reason": res.reason, "queries": obs.queries, "failed": obs.failed,
-                            "prompt_tokens": p_tok, "completion_tokens": c_tok, "auditor_cpu_s": cpu,
-                            "sent_queries": http.account.queries - q0[0],
-                            "retrieval_hit": retrieval_hit(obs.responses, d.id),
-                            "shadow_defense": defense if defense in cfg.shadow_defenses else None,
-                            "evidence": _small_evidence(res),
-                        }
-                        fh.write(json.dumps(row) + "\n")
-                        fh.flush()
+                identity = target_identity(cfg, prof_name, prof, defense)
+                for m in methods:
+                    docs = [d for mm, d in todo if mm is m]
+                    if not docs:
+                        continue
+                    t_leg, c_leg = time.time(), time.process_time()
+                    bar = tqdm(total=len(docs), desc=f"[{prof_name} / {defense}] {m.name}", unit="doc",
+                               file=sys.stderr)
+                    probe_leg(m, docs, lambda m=m: CachingTarget(http, store, m.probe_scope, m.version,
+                                                                  stats=CacheStats(), identity=identity),
+                              preps[defense].calibrations[m.name], caps.max_top_logprobs,
+                              documents_at_once(cfg), bar, scores_file,
+                              {"profile": prof_name, "defense": defense, "labels": labels,
+                               "shadow_defense": defense if defense in cfg.shadow_defenses else None})
+                    bar.close()
+                    timings["per_leg"][f"{prof_name}/{defense}/{m.name}"] = {
+                        "wall_s": time.time() - t_leg, "auditor_cpu_s": time.process_time() - c_leg,
+                        "documents": len(docs)}
             finally:
                 http.stop()
             timings["per_defense_s"][defense if prof_name == "completion" else f"{prof_name}/{defense}"] = \

@@ -44,12 +44,24 @@ def server_ready(api: str, root_url: str, key: str = BENCH_KEY) -> bool:
 #: how the benchmark ran before session 26
 BATCHED = (4, 8)
 CLIENT_CONCURRENCY, SERVER_MAX_BATCH = BATCHED
+#: the most requests the server answers together when several documents are probed at once
+#: (``BenchConfig.documents_at_once``): the reference RAG's ``decode_batch_size``
+MAX_SERVER_BATCH = 16
 
 
-def set_batching(one_at_a_time: bool) -> None:
-    """Serve and send one request at a time, or batched (``BATCHED``), from now on."""
+def set_batching(one_at_a_time: bool, documents_at_once: int = 1) -> None:
+    """Serve and send one request at a time, or batched (``BATCHED``), from now on.
+
+    With several documents probed at once the server may gather all their
+    requests in flight (4 per document) into one batch, up to ``MAX_SERVER_BATCH``.
+    """
     global CLIENT_CONCURRENCY, SERVER_MAX_BATCH
-    CLIENT_CONCURRENCY, SERVER_MAX_BATCH = (1, 1) if one_at_a_time else BATCHED
+    if one_at_a_time:
+        CLIENT_CONCURRENCY, SERVER_MAX_BATCH = 1, 1
+    else:
+        conc, batch = BATCHED
+        CLIENT_CONCURRENCY = conc
+        SERVER_MAX_BATCH = min(MAX_SERVER_BATCH, max(batch, conc * documents_at_once))
 
 
 class ServedTarget:

@@ -1,0 +1,133 @@
+"""Several documents of one method probed at the same time in the benchmark (``probe_leg``)."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+import shadow.bench.served as served
+from audit_core.documents import Document
+from audit_core.methods.base import MembershipMethod, MethodResult, Observation, send_all
+from audit_core.store import Store
+from audit_core.target.base import ChatRequest, Completion, Target, Usage
+from audit_core.target.caching import CacheStats, CachingTarget
+from shadow.bench.runner import BenchConfig, documents_at_once, probe_leg
+
+
+class SlowEcho(Target):
+    """Echoes the request after a pause; records how many requests were in flight at once."""
+
+    name = "http://fake.local/v1 slow echo"
+    max_concurrency = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    def complete(self, request: ChatRequest) -> Completion:
+        with self._lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        time.sleep(0.05)
+        with self._lock:
+            self.in_flight -= 1
+        self.account.record(Usage(5, 1))
+        return Completion(request.messages[-1][1].upper(), None, Usage(5, 1))
+
+
+class TwoProbes(MembershipMethod):
+    """Two requests per document; the score is 1 when the answers echo the document."""
+
+    name = "two_probes"
+
+    def probe(self, doc: Document, target: Target) -> Observation:
+        obs = Observation(self.name, doc.id)
+        reqs = [ChatRequest.chat([{"role": "user", "content": f"{doc.text} #{i}"}], max_tokens=4) for i in (1, 2)]
+        send_all(target, reqs, obs)
+        return obs
+
+    def score(self, obs: Observation, calibration) -> MethodResult:
+        echoed = all(r and r["text"].startswith(obs.doc_id.upper()) for r in obs.responses)
+        return MethodResult(self.name, obs.doc_id, 1.0 if echoed else 0.0, echoed)
+
+
+class Bar:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def update(self, k: int) -> None:
+        self.n += k
+
+
+def _leg(tmp_path, at_once: int, store: Store, target: SlowEcho, docs: list[Document]) -> list[dict]:
+    scores = tmp_path / f"scores-{at_once}.jsonl"
+    bar = Bar()
+    method = TwoProbes()
+    probe_leg(method, docs, lambda: CachingTarget(target, store, method.probe_scope, method.version,
+                                                  stats=CacheStats(), identity="echo"),
+              None, 0, at_once, bar, scores,
+              {"profile": "completion", "defense": "none", "labels": {d.id: 1 for d in docs}, "shadow_defense": None})
+    assert bar.n == len(docs)
+    return [json.loads(x) for x in scores.read_text().splitlines()]
+
+
+def test_documents_side_by_side_give_each_document_its_own_row_and_count(tmp_path):
+    docs = [Document(f"doc{i}", f"doc{i} says something") for i in range(8)]
+    target = SlowEcho()
+    store = Store(tmp_path / "answers.sqlite")
+    rows = _leg(tmp_path, 4, store, target, docs)
+    # several documents' requests were in flight together (one document sends at most its two)
+    assert target.most_in_flight > 2
+    assert sorted(r["doc_id"] for r in rows) == sorted(d.id for d in docs)
+    assert all(r["score"] == 1.0 and r["queries"] == 2 for r in rows)
+    # each row counts its own document's requests, although the documents ran side by side
+    assert [r["sent_queries"] for r in rows] == [2] * len(docs)
+    assert target.account.queries == 2 * len(docs)
+
+    # one at a time, on the same store: every answer is found there, nothing is sent again
+    again = _leg(tmp_path, 1, store, SlowEcho(), docs)
+    assert [r["sent_queries"] for r in again] == [0] * len(docs)
+    assert {r["doc_id"]: r["score"] for r in again} == {r["doc_id"]: r["score"] for r in rows}
+
+
+def test_one_document_at_a_time_never_overlaps(tmp_path):
+    docs = [Document(f"doc{i}", f"doc{i} says something") for i in range(4)]
+    target = SlowEcho()
+    _leg(tmp_path, 1, Store(tmp_path / "answers.sqlite"), target, docs)
+    assert target.most_in_flight <= 2
+
+
+def test_a_failure_in_one_document_stops_the_leg(tmp_path):
+    class Broken(TwoProbes):
+        def score(self, obs, calibration):
+            if obs.doc_id == "doc2":
+                raise RuntimeError("scoring failed")
+            return super().score(obs, calibration)
+
+    docs = [Document(f"doc{i}", f"doc{i} text") for i in range(4)]
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        probe_leg(Broken(), docs, lambda: CachingTarget(SlowEcho(), Store(tmp_path / "a.sqlite"), "b", "1",
+                                                         stats=CacheStats(), identity="echo"),
+                  None, 0, 3, Bar(), tmp_path / "s.jsonl",
+                  {"profile": "p", "defense": "none", "labels": {d.id: 0 for d in docs}, "shadow_defense": None})
+
+
+def test_documents_at_once_sets_the_server_batch_and_yields_to_one_at_a_time():
+    assert documents_at_once(BenchConfig(documents_at_once=4)) == 4
+    assert documents_at_once(BenchConfig(documents_at_once=4, one_at_a_time=True)) == 1
+    with pytest.raises(ValueError):
+        documents_at_once(BenchConfig(documents_at_once=0))
+    try:
+        served.set_batching(False, 4)
+        # four documents' requests in flight (4 each) fit one server batch, up to the reference RAG's decode batch
+        assert served.SERVER_MAX_BATCH == served.MAX_SERVER_BATCH == 16
+        served.set_batching(False, 1)
+        assert (served.CLIENT_CONCURRENCY, served.SERVER_MAX_BATCH) == served.BATCHED
+        served.set_batching(True, 4)
+        assert (served.CLIENT_CONCURRENCY, served.SERVER_MAX_BATCH) == (1, 1)
+    finally:
+        served.set_batching(False)
