@@ -426,7 +426,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                     docs = [d for mm, d in todo if mm is m]
                     if not docs:
                         continue
-                    t_leg, c_leg = time.time(), time.process_time()
+                    t_leg, c_leg, s_leg = time.time(), time.process_time(), getattr(http, "start_s", 0.0)
                     bar = tqdm(total=len(docs), desc=f"[{prof_name} / {defense}] {m.name}", unit="doc",
                                file=sys.stderr)
                     probe_leg(m, docs, lambda m=m: CachingTarget(http, store, m.probe_scope, m.version,
@@ -438,7 +438,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                     bar.close()
                     timings["per_leg"][f"{prof_name}/{defense}/{m.name}"] = {
                         "wall_s": time.time() - t_leg, "auditor_cpu_s": time.process_time() - c_leg,
-                        "documents": len(docs)}
+                        "documents": len(docs), "server_start_s": getattr(http, "start_s", 0.0) - s_leg}
             finally:
                 http.stop()
             timings["per_defense_s"][defense if prof_name == "completion" else f"{prof_name}/{defense}"] = \

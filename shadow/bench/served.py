@@ -131,6 +131,9 @@ class LazyServedTarget(Target):
         self._lock = threading.Lock()
         self.server: ServedTarget | None = None
         self._http: Target | None = None
+        #: seconds spent starting the server (loading the models, indexing the knowledge base), so
+        #: that a benchmark leg's time can be told from the start-up it happened to pay
+        self.start_s = 0.0
 
     def _client(self) -> Target:
         from audit_core.target.openai_compat import OpenAITarget
@@ -139,7 +142,9 @@ class LazyServedTarget(Target):
             if self._http is None:
                 import shadow.bench.served as served  # looked up at call time: tests replace it
 
+                t0 = time.time()
                 self.server = served.ServedTarget(*self._args)
+                self.start_s += time.time() - t0
                 if self.server.api == "custom":
                     http = custom_api_client(self.server.base_url)
                 else:

@@ -109,9 +109,9 @@ def test_a_failure_in_one_document_stops_the_leg(tmp_path):
             return super().score(obs, calibration)
 
     docs = [Document(f"doc{i}", f"doc{i} text") for i in range(4)]
+    store, target = Store(tmp_path / "a.sqlite"), SlowEcho()
     with pytest.raises(RuntimeError, match="scoring failed"):
-        probe_leg(Broken(), docs, lambda: CachingTarget(SlowEcho(), Store(tmp_path / "a.sqlite"), "b", "1",
-                                                         stats=CacheStats(), identity="echo"),
+        probe_leg(Broken(), docs, lambda: CachingTarget(target, store, "b", "1", stats=CacheStats(), identity="echo"),
                   None, 0, 3, Bar(), tmp_path / "s.jsonl",
                   {"profile": "p", "defense": "none", "labels": {d.id: 0 for d in docs}, "shadow_defense": None})
 
@@ -131,3 +131,34 @@ def test_documents_at_once_sets_the_server_batch_and_yields_to_one_at_a_time():
         assert (served.CLIENT_CONCURRENCY, served.SERVER_MAX_BATCH) == (1, 1)
     finally:
         served.set_batching(False)
+
+
+def _projection_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_projection.py"
+    spec = importlib.util.spec_from_file_location("bench_projection", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_slice_projects_each_leg_per_document_and_pays_the_server_start_once():
+    proj = _projection_script()
+    results = {"timings": {
+        "per_leg": {"completion/none/srag": {"wall_s": 40.0, "documents": 4, "server_start_s": 20.0},
+                    "completion/none/mba": {"wall_s": 8.0, "documents": 4, "server_start_s": 0.0},
+                    "completion/mirabel/srag": {"wall_s": 30.0, "documents": 4, "server_start_s": 10.0}},
+        "per_defense_s": {"none": 60.0, "mirabel": 100.0}, "shadow_preparation_s": 30.0, "documents_at_once": 4}}
+    p = proj.projection(results, 100)
+    legs = {(r["defense"], r["method"]): r for r in p["legs"]}
+    # the 20 s the first leg spent starting the server are not multiplied by 25
+    assert legs["none", "srag"]["projected_s"] == 500.0 and legs["none", "mba"]["projected_s"] == 200.0
+    # once per defense: the server's start, and what ran outside the legs (Mirabel's honest questions: 70 s)
+    assert p["defenses"]["none"]["fixed_s"] == 32.0
+    assert p["defenses"]["mirabel"]["fixed_s"] == 80.0 and p["defenses"]["mirabel"]["projected_s"] == 580.0
+    assert p["projected_total_s"] == 30.0 + 732.0 + 580.0
+    assert "| none | srag | 5.0 | 8.3 |" in proj.markdown(p)
+    with pytest.raises(ValueError, match="per-leg"):
+        proj.projection({"timings": {"wall_s": 5.0}}, 100)
