@@ -71,8 +71,9 @@ class BenchConfig:
     #: their requests together (``shadow.serve_batch``): a decoding step on a CPU costs about the same for
     #: one sequence as for several. 1: one document after another, as runs before session 36.
     #: ``one_at_a_time`` implies 1. Answers equal the one-document answers up to float rounding (on the
-    #: 56 method-document pairs timed in BENCHMARKS.md, session 36, every score was the same); 4 took
-    #: 0.59 of the time 1 took there, 8 no less than 4
+    #: 56 method-document pairs timed in BENCHMARKS.md, session 36, every score was the same); there
+    #: the legs of the methods that generate took 0.59 of the time at 4 (S-RAG's one-token probes gain
+    #: nothing), and 8 no less than 4
     documents_at_once: int = 4
     #: which section of BENCHMARKS.md the run's table goes to: "full", "quick", "zoo",
     #: or any other name for an experiment of one's own ("<mode> membership benchmark")
