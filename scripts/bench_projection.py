@@ -8,7 +8,11 @@ the full size; what does not grow with the documents (starting the reference
 server, Mirabel's honest questions: a defense's seconds outside its legs) and
 the shadow preparation are added once.
 
-    python scripts/bench_projection.py runs/<slice>/results.json --documents 100
+    python scripts/bench_projection.py runs/<slice>/results.json [runs/<slice2>/results.json ...] --documents 100
+
+Several slices (other methods of the same benchmark, run apart) add up their
+legs; each started its own servers, so a defense's once-only seconds are
+the largest any slice paid, not their sum.
 
 Assumes the slice ran as the full run would (same machine, idle, same
 ``documents_at_once``) and that a document's cost does not depend on how
@@ -23,36 +27,44 @@ import sys
 from pathlib import Path
 
 
-def projection(results: dict, documents: int) -> dict:
+def projection(results: dict | list[dict], documents: int) -> dict:
     """Per leg and per defense: measured seconds and the projection to ``documents`` documents."""
-    t = results.get("timings") or {}
-    legs = t.get("per_leg") or {}
-    if not legs:
-        raise ValueError("the results have no per-leg timings (runs before session 36 did not record them)")
-    rows, per_defense = [], {}
-    for name, leg in legs.items():
-        prof, defense, method = name.split("/", 2)
-        n = max(1, int(leg["documents"]))
-        start = float(leg.get("server_start_s") or 0.0)  # the leg that started the server paid it once
-        probing = max(0.0, leg["wall_s"] - start)
-        projected = probing / n * documents
-        rows.append({"profile": prof, "defense": defense, "method": method, "documents": n,
-                     "wall_s": leg["wall_s"], "server_start_s": start, "s_per_document": probing / n,
-                     "projected_s": projected})
-        key = defense if prof == "completion" else f"{prof}/{defense}"
-        d = per_defense.setdefault(key, {"legs_s": 0.0, "server_start_s": 0.0, "projected_legs_s": 0.0})
-        d["legs_s"] += leg["wall_s"]
-        d["server_start_s"] += start
-        d["projected_legs_s"] += projected
-    for key, d in per_defense.items():
-        measured = (t.get("per_defense_s") or {}).get(key, d["legs_s"])
-        # paid once per defense: the server's start and what ran outside the legs (Mirabel's honest questions)
-        d["fixed_s"] = max(0.0, measured - d["legs_s"]) + d["server_start_s"]
+    runs = [results] if isinstance(results, dict) else list(results)
+    rows, per_defense, prep, at_once = [], {}, 0.0, None
+    for res in runs:
+        t = res.get("timings") or {}
+        legs = t.get("per_leg") or {}
+        if not legs:
+            raise ValueError("the results have no per-leg timings (runs before session 36 did not record them)")
+        prep += float(t.get("shadow_preparation_s") or 0.0)
+        at_once = at_once or t.get("documents_at_once")
+        mine: dict[str, dict] = {}
+        for name, leg in legs.items():
+            prof, defense, method = name.split("/", 2)
+            n = max(1, int(leg["documents"]))
+            start = float(leg.get("server_start_s") or 0.0)  # the leg that started the server paid it once
+            probing = max(0.0, leg["wall_s"] - start)
+            projected = probing / n * documents
+            rows.append({"profile": prof, "defense": defense, "method": method, "documents": n,
+                         "wall_s": leg["wall_s"], "server_start_s": start, "s_per_document": probing / n,
+                         "projected_s": projected})
+            key = defense if prof == "completion" else f"{prof}/{defense}"
+            d = mine.setdefault(key, {"legs_s": 0.0, "server_start_s": 0.0, "projected_legs_s": 0.0})
+            d["legs_s"] += leg["wall_s"]
+            d["server_start_s"] += start
+            d["projected_legs_s"] += projected
+        for key, d in mine.items():
+            measured = (t.get("per_defense_s") or {}).get(key, d["legs_s"])
+            # paid once per defense: the server's start and what ran outside the legs (Mirabel's honest questions)
+            fixed = max(0.0, measured - d["legs_s"]) + d["server_start_s"]
+            total = per_defense.setdefault(key, {"projected_legs_s": 0.0, "fixed_s": 0.0})
+            total["projected_legs_s"] += d["projected_legs_s"]
+            total["fixed_s"] = max(total["fixed_s"], fixed)
+    for d in per_defense.values():
         d["projected_s"] = d["projected_legs_s"] + d["fixed_s"]
-    prep = float(t.get("shadow_preparation_s") or 0.0)
     return {"documents": documents, "legs": rows, "defenses": per_defense, "shadow_preparation_s": prep,
             "projected_total_s": prep + sum(d["projected_s"] for d in per_defense.values()),
-            "documents_at_once": t.get("documents_at_once")}
+            "documents_at_once": at_once}
 
 
 def markdown(p: dict) -> str:
@@ -73,12 +85,12 @@ def markdown(p: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("results", help="results.json of the slice")
+    ap.add_argument("results", nargs="+", help="results.json of the slice (several: their legs add up)")
     ap.add_argument("--documents", type=int, default=100, help="documents per leg at full size (50 + 50)")
     ap.add_argument("--json", help="also write the projection here")
     args = ap.parse_args(argv)
     try:
-        p = projection(json.loads(Path(args.results).read_text()), args.documents)
+        p = projection([json.loads(Path(f).read_text()) for f in args.results], args.documents)
     except (OSError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -160,5 +160,12 @@ def test_a_slice_projects_each_leg_per_document_and_pays_the_server_start_once()
     assert p["defenses"]["mirabel"]["fixed_s"] == 80.0 and p["defenses"]["mirabel"]["projected_s"] == 580.0
     assert p["projected_total_s"] == 30.0 + 732.0 + 580.0
     assert "| none | srag | 5.0 | 8.3 |" in proj.markdown(p)
+    # a second slice with other methods, run apart: its legs add up, its server start is not paid twice
+    other = {"timings": {"per_leg": {"completion/none/mink": {"wall_s": 24.0, "documents": 4, "server_start_s": 20.0}},
+                         "per_defense_s": {"none": 24.0}, "shadow_preparation_s": 5.0}}
+    both = proj.projection([results, other], 100)
+    assert both["defenses"]["none"]["projected_legs_s"] == 700.0 + 100.0
+    assert both["defenses"]["none"]["fixed_s"] == 32.0
+    assert both["projected_total_s"] == p["projected_total_s"] + 100.0 + 5.0
     with pytest.raises(ValueError, match="per-leg"):
         proj.projection({"timings": {"wall_s": 5.0}}, 100)
