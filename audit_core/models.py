@@ -323,13 +323,20 @@ def load_causal_lm(name: str) -> LocalLM:
     return LocalLM(name=name, model=model, tokenizer=tok, has_chat_template=chat, lock=threading.Lock())
 
 
+#: one embedding at a time: a fast tokenizer shared by threads (documents probed side by side in the
+#: benchmark) can fail with "Already borrowed" when two calls set its padding at once
+_EMBED_LOCK = threading.Lock()
+
+
 def embed(texts: Sequence[str], name: str = DEFAULT_EMBEDDER, batch_size: int = 32) -> Any:
     """Unit-norm embeddings of ``texts`` (a numpy array, one row per text): a dot product is their cosine.
 
     The one way the methods and the shadow RAG embed text, with the embedder loaded once (``load_embedder``).
     """
-    return load_embedder(name).encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
-                                      convert_to_numpy=True, show_progress_bar=False)
+    model = load_embedder(name)
+    with _EMBED_LOCK:
+        return model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+                            convert_to_numpy=True, show_progress_bar=False)
 
 
 @_one_load_at_a_time(DEFAULT_EMBEDDER)

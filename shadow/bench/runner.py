@@ -298,14 +298,15 @@ def probe_leg(m, docs: list[Document], new_target, calibration, top_k: int, at_o
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    lock = threading.Lock()
+    lock, score_lock = threading.Lock(), threading.Lock()
     clock = time.process_time if at_once == 1 else time.thread_time
 
     def one(d: Document) -> None:
         target = new_target()
         c0 = clock()
         obs = probe_document(m, d, target, top_k)
-        res = m.score(obs, calibration)
+        with score_lock:  # probes overlap; scoring (a fitted classifier, the embedder) goes one at a time
+            res = m.score(obs, calibration)
         cpu = clock() - c0
         p_tok, c_tok = obs.tokens_used()
         row = {

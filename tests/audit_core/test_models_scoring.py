@@ -261,3 +261,34 @@ def test_embedder_loads_offline_and_embeds():
     assert v.shape == (3, 384)
     sim = v @ v.T
     assert sim[0, 1] > sim[0, 2]
+
+
+def test_threads_embed_one_at_a_time(monkeypatch):
+    """Documents probed side by side share one embedder, whose fast tokenizer must not be entered twice."""
+    import threading
+    import time
+
+    import numpy as np
+
+    from audit_core import models
+
+    state = {"inside": 0, "most": 0}
+    guard = threading.Lock()
+
+    class Encoder:
+        def encode(self, texts, **kw):
+            with guard:
+                state["inside"] += 1
+                state["most"] = max(state["most"], state["inside"])
+            time.sleep(0.02)
+            with guard:
+                state["inside"] -= 1
+            return np.ones((len(texts), 3))
+
+    monkeypatch.setattr(models, "load_embedder", lambda name=models.DEFAULT_EMBEDDER: Encoder())
+    threads = [threading.Thread(target=models.embed, args=([f"text {i}"],)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert state["most"] == 1

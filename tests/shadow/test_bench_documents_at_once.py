@@ -44,6 +44,11 @@ class TwoProbes(MembershipMethod):
 
     name = "two_probes"
 
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self.scoring = 0
+        self.most_scoring = 0
+
     def probe(self, doc: Document, target: Target) -> Observation:
         obs = Observation(self.name, doc.id)
         reqs = [ChatRequest.chat([{"role": "user", "content": f"{doc.text} #{i}"}], max_tokens=4) for i in (1, 2)]
@@ -51,6 +56,12 @@ class TwoProbes(MembershipMethod):
         return obs
 
     def score(self, obs: Observation, calibration) -> MethodResult:
+        with self._guard:
+            self.scoring += 1
+            self.most_scoring = max(self.most_scoring, self.scoring)
+        time.sleep(0.01)
+        with self._guard:
+            self.scoring -= 1
         echoed = all(r and r["text"].startswith(obs.doc_id.upper()) for r in obs.responses)
         return MethodResult(self.name, obs.doc_id, 1.0 if echoed else 0.0, echoed)
 
@@ -67,6 +78,7 @@ def _leg(tmp_path, at_once: int, store: Store, target: SlowEcho, docs: list[Docu
     scores = tmp_path / f"scores-{at_once}.jsonl"
     bar = Bar()
     method = TwoProbes()
+    _leg.last_method = method
     probe_leg(method, docs, lambda: CachingTarget(target, store, method.probe_scope, method.version,
                                                   stats=CacheStats(), identity="echo"),
               None, 0, at_once, bar, scores,
@@ -80,8 +92,10 @@ def test_documents_side_by_side_give_each_document_its_own_row_and_count(tmp_pat
     target = SlowEcho()
     store = Store(tmp_path / "answers.sqlite")
     rows = _leg(tmp_path, 4, store, target, docs)
-    # several documents' requests were in flight together (one document sends at most its two)
+    # several documents' requests were in flight together (one document sends at most its two),
+    # but their scores were computed one at a time (a fitted classifier, the embedder)
     assert target.most_in_flight > 2
+    assert _leg.last_method.most_scoring == 1
     assert sorted(r["doc_id"] for r in rows) == sorted(d.id for d in docs)
     assert all(r["score"] == 1.0 and r["queries"] == 2 for r in rows)
     # each row counts its own document's requests, although the documents ran side by side
