@@ -16,6 +16,22 @@ from audit_core.target.caching import CacheStats, CachingTarget
 from shadow.bench.runner import BenchConfig, documents_at_once, probe_leg
 
 
+class Overlap:
+    """Counts how many threads are inside a block at once (``most``), each staying ``pause_s``."""
+
+    def __init__(self, pause_s: float) -> None:
+        self.pause_s, self.inside, self.most = pause_s, 0, 0
+        self._lock = threading.Lock()
+
+    def visit(self) -> None:
+        with self._lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+        time.sleep(self.pause_s)
+        with self._lock:
+            self.inside -= 1
+
+
 class SlowEcho(Target):
     """Echoes the request after a pause; records how many requests were in flight at once."""
 
@@ -24,17 +40,10 @@ class SlowEcho(Target):
 
     def __init__(self) -> None:
         super().__init__()
-        self._lock = threading.Lock()
-        self.in_flight = 0
-        self.most_in_flight = 0
+        self.requests = Overlap(0.05)
 
     def complete(self, request: ChatRequest) -> Completion:
-        with self._lock:
-            self.in_flight += 1
-            self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        time.sleep(0.05)
-        with self._lock:
-            self.in_flight -= 1
+        self.requests.visit()
         self.account.record(Usage(5, 1))
         return Completion(request.messages[-1][1].upper(), None, Usage(5, 1))
 
@@ -45,9 +54,7 @@ class TwoProbes(MembershipMethod):
     name = "two_probes"
 
     def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self.scoring = 0
-        self.most_scoring = 0
+        self.scoring = Overlap(0.01)
 
     def probe(self, doc: Document, target: Target) -> Observation:
         obs = Observation(self.name, doc.id)
@@ -56,12 +63,7 @@ class TwoProbes(MembershipMethod):
         return obs
 
     def score(self, obs: Observation, calibration) -> MethodResult:
-        with self._guard:
-            self.scoring += 1
-            self.most_scoring = max(self.most_scoring, self.scoring)
-        time.sleep(0.01)
-        with self._guard:
-            self.scoring -= 1
+        self.scoring.visit()
         echoed = all(r and r["text"].startswith(obs.doc_id.upper()) for r in obs.responses)
         return MethodResult(self.name, obs.doc_id, 1.0 if echoed else 0.0, echoed)
 
@@ -94,8 +96,8 @@ def test_documents_side_by_side_give_each_document_its_own_row_and_count(tmp_pat
     rows = _leg(tmp_path, 4, store, target, docs)
     # several documents' requests were in flight together (one document sends at most its two),
     # but their scores were computed one at a time (a fitted classifier, the embedder)
-    assert target.most_in_flight > 2
-    assert _leg.last_method.most_scoring == 1
+    assert target.requests.most > 2
+    assert _leg.last_method.scoring.most == 1
     assert sorted(r["doc_id"] for r in rows) == sorted(d.id for d in docs)
     assert all(r["score"] == 1.0 and r["queries"] == 2 for r in rows)
     # each row counts its own document's requests, although the documents ran side by side
@@ -112,7 +114,7 @@ def test_one_document_at_a_time_never_overlaps(tmp_path):
     docs = [Document(f"doc{i}", f"doc{i} says something") for i in range(4)]
     target = SlowEcho()
     _leg(tmp_path, 1, Store(tmp_path / "answers.sqlite"), target, docs)
-    assert target.most_in_flight <= 2
+    assert target.requests.most <= 2
 
 
 def test_a_failure_in_one_document_stops_the_leg(tmp_path):
