@@ -138,9 +138,10 @@ class CachingTarget(Target):
     def sent(self) -> int:
         return self.stats.sent
 
-    def for_method(self, method: str, version: str = "") -> "CachingTarget":
-        """A view that stores answers under another method scope, sharing counters."""
-        return CachingTarget(self.inner, self.store, method, version, self.stats, self.identity,
+    def for_method(self, method: str, version: str = "", stats: CacheStats | None = None) -> "CachingTarget":
+        """A view that stores answers under another method scope, sharing counters (or counting in ``stats``)."""
+        return CachingTarget(self.inner, self.store, method, version, self.stats if stats is None else stats,
+                             self.identity,
                              run_id=self.run_id, reuse_days=self.reuse_days, cred_id=self.cred_id)
 
     def freshness(self) -> dict:

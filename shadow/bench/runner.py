@@ -342,7 +342,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     from shadow.bench.report import finish
     from shadow.corpus import write_jsonl
 
-    served.set_batching(cfg.one_at_a_time, documents_at_once(cfg))
+    at_once = documents_at_once(cfg)
+    served.set_batching(cfg.one_at_a_time, at_once)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
@@ -355,7 +356,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     keys = [(p, defense, m, d.id) for p in cfg.profiles for defense in cfg.defenses for m in cfg.methods
             for d in test_docs]
     timings: dict[str, Any] = {"shadow_preparation_s": 0.0, "per_defense_s": {}, "per_leg": {},
-                               "documents_at_once": documents_at_once(cfg), "rows_total": len(keys),
+                               "documents_at_once": at_once, "rows_total": len(keys),
                                "rows_from_earlier_runs": sum(k in done for k in keys)}
     info: dict[str, Any] = {}
     progress = TqdmProgress(log)
@@ -423,7 +424,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             else:
                 http = served.served_target(prof, kb_file, dflt, log_file, cfg.paraphraser)
             try:
-                identity = target_identity(cfg, prof_name, prof, defense)
+                caching = CachingTarget(http, store, identity=target_identity(cfg, prof_name, prof, defense))
                 for m in methods:
                     docs = [d for mm, d in todo if mm is m]
                     if not docs:
@@ -431,10 +432,9 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                     t_leg, c_leg, s_leg = time.time(), time.process_time(), getattr(http, "start_s", 0.0)
                     bar = tqdm(total=len(docs), desc=f"[{prof_name} / {defense}] {m.name}", unit="doc",
                                file=sys.stderr)
-                    probe_leg(m, docs, lambda m=m: CachingTarget(http, store, m.probe_scope, m.version,
-                                                                  stats=CacheStats(), identity=identity),
+                    probe_leg(m, docs, lambda m=m: caching.for_method(m.probe_scope, m.version, CacheStats()),
                               preps[defense].calibrations[m.name], caps.max_top_logprobs,
-                              documents_at_once(cfg), bar, scores_file,
+                              at_once, bar, scores_file,
                               {"profile": prof_name, "defense": defense, "labels": labels,
                                "shadow_defense": defense if defense in cfg.shadow_defenses else None})
                     bar.close()

@@ -76,28 +76,28 @@ class Bar:
         self.n += k
 
 
-def _leg(tmp_path, at_once: int, store: Store, target: SlowEcho, docs: list[Document]) -> list[dict]:
+def _leg(tmp_path, at_once: int, store: Store, target: SlowEcho,
+         docs: list[Document]) -> tuple[list[dict], TwoProbes]:
     scores = tmp_path / f"scores-{at_once}.jsonl"
     bar = Bar()
     method = TwoProbes()
-    _leg.last_method = method
-    probe_leg(method, docs, lambda: CachingTarget(target, store, method.probe_scope, method.version,
-                                                  stats=CacheStats(), identity="echo"),
+    caching = CachingTarget(target, store, identity="echo")  # as the runner: one view per document, own counts
+    probe_leg(method, docs, lambda: caching.for_method(method.probe_scope, method.version, CacheStats()),
               None, 0, at_once, bar, scores,
               {"profile": "completion", "defense": "none", "labels": {d.id: 1 for d in docs}, "shadow_defense": None})
     assert bar.n == len(docs)
-    return [json.loads(x) for x in scores.read_text().splitlines()]
+    return [json.loads(x) for x in scores.read_text().splitlines()], method
 
 
 def test_documents_side_by_side_give_each_document_its_own_row_and_count(tmp_path):
     docs = [Document(f"doc{i}", f"doc{i} says something") for i in range(8)]
     target = SlowEcho()
     store = Store(tmp_path / "answers.sqlite")
-    rows = _leg(tmp_path, 4, store, target, docs)
+    rows, method = _leg(tmp_path, 4, store, target, docs)
     # several documents' requests were in flight together (one document sends at most its two),
     # but their scores were computed one at a time (a fitted classifier, the embedder)
     assert target.requests.most > 2
-    assert _leg.last_method.scoring.most == 1
+    assert method.scoring.most == 1
     assert sorted(r["doc_id"] for r in rows) == sorted(d.id for d in docs)
     assert all(r["score"] == 1.0 and r["queries"] == 2 for r in rows)
     # each row counts its own document's requests, although the documents ran side by side
@@ -105,7 +105,7 @@ def test_documents_side_by_side_give_each_document_its_own_row_and_count(tmp_pat
     assert target.account.queries == 2 * len(docs)
 
     # one at a time, on the same store: every answer is found there, nothing is sent again
-    again = _leg(tmp_path, 1, store, SlowEcho(), docs)
+    again, _ = _leg(tmp_path, 1, store, SlowEcho(), docs)
     assert [r["sent_queries"] for r in again] == [0] * len(docs)
     assert {r["doc_id"]: r["score"] for r in again} == {r["doc_id"]: r["score"] for r in rows}
 
@@ -127,7 +127,8 @@ def test_a_failure_in_one_document_stops_the_leg(tmp_path):
     docs = [Document(f"doc{i}", f"doc{i} text") for i in range(4)]
     store, target = Store(tmp_path / "a.sqlite"), SlowEcho()
     with pytest.raises(RuntimeError, match="scoring failed"):
-        probe_leg(Broken(), docs, lambda: CachingTarget(target, store, "b", "1", stats=CacheStats(), identity="echo"),
+        caching = CachingTarget(target, store, identity="echo")
+        probe_leg(Broken(), docs, lambda: caching.for_method("b", "1", CacheStats()),
                   None, 0, 3, Bar(), tmp_path / "s.jsonl",
                   {"profile": "p", "defense": "none", "labels": {d.id: 0 for d in docs}, "shadow_defense": None})
 
