@@ -156,6 +156,13 @@ class LocalLM:
     def vocab_size(self) -> int:
         return int(self.model.get_output_embeddings().weight.shape[0])
 
+    @functools.cached_property
+    def greedy_head(self):
+        """The output layer with a bfloat16 screen for greedy steps that read no logprobs (``greedy_head``)."""
+        from audit_core.greedy_head import GreedyHead
+
+        return GreedyHead.of(self.model)
+
 
 def _looks_like_hub_id(name: str) -> bool:
     return "/" in name or Path(name).exists()

@@ -33,7 +33,7 @@ class TokenScore:
     text: str  # decoded token, with its leading space if any
     start: int  # character span in the scored / generated text
     end: int
-    logprob: float | None  # None: nothing to condition on (first token, no BOS)
+    logprob: float | None  # None: nothing to condition on (first token, no BOS), or not asked for (generation)
     top: list[tuple[str, float]] = field(default_factory=list)  # alternatives, best first
     # 1 + number of vocabulary entries more probable than this token (1 = the
     # model's first choice); filled only when scoring with ranks=True
@@ -289,38 +289,48 @@ def generate_ids(
     top_logprobs: int = 0,
     seed: int | None = 0,
     prefix_cache: "PrefixCache | None" = None,
+    logprobs: bool = True,
 ) -> Generation:
     """Greedy (default) or sampled generation with per-token logprobs and top alternatives.
 
     A manual loop over the KV cache, so that logprobs come from the full
     distribution of every step. ``prefix_cache`` reuses the key/value states
-    of the longest common prefix with recent prompts.
+    of the longest common prefix with recent prompts. ``logprobs=False``
+    (greedy only): the caller reads no token's logprob, so each step computes
+    only the greedy token (``greedy_head``, the same token for a third of the
+    output layer's cost) and the tokens' ``logprob`` is None.
     """
     if not prompt_ids:
         raise ValueError("empty prompt")
     gen = torch.Generator().manual_seed(seed) if (temperature > 0 and seed is not None) else None
+    screened = not logprobs and temperature <= 0 and not top_logprobs
+    head = lm.greedy_head
     eos = set(_eos_ids(lm))
     out_ids: list[int] = []
     tokens: list[TokenScore] = []
     text = ""
     finish = "length"
     with lm.lock, torch.inference_mode():
-        past, logits = _prefill(lm, prompt_ids, prefix_cache)
+        past, hidden = _prefill(lm, prompt_ids, prefix_cache)
         for _ in range(max_new_tokens):
-            logp = torch.log_softmax(logits.float(), dim=-1)
-            nxt = _sample(logits.float(), temperature, gen)
+            if screened:
+                nxt, lp, top = head.argmax(hidden)[0], None, []
+            else:
+                logits = head.logits(hidden)
+                logp = torch.log_softmax(logits, dim=-1)
+                nxt = _sample(logits, temperature, gen)
+                lp, top = float(logp[nxt]), _top_from_logprobs(lm, logp, top_logprobs)
             if nxt in eos:
                 finish = "stop"
                 break
             piece = _decode_token(lm, nxt)
-            tokens.append(TokenScore(nxt, piece, len(text), len(text) + len(piece), float(logp[nxt]),
-                                     _top_from_logprobs(lm, logp, top_logprobs)))
+            tokens.append(TokenScore(nxt, piece, len(text), len(text) + len(piece), lp, top))
             text += piece
             out_ids.append(nxt)
             if len(out_ids) == max_new_tokens:
                 break
-            res = lm.model(input_ids=torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
-            past, logits = res.past_key_values, res.logits[0, -1]
+            res = lm.model.base_model(input_ids=torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
+            past, hidden = res.past_key_values, res.last_hidden_state[0, -1]
     # decode the whole sequence once so multi-byte characters come out right
     full = lm.tokenizer.decode(out_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
     if full != text:
@@ -334,6 +344,7 @@ def generate_greedy_many(
     max_new_tokens: Sequence[int],
     top_logprobs: Sequence[int],
     prefix_cache: "PrefixCache | None" = None,
+    logprobs: Sequence[bool] | None = None,
 ) -> list[Generation]:
     """Greedy generation of several prompts: each prefilled alone, all decoded as one batch.
 
@@ -345,13 +356,19 @@ def generate_greedy_many(
     the new tokens of all of them come from one forward pass per step. Each
     result equals ``generate_ids(..., temperature=0)`` on its prompt up to
     float rounding (the keys carry their own positions; padding is masked).
+    ``logprobs`` (default: all True) says per prompt whether its tokens'
+    logprobs are read; a step where no active prompt needs them computes only
+    the greedy tokens (``greedy_head``).
     """
     if not prompts:
         return []
     if any(not p for p in prompts):
         raise ValueError("empty prompt")
+    wants = [True] * len(prompts) if logprobs is None else [bool(w) or bool(k) for w, k in zip(logprobs, top_logprobs)]
     if len(prompts) == 1:
-        return [generate_ids(lm, list(prompts[0]), max_new_tokens[0], 0.0, top_logprobs[0], None, prefix_cache)]
+        return [generate_ids(lm, list(prompts[0]), max_new_tokens[0], 0.0, top_logprobs[0], None, prefix_cache,
+                             logprobs=wants[0])]
+    head = lm.greedy_head
     eos = set(_eos_ids(lm))
     n = len(prompts)
     lengths = [len(p) for p in prompts]
@@ -362,30 +379,40 @@ def generate_greedy_many(
     active = [m > 0 for m in max_new_tokens]
     pad = lm.tokenizer.pad_token_id or 0
     with lm.lock, torch.inference_mode():
-        pasts, rows = [], []
+        pasts, states = [], []
         for p in prompts:
-            past, logits = _prefill(lm, list(p), prefix_cache)
+            past, hidden = _prefill(lm, list(p), prefix_cache)
             pasts.append(past)
-            rows.append(logits)
-        logits = torch.stack(rows)
+            states.append(hidden)
+        hidden = torch.stack(states)
         past, mask = _stack_left_padded(pasts, lengths)
         step = 0
         while True:
+            logits, greedy = None, {}
+            if any(a and w for a, w in zip(active, wants)):
+                # each prompt's first row as its own prefill computed it, then the batch's rows
+                logits = torch.stack([head.logits(h) for h in states]) if step == 0 else head.logits(hidden)
+            else:
+                live = [r for r in range(n) if active[r]]
+                greedy = dict(zip(live, head.argmax(hidden[live])))
             fed = []
             for r in range(n):
                 if not active[r]:
                     fed.append(pad)
                     continue
-                row = logits[r].float()
-                nxt = int(torch.argmax(row))
+                if logits is None:
+                    nxt, lp, top = greedy[r], None, []
+                else:
+                    row = logits[r].float()
+                    nxt = int(torch.argmax(row))
+                    logp = torch.log_softmax(row, dim=-1)
+                    lp, top = float(logp[nxt]), _top_from_logprobs(lm, logp, top_logprobs[r])
                 if nxt in eos:
                     finish[r], active[r] = "stop", False
                     fed.append(pad)
                     continue
-                logp = torch.log_softmax(row, dim=-1)
                 piece = _decode_token(lm, nxt)
-                tokens[r].append(TokenScore(nxt, piece, len(texts[r]), len(texts[r]) + len(piece), float(logp[nxt]),
-                                            _top_from_logprobs(lm, logp, top_logprobs[r])))
+                tokens[r].append(TokenScore(nxt, piece, len(texts[r]), len(texts[r]) + len(piece), lp, top))
                 texts[r] += piece
                 out_ids[r].append(nxt)
                 if len(out_ids[r]) >= max_new_tokens[r]:
@@ -395,9 +422,9 @@ def generate_greedy_many(
                 break
             mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype)], dim=1)
             pos = torch.tensor([[length + step] for length in lengths], dtype=torch.long)
-            res = lm.model(input_ids=torch.tensor(fed, dtype=torch.long).unsqueeze(1), attention_mask=mask,
-                           position_ids=pos, past_key_values=past, use_cache=True)
-            past, logits = res.past_key_values, res.logits[:, -1]
+            res = lm.model.base_model(input_ids=torch.tensor(fed, dtype=torch.long).unsqueeze(1),
+                                      attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
+            past, hidden = res.past_key_values, res.last_hidden_state[:, -1]
             step += 1
     gens = []
     for r in range(n):
@@ -478,8 +505,9 @@ def _prefill(lm: LocalLM, prompt_ids: list[int], prefix_cache: "PrefixCache | No
 
     The cache is a config-less ``DynamicCache``: every layer keeps all its
     states, so a sliding-window model (Gemma 3) can be rewound to any prefix
-    too (its attention masks still apply the window). Only the last position's
-    logits are computed: with a 262k vocabulary that is most of the saving.
+    too (its attention masks still apply the window). Returns the last
+    position's hidden state: the caller computes its logits, or only its greedy
+    token (``greedy_head``); with a 262k vocabulary that is most of the saving.
     """
     reuse, past = (0, None)
     if prefix_cache is not None:
@@ -493,11 +521,11 @@ def _prefill(lm: LocalLM, prompt_ids: list[int], prefix_cache: "PrefixCache | No
     else:
         reuse, past = 0, _full_cache()
     rest = torch.tensor([prompt_ids[reuse:]], dtype=torch.long)
-    res = lm.model(input_ids=rest, past_key_values=past, use_cache=True, logits_to_keep=1)
+    res = lm.model.base_model(input_ids=rest, past_key_values=past, use_cache=True)
     past = res.past_key_values
     if prefix_cache is not None:
         prefix_cache.store(prompt_ids, past)
-    return past, res.logits[0, -1]
+    return past, res.last_hidden_state[0, -1]
 
 
 class PrefixCache:
@@ -601,11 +629,11 @@ def next_token_distributions(
                     shared = reuse
                 base = cached
                 if shared > reuse:
-                    base = lm.model(input_ids=torch.tensor([first[reuse:shared]]), past_key_values=cached,
-                                    use_cache=True, logits_to_keep=1).past_key_values
+                    base = lm.model.base_model(input_ids=torch.tensor([first[reuse:shared]]),
+                                               past_key_values=cached, use_cache=True).past_key_values
         if base is None and shared > 0:
-            base = lm.model(input_ids=torch.tensor([first[:shared]]), past_key_values=_full_cache(),
-                            use_cache=True, logits_to_keep=1).past_key_values
+            base = lm.model.base_model(input_ids=torch.tensor([first[:shared]]), past_key_values=_full_cache(),
+                                       use_cache=True).past_key_values
         if prefix_cache is not None and base is not None and len(runners) > 1:
             prefix_cache.store(first[:shared], base)
         for b in range(0, len(runners), batch_size):

@@ -135,7 +135,8 @@ class QueryParaphraser:
         for b in range(0, len(todo), batch_size):
             chunk = todo[b : b + batch_size]
             gens = generate_greedy_many(self.lm, [self.prompt_ids(q) for q in chunk],
-                                        [self.max_new_tokens] * len(chunk), [0] * len(chunk), self._prefix_cache)
+                                        [self.max_new_tokens] * len(chunk), [0] * len(chunk), self._prefix_cache,
+                                        logprobs=[False] * len(chunk))
             for q, gen in zip(chunk, gens):
                 text = gen.text.strip()
                 if len(self._memo) >= self._cache_entries:

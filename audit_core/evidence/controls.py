@@ -32,7 +32,8 @@ def rewrite(text: str, lm, max_new_tokens: int | None = None) -> str:
     messages = [{"role": "system", "content": REWRITE_SYSTEM},
                 {"role": "user", "content": REWRITE_USER.format(text=text)}]
     n = max_new_tokens or min(256, int(len(text.split()) * 1.6) + 16)
-    return generate_ids(lm, encode_prompt(lm, render_chat(lm, messages)), max_new_tokens=n, temperature=0.0).text.strip()
+    return generate_ids(lm, encode_prompt(lm, render_chat(lm, messages)), max_new_tokens=n, temperature=0.0,
+                        logprobs=False).text.strip()
 
 
 def generate_controls(docs: Sequence[Document], lm=None,
