@@ -351,6 +351,9 @@ class RagSystem(Target):
         #: them does (not part of ``name``: it adds to an answer, it changes none); the shadow
         #: preparation turns it on for the methods that read sources
         self.cite_sources = False
+        #: generations kept by exact prompt (``shadow.generation_memo``); the benchmark's servers share
+        #: one per run, so a defense leg that leaves a probe's prompt as it was reuses the answer
+        self.generation_memo: "GenerationMemo | None" = None
 
     @classmethod
     def from_corpus(cls, path: str | Path, config: RagConfig | None = None,
@@ -531,13 +534,19 @@ class RagSystem(Target):
             self.account.record(failed=True)
             raise
         cache = self.prefix_cache
-        t1 = time.perf_counter()
-        gen = generate_ids(self.lm, ids, max_new_tokens=request.max_tokens, temperature=request.temperature,
-                           top_logprobs=request.top_logprobs if request.logprobs else 0,
-                           seed=request.seed, prefix_cache=cache)
-        total = time.perf_counter() - t1
-        self.last_timings = RequestTimings(t_ret, cache.last_prefill_s, max(0.0, total - cache.last_prefill_s),
-                                           cache.last_cached)
+        key = self._memo_key(request, ids)
+        gen = self.generation_memo.get(key) if key else None
+        if gen is not None:
+            self.last_timings = RequestTimings(t_ret)
+        else:
+            t1 = time.perf_counter()
+            gen = generate_ids(self.lm, ids, max_new_tokens=request.max_tokens, temperature=request.temperature,
+                               top_logprobs=request.top_logprobs if request.logprobs else 0,
+                               seed=request.seed, prefix_cache=cache, logprobs=request.logprobs)
+            total = time.perf_counter() - t1
+            self.last_timings = RequestTimings(t_ret, cache.last_prefill_s, max(0.0, total - cache.last_prefill_s),
+                                               cache.last_cached)
+            self._remember(key, gen)
         comp = self._to_completion(request, gen, record)
         self.account.record(comp.usage)
         return comp
@@ -578,6 +587,7 @@ class RagSystem(Target):
             self.last_retrieval = list(records.values())[-1]
         groups: dict[tuple[str, ...], list[tuple[int, list[int]]]] = {}
         slow: list[tuple[int, list[int]]] = []
+        keys: dict[int, str | None] = {}
         for i, rec in records.items():
             req = requests[i]
             try:
@@ -588,7 +598,15 @@ class RagSystem(Target):
                 if progress is not None:
                     progress(1)
                 continue
-            if req.max_tokens == 1 and req.temperature <= 0:
+            keys[i] = self._memo_key(req, ids)
+            known = self.generation_memo.get(keys[i]) if keys[i] else None
+            if known is not None:
+                comp = self._to_completion(req, known, rec)
+                self.account.record(comp.usage)
+                out[i] = comp
+                if progress is not None:
+                    progress(1)
+            elif req.max_tokens == 1 and req.temperature <= 0:
                 groups.setdefault(tuple(rec.doc_ids), []).append((i, ids))
             else:
                 slow.append((i, ids))
@@ -597,7 +615,9 @@ class RagSystem(Target):
             dists = next_token_distributions(self.lm, [ids for _, ids in members], top_k=k,
                                              prefix_cache=self.prefix_cache)
             for (i, ids), (top, greedy) in zip(members, dists):
-                comp = self._to_completion(requests[i], self._first_token_generation(ids, top, greedy), records[i])
+                gen = self._first_token_generation(ids, top, greedy)
+                self._remember(keys[i], gen)
+                comp = self._to_completion(requests[i], gen, records[i])
                 self.account.record(comp.usage)
                 out[i] = comp
             if progress is not None:
@@ -607,8 +627,10 @@ class RagSystem(Target):
             chunk = greedy_slow[b : b + self.config.decode_batch_size]
             reqs = [requests[i] for i, _ in chunk]
             gens = generate_greedy_many(self.lm, [ids for _, ids in chunk], [r.max_tokens for r in reqs],
-                                        [r.top_logprobs if r.logprobs else 0 for r in reqs], self.prefix_cache)
+                                        [r.top_logprobs if r.logprobs else 0 for r in reqs], self.prefix_cache,
+                                        logprobs=[r.logprobs for r in reqs])
             for (i, _), req, gen in zip(chunk, reqs, gens):
+                self._remember(keys[i], gen)
                 comp = self._to_completion(req, gen, records[i])
                 self.account.record(comp.usage)
                 out[i] = comp
@@ -620,13 +642,26 @@ class RagSystem(Target):
                 continue
             gen = generate_ids(self.lm, ids, max_new_tokens=req.max_tokens, temperature=req.temperature,
                                top_logprobs=req.top_logprobs if req.logprobs else 0, seed=req.seed,
-                               prefix_cache=self.prefix_cache)
+                               prefix_cache=self.prefix_cache, logprobs=req.logprobs)
+            self._remember(keys[i], gen)
             comp = self._to_completion(req, gen, records[i])
             self.account.record(comp.usage)
             out[i] = comp
             if progress is not None:
                 progress(1)
         return out  # type: ignore[return-value]
+
+    def _memo_key(self, request: ChatRequest, ids: list[int]) -> str | None:
+        """The generation memo's key for this prompt, or None without a memo."""
+        if self.generation_memo is None:
+            return None
+        from shadow.generation_memo import memo_key
+
+        return memo_key(self.config.generator, ids, request)
+
+    def _remember(self, key: str | None, gen: Generation) -> None:
+        if key is not None and self.generation_memo is not None:
+            self.generation_memo.put(key, gen)
 
     def _first_token_generation(self, ids: list[int], top: list[tuple[str, float]], greedy: int) -> Generation:
         """The Generation ``generate_ids`` would return for one greedy token, from its distribution."""

@@ -470,6 +470,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--api", choices=["openai", "custom"], default="openai",
                    help="openai: /v1/chat/completions; custom: the http-custom profile, POST /ask with the key "
                         "in X-Api-Key (see shadow.serve_custom and assets/targets/http_custom.yaml)")
+    p.add_argument("--generation-memo", default=None, metavar="SQLITE",
+                   help="keep generations in this file and answer a repeated prompt from it "
+                        "(the benchmark's servers share one per run; shadow.generation_memo)")
     p.add_argument("--exit-with-parent", type=int, default=None, metavar="PID",
                    help="stop when process PID (the one that started this server) is gone")
     a = p.parse_args(argv)
@@ -495,6 +498,10 @@ def main(argv: list[str] | None = None) -> None:
     else:
         config = RagConfig(generator=a.model, top_k=a.top_k, defense=a.defense, **cache)
         rag = RagSystem.from_corpus(a.corpus, config)
+    if a.generation_memo:
+        from shadow.generation_memo import GenerationMemo
+
+        rag.generation_memo = GenerationMemo(a.generation_memo)
     _ = rag.lm  # load the generator before accepting requests
     name = a.served_model_name or a.model
     log.info("serving %s over %d documents at http://%s:%d%s (auth %s, defense %s, prefix cache %s)",

@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--documents-at-once", type=int,
                     help="documents of one method probed at the same time, so that the reference server "
                          "decodes their requests together (default: BenchConfig.documents_at_once)")
+    ap.add_argument("--no-reuse-generations", action="store_true",
+                    help="every reference server computes every answer, even a prompt another defense's server "
+                         "answered in this run (slower; the same answers: BenchConfig.reuse_generations)")
     ap.add_argument("--out")
     ap.add_argument("--update-benchmarks-md", action="store_true", help="write the table into BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -119,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                 setattr(cfg, attr, getattr(args, flag))
         if args.one_at_a_time:
             cfg.one_at_a_time = True
+        if args.no_reuse_generations:
+            cfg.reuse_generations = False
         if args.aux_corpus:
             cfg.shadow.aux_corpus = args.aux_corpus
         if args.shadow_size:

@@ -27,6 +27,8 @@ DEFAULT_TARGET_CORPUS = ROOT.parent / "shared" / "data" / "genmedgpt5k.jsonl"
 DEFAULT_BENIGN_CORPUS = ROOT.parent / "shared" / "data" / "medquad.jsonl"
 #: the run folder's file of Mirabel's benign rate per profile (``benign_fpr``)
 BENIGN_FILE = "benign_fpr.json"
+#: the run folder's generation memo (``BenchConfig.reuse_generations``)
+GENERATION_MEMO_FILE = "generations.sqlite"
 ALL_METHODS = list(METHODS)
 ALL_DEFENSES = ["none", "prompt_modification", "paraphrase", "mirabel"]
 ALL_PROFILES = list(PROFILES)
@@ -75,6 +77,10 @@ class BenchConfig:
     #: the legs of the methods that generate took 0.59 of the time at 4 (S-RAG's one-token probes gain
     #: nothing), and 8 no less than 4
     documents_at_once: int = 4
+    #: the reference servers of the run keep their generations in the run folder and answer a prompt
+    #: they have answered before from there (``shadow.generation_memo``): a defense leg that leaves a
+    #: probe's prompt as it was (most of Mirabel's) costs no decoding. Answers are unchanged.
+    reuse_generations: bool = True
     #: which section of BENCHMARKS.md the run's table goes to: "full", "quick", "zoo",
     #: or any other name for an experiment of one's own ("<mode> membership benchmark")
     mode: str = "full"
@@ -346,6 +352,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     served.set_batching(cfg.one_at_a_time, at_once)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    memo = out / GENERATION_MEMO_FILE if cfg.reuse_generations else None
     t_start = time.time()
     kb, members, nonmembers = split_target_corpus(cfg)
     labels = {d.id: 1 for d in members} | {d.id: 0 for d in nonmembers}
@@ -420,9 +427,9 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             log_file = out / (f"server-{defense}.log" if prof_name == "completion" else f"server-{prof_name}-{defense}.log")
             if prof_name == "completion" and cfg.target_generator != prof.rag.generator:
                 http = served.LazyServedTarget(kb_file, cfg.target_generator, dflt, log_file,
-                                               paraphraser=cfg.paraphraser)
+                                               paraphraser=cfg.paraphraser, memo=memo)
             else:
-                http = served.served_target(prof, kb_file, dflt, log_file, cfg.paraphraser)
+                http = served.served_target(prof, kb_file, dflt, log_file, cfg.paraphraser, memo)
             try:
                 caching = CachingTarget(http, store, identity=target_identity(cfg, prof_name, prof, defense))
                 for m in methods:
@@ -446,6 +453,11 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             timings["per_defense_s"][defense if prof_name == "completion" else f"{prof_name}/{defense}"] = \
                 time.time() - t_def
     timings["wall_s"] = time.time() - t_start
+    if memo is not None and memo.exists():
+        from shadow.generation_memo import GenerationMemo
+
+        kept, reused = GenerationMemo(memo).counts()
+        timings["generation_memo"] = {"generations_kept": kept, "answers_reused": reused}
     return finish(cfg, prep_info=info, timings=timings)
 
 

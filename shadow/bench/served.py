@@ -73,7 +73,8 @@ class ServedTarget:
     """
 
     def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path,
-                 profile: str | None = None, paraphraser: str | None = None, api: str = "openai"):
+                 profile: str | None = None, paraphraser: str | None = None, api: str = "openai",
+                 memo: Path | None = None):
         self.port = _free_port()
         self.api = api
         cmd = [sys.executable, "-m", "shadow.serve", "--corpus", str(kb_file), "--port", str(self.port),
@@ -83,6 +84,8 @@ class ServedTarget:
             cmd += ["--defense", defense]
         if defense == "paraphrase" and paraphraser:
             cmd += ["--paraphraser", paraphraser]
+        if memo is not None:  # the SQLite file the servers of a run share their generations through
+            cmd += ["--generation-memo", str(memo)]
         env = dict(os.environ, RPA_SERVE_API_KEY=BENCH_KEY, PYTHONPATH=str(ROOT))
         self.log = open(log_file, "ab")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -124,10 +127,11 @@ class LazyServedTarget(Target):
         return CLIENT_CONCURRENCY  # as ``set_batching`` last set it
 
     def __init__(self, kb_file: Path, generator: str, defense: str | None, log_file: Path,
-                 profile: str | None = None, paraphraser: str | None = None, api: str = "openai"):
+                 profile: str | None = None, paraphraser: str | None = None, api: str = "openai",
+                 memo: Path | None = None):
         super().__init__()
         self.name = f"reference RAG ({profile or generator}, {defense or 'no defense'})"
-        self._args = (kb_file, generator, defense, log_file, profile, paraphraser, api)
+        self._args = (kb_file, generator, defense, log_file, profile, paraphraser, api, memo)
         self._lock = threading.Lock()
         self.server: ServedTarget | None = None
         self._http: Target | None = None
@@ -184,21 +188,22 @@ def custom_api_client(root_url: str, key: str = BENCH_KEY) -> Target:
 
 
 #: how a profile's API is served and reached, by TargetProfile.api: a function
-#: (profile, knowledge-base file, defense, log file, paraphraser) -> a Target with ``stop()``.
-#: The non-OpenAI API ("custom") registers its server and client here.
-API_SERVERS: dict[str, Callable[[TargetProfile, Path, str | None, Path, str | None], Target]] = {
-    "openai": lambda prof, kb, defense, log, para: LazyServedTarget(kb, prof.rag.generator, defense, log,
-                                                                    prof.name, para),
-    "custom": lambda prof, kb, defense, log, para: LazyServedTarget(kb, prof.rag.generator, defense, log,
-                                                                    prof.name, para, api="custom"),
+#: (profile, knowledge-base file, defense, log file, paraphraser, generation memo file) -> a Target
+#: with ``stop()``. The non-OpenAI API ("custom") registers its server and client here.
+API_SERVERS: dict[str, Callable[[TargetProfile, Path, str | None, Path, str | None, Path | None], Target]] = {
+    "openai": lambda prof, kb, defense, log, para, memo: LazyServedTarget(kb, prof.rag.generator, defense, log,
+                                                                          prof.name, para, memo=memo),
+    "custom": lambda prof, kb, defense, log, para, memo: LazyServedTarget(kb, prof.rag.generator, defense, log,
+                                                                          prof.name, para, api="custom", memo=memo),
 }
 
 
 def served_target(profile: TargetProfile, kb_file: Path, defense: str | None, log_file: Path,
-                  paraphraser: str | None = None) -> Target:
+                  paraphraser: str | None = None, memo: Path | None = None) -> Target:
+    """The profile's reference server; ``memo``: the generation memo its run's servers share (None: none)."""
     if profile.api not in API_SERVERS:
         raise KeyError(profile.api)
-    return API_SERVERS[profile.api](profile, kb_file, defense, log_file, paraphraser)
+    return API_SERVERS[profile.api](profile, kb_file, defense, log_file, paraphraser, memo)
 
 
 def cannot_serve(profile: TargetProfile) -> str | None:

@@ -195,6 +195,23 @@ def test_one_at_a_time_sends_and_serves_single_requests(tmp_path, monkeypatch):
         served.set_batching(False)
 
 
+def test_the_run_folder_keeps_what_its_servers_generated(quick_run, tmp_path, monkeypatch):
+    """The servers of a run share a generation memo in its folder (a defense leg that leaves a prompt
+    as it was reuses the answer); --no-reuse-generations turns it off."""
+    cfg, results, _ = quick_run
+    memo = results["timings"]["generation_memo"]
+    assert (Path(cfg.out_dir) / bench.runner.GENERATION_MEMO_FILE).exists()
+    assert memo["generations_kept"] >= len({(r["doc_id"], r["method"]) for r in results["rows"]})
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "d0", "text": "word " * 30}) + "\n")
+    seen = []
+    monkeypatch.setattr(bench.cli, "run_bench", lambda c, log=None: seen.append(c.reuse_generations) or {"metrics": {}})
+    monkeypatch.setattr(bench.cli, "markdown_table", lambda m, benign=None: "")
+    assert bench.main(["--target-corpus", str(corpus), "--no-reuse-generations"]) == 0
+    assert bench.main(["--target-corpus", str(corpus)]) == 0
+    assert seen == [False, True]
+
+
 def test_rows_lost_after_a_run_are_redone_from_the_store_without_the_server(quick_run, monkeypatch):
     """The reference server takes a new port every run; the answers of the last run must still
     be found (stored under the system's identity), so redoing rows sends no target query,
