@@ -43,6 +43,7 @@ from audit_core.scoring import (
 )
 from audit_core.target.base import ChatRequest, Completion, ContextTooLong, Target, TargetError, TokenLogprob, Usage
 from shadow.defenses import DEFENSES, PROMPT_MODIFICATION_TEMPLATE, MirabelDefense, QueryParaphraser
+from shadow.generation_memo import GenerationMemo, memo_key
 
 log = logging.getLogger(__name__)
 
@@ -353,7 +354,7 @@ class RagSystem(Target):
         self.cite_sources = False
         #: generations kept by exact prompt (``shadow.generation_memo``); the benchmark's servers share
         #: one per run, so a defense leg that leaves a probe's prompt as it was reuses the answer
-        self.generation_memo: "GenerationMemo | None" = None
+        self.generation_memo: GenerationMemo | None = None
 
     @classmethod
     def from_corpus(cls, path: str | Path, config: RagConfig | None = None,
@@ -655,8 +656,6 @@ class RagSystem(Target):
         """The generation memo's key for this prompt, or None without a memo."""
         if self.generation_memo is None:
             return None
-        from shadow.generation_memo import memo_key
-
         return memo_key(self.config.generator, ids, request)
 
     def _remember(self, key: str | None, gen: Generation) -> None:
