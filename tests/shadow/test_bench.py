@@ -172,20 +172,25 @@ def test_shadow_defenses_calibrate_their_rows_on_a_defended_shadow(tmp_path, mon
     assert bench.main(["--target-corpus", str(corpus), "--shadow-defenses", "mirabel"]) == 0
 
 
+def _cli_settings(tmp_path, monkeypatch, attr: str, *argvs: list[str]) -> list:
+    """The value of BenchConfig.<attr> that ``python -m shadow.bench`` runs with, for each argument list."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "d0", "text": "word " * 30}) + "\n")
+    seen = []
+    monkeypatch.setattr(bench.cli, "run_bench", lambda c, log=None: seen.append(getattr(c, attr)) or {"metrics": {}})
+    monkeypatch.setattr(bench.cli, "markdown_table", lambda m, benign=None: "")
+    for argv in argvs:
+        assert bench.main(["--target-corpus", str(corpus), *argv]) == 0
+    return seen
+
+
 def test_one_at_a_time_sends_and_serves_single_requests(tmp_path, monkeypatch):
     """By default the client sends 4 requests at once and the server answers them together; --one-at-a-time
     restores the exact one-by-one answers of earlier runs, and the run records which it was."""
     import shadow.bench.served as served
 
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text(json.dumps({"id": "d0", "text": "word " * 30}) + "\n")
-    seen = []
-    monkeypatch.setattr(bench.cli, "run_bench", lambda c, log=None: seen.append(c.one_at_a_time) or {"metrics": {}})
-    monkeypatch.setattr(bench.cli, "markdown_table", lambda m, benign=None: "")
-    assert bench.main(["--target-corpus", str(corpus), "--one-at-a-time"]) == 0
-    assert bench.main(["--target-corpus", str(corpus)]) == 0
-    assert seen == [True, False]
-    lazy = served.LazyServedTarget(corpus, "m", None, tmp_path / "log")
+    assert _cli_settings(tmp_path, monkeypatch, "one_at_a_time", ["--one-at-a-time"], []) == [True, False]
+    lazy = served.LazyServedTarget(tmp_path / "corpus.jsonl", "m", None, tmp_path / "log")
     try:
         served.set_batching(True)
         assert (lazy.max_concurrency, served.SERVER_MAX_BATCH) == (1, 1)
@@ -202,14 +207,7 @@ def test_the_run_folder_keeps_what_its_servers_generated(quick_run, tmp_path, mo
     memo = results["timings"]["generation_memo"]
     assert (Path(cfg.out_dir) / bench.runner.GENERATION_MEMO_FILE).exists()
     assert memo["generations_kept"] >= len({(r["doc_id"], r["method"]) for r in results["rows"]})
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text(json.dumps({"id": "d0", "text": "word " * 30}) + "\n")
-    seen = []
-    monkeypatch.setattr(bench.cli, "run_bench", lambda c, log=None: seen.append(c.reuse_generations) or {"metrics": {}})
-    monkeypatch.setattr(bench.cli, "markdown_table", lambda m, benign=None: "")
-    assert bench.main(["--target-corpus", str(corpus), "--no-reuse-generations"]) == 0
-    assert bench.main(["--target-corpus", str(corpus)]) == 0
-    assert seen == [False, True]
+    assert _cli_settings(tmp_path, monkeypatch, "reuse_generations", ["--no-reuse-generations"], []) == [False, True]
 
 
 def test_rows_lost_after_a_run_are_redone_from_the_store_without_the_server(quick_run, monkeypatch):
