@@ -62,8 +62,6 @@ class GenerationMemo:
         self._db.execute("CREATE TABLE IF NOT EXISTS generations "
                          "(key TEXT PRIMARY KEY, generation TEXT NOT NULL, hits INTEGER NOT NULL DEFAULT 0)")
         self._db.commit()
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: str | None) -> Generation | None:
         if key is None:
@@ -71,9 +69,7 @@ class GenerationMemo:
         with self._lock:
             row = self._db.execute("SELECT generation FROM generations WHERE key = ?", (key,)).fetchone()
             if row is None:
-                self.misses += 1
                 return None
-            self.hits += 1
             self._db.execute("UPDATE generations SET hits = hits + 1 WHERE key = ?", (key,))
             self._db.commit()
         return _from_json(row[0])
