@@ -44,6 +44,10 @@ def server_ready(api: str, root_url: str, key: str = BENCH_KEY) -> bool:
 #: how the benchmark ran before session 26
 BATCHED = (4, 8)
 CLIENT_CONCURRENCY, SERVER_MAX_BATCH = BATCHED
+#: requests the client lets be in flight at once, all documents together (its HTTP connector's bound):
+#: ``CLIENT_CONCURRENCY`` per document probed at once. Until session 38 the connector kept its own bound
+#: of ``CLIENT_CONCURRENCY``, so four documents at once still reached the server 4 requests at a time
+CLIENT_IN_FLIGHT = CLIENT_CONCURRENCY
 #: the most requests the server answers together when several documents are probed at once
 #: (``BenchConfig.documents_at_once``): the reference RAG's ``decode_batch_size``
 MAX_SERVER_BATCH = 16
@@ -55,12 +59,13 @@ def set_batching(one_at_a_time: bool, documents_at_once: int = 1) -> None:
     With several documents probed at once the server may gather all their
     requests in flight (4 per document) into one batch, up to ``MAX_SERVER_BATCH``.
     """
-    global CLIENT_CONCURRENCY, SERVER_MAX_BATCH
+    global CLIENT_CONCURRENCY, SERVER_MAX_BATCH, CLIENT_IN_FLIGHT
     if one_at_a_time:
-        CLIENT_CONCURRENCY, SERVER_MAX_BATCH = 1, 1
+        CLIENT_CONCURRENCY, SERVER_MAX_BATCH, CLIENT_IN_FLIGHT = 1, 1, 1
     else:
         conc, batch = BATCHED
         CLIENT_CONCURRENCY = conc
+        CLIENT_IN_FLIGHT = conc * max(1, documents_at_once)
         SERVER_MAX_BATCH = min(MAX_SERVER_BATCH, max(batch, conc * documents_at_once))
 
 
@@ -149,11 +154,12 @@ class LazyServedTarget(Target):
                 t0 = time.time()
                 self.server = served.ServedTarget(*self._args)
                 self.start_s += time.time() - t0
+                # the connector's bound on requests in flight covers every document probed at once
                 if self.server.api == "custom":
-                    http = custom_api_client(self.server.base_url)
+                    http = custom_api_client(self.server.base_url, in_flight=served.CLIENT_IN_FLIGHT)
                 else:
                     http = OpenAITarget(base_url=self.server.base_url, model=self.server.model, api_key=BENCH_KEY,
-                                        max_concurrency=CLIENT_CONCURRENCY, timeout_s=600)
+                                        max_concurrency=served.CLIENT_IN_FLIGHT, timeout_s=600)
                 http.account = self.account
                 self._http = http
             return self._http
@@ -171,7 +177,7 @@ class LazyServedTarget(Target):
 CUSTOM_TARGET_FILE = ROOT / "assets" / "targets" / "http_custom.yaml"
 
 
-def custom_api_client(root_url: str, key: str = BENCH_KEY) -> Target:
+def custom_api_client(root_url: str, key: str = BENCH_KEY, in_flight: int | None = None) -> Target:
     """The generic HTTP target over the http-custom server, built from the shipped target file.
 
     The file is what the README tells a user to copy; only its URL (the port
@@ -184,6 +190,8 @@ def custom_api_client(root_url: str, key: str = BENCH_KEY) -> Target:
 
     spec, config = load_target_file(CUSTOM_TARGET_FILE)
     config = replace(config, url=root_url + "/ask", timeout_s=600)
+    if in_flight is not None:  # the benchmark's bound on requests in flight (``CLIENT_IN_FLIGHT``)
+        config = replace(config, max_concurrency=in_flight)
     return create_target(spec, config, environ={"RPA_SERVE_API_KEY": key})
 
 

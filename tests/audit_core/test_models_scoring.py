@@ -191,6 +191,33 @@ def test_batched_greedy_decoding_equals_one_by_one(request, fixture):
     assert any(g.finish_reason == "stop" for g in one) or len(many[2].tokens) == 12
 
 
+@pytest.mark.parametrize("with_logprobs", [True, False])
+def test_finished_prompts_leave_the_batch_and_the_rest_stay_exact(smollm, monkeypatch, with_logprobs):
+    """Three one-token prompts beside a ten-token one: after the first step only the long one is computed."""
+    texts = ["Say OK.", "List three colours: red,", "The capital of France is",
+             "Write a sentence about a doctor who visits a patient at home every morning:"]
+    prompts = [scoring.encode_prompt(smollm, scoring.render_chat(smollm, [{"role": "user", "content": t}]))
+               for t in texts]
+    budgets = [1, 1, 1, 10]
+    one = [scoring.generate_ids(smollm, p, max_new_tokens=m, top_logprobs=0) for p, m in zip(prompts, budgets)]
+    sizes: list[int] = []
+    body = smollm.model.base_model
+    real = body.forward
+
+    def counting(*a, **kw):
+        ids = kw.get("input_ids")
+        if ids is not None and ids.shape[1] == 1:  # a decoding step, not a prefill
+            sizes.append(ids.shape[0])
+        return real(*a, **kw)
+
+    monkeypatch.setattr(body, "forward", counting)
+    many = scoring.generate_greedy_many(smollm, prompts, budgets, [0] * 4, logprobs=[with_logprobs] * 4)
+    assert len(many[3].tokens) == len(one[3].tokens) > 2  # the long answer ran past the first step
+    assert sizes and set(sizes) == {1}  # the three finished rows were not computed again
+    for a, b in zip(one, many):
+        assert [t.token_id for t in b.tokens] == [t.token_id for t in a.tokens] and b.text == a.text
+
+
 def test_batched_greedy_decoding_is_exact_beyond_gemmas_sliding_window(gemma):
     """A prompt longer than Gemma 3's 512-token window beside a short one: the left padding keeps both exact."""
     cache = scoring.PrefixCache()

@@ -150,6 +150,34 @@ def test_documents_at_once_sets_the_server_batch_and_yields_to_one_at_a_time():
         served.set_batching(False)
 
 
+class _FakeServer:
+    """Stands in for a started ``shadow.serve`` process: the client is built, nothing is sent."""
+
+    def __init__(self, kb_file, generator, defense, log_file, profile=None, paraphraser=None, api="openai",
+                 memo=None):
+        self.api, self.model = api, generator
+        self.base_url = "http://127.0.0.1:9/v1" if api == "openai" else "http://127.0.0.1:9"
+
+    def stop(self):
+        pass
+
+
+@pytest.mark.parametrize("api", ["openai", "custom"])
+def test_the_connector_lets_every_document_at_once_have_its_requests_in_flight(tmp_path, monkeypatch, api):
+    """Four documents at once with four requests each: the HTTP connector must not hold them to 4 in flight
+    (it did until session 38, so the server never saw more than 4 requests together)."""
+    monkeypatch.setattr(served, "ServedTarget", _FakeServer)
+    try:
+        for at_once, one_by_one, want in ((4, False, 16), (1, False, served.BATCHED[0]), (4, True, 1)):
+            served.set_batching(one_by_one, at_once)
+            lazy = served.LazyServedTarget(tmp_path / "kb.jsonl", "m", None, tmp_path / "log", api=api)
+            assert lazy._client().max_concurrency == want
+            # each document's own requests still go out CLIENT_CONCURRENCY at a time
+            assert lazy.max_concurrency == (1 if one_by_one else served.BATCHED[0])
+    finally:
+        served.set_batching(False)
+
+
 def _projection_script():
     import importlib.util
     from pathlib import Path
