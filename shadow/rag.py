@@ -209,6 +209,10 @@ class _InstrumentedPrefixCache(PrefixCache):
         self.last_cached = 0
         self._t_lookup = 0.0
         self.last_prefill_s = 0.0
+        #: every prefill's seconds added up, and the cached tokens of each prompt looked up (by its token
+        #: ids): what ``RagSystem.complete_many`` reports per request of a batch
+        self.prefill_total_s = 0.0
+        self.cached_by_prompt: dict[tuple[int, ...], int] = {}
 
     def lookup(self, ids):
         self._t_lookup = time.perf_counter()
@@ -217,6 +221,7 @@ class _InstrumentedPrefixCache(PrefixCache):
             return 0, None
         n, past = super().lookup(ids)
         self.last_cached = max(0, min(n, len(ids) - 1))
+        self.cached_by_prompt[tuple(ids)] = self.last_cached
         return n, past
 
     def store(self, ids, past) -> None:
@@ -224,6 +229,7 @@ class _InstrumentedPrefixCache(PrefixCache):
         if self.enabled:
             super().store(ids, past)
         self.last_prefill_s = time.perf_counter() - self._t_lookup
+        self.prefill_total_s += self.last_prefill_s
 
 
 class _MiniLMFunction:
@@ -352,6 +358,8 @@ class RagSystem(Target):
         self.last_retrieval: RetrievalRecord | None = None
         self.last_retrievals: list[RetrievalRecord | None] = []
         self.last_timings = RequestTimings()
+        self.last_batch_timings = RequestTimings()
+        self.last_cached_tokens: list[int] = []
         #: answers carry the texts put in context as their cited sources, as a service that cites
         #: them does (not part of ``name``: it adds to an answer, it changes none); the shadow
         #: preparation turns it on for the methods that read sources
@@ -571,6 +579,11 @@ class RagSystem(Target):
         time); sampled requests are generated one by one.
         """
         requests = list(requests)
+        t0 = time.perf_counter()
+        cache = self.prefix_cache
+        cache.cached_by_prompt.clear()
+        prefill0 = cache.prefill_total_s
+        cached = [0] * len(requests)
         out: list[Completion | TargetError | None] = [None] * len(requests)
         queries: dict[int, str] = {}
         for i, req in enumerate(requests):
@@ -582,6 +595,7 @@ class RagSystem(Target):
                 if progress is not None:
                     progress(1)
         records = dict(zip(queries, self.retrieve_records(list(queries.values()))))
+        t_ret = time.perf_counter() - t0
         if self.config.probe_retrieval == "shared":
             # every greedy probe: one-token S-RAG probes, and short generations
             # such as MBA's "continue" requests, which then reuse one another's
@@ -618,9 +632,11 @@ class RagSystem(Target):
                 slow.append((i, ids))
         for members in groups.values():
             k = max(1, max(requests[i].top_logprobs for i, _ in members))
+            cache.last_cached = 0
             dists = next_token_distributions(self.lm, [ids for _, ids in members], top_k=k,
                                              prefix_cache=self.prefix_cache)
             for (i, ids), (top, greedy) in zip(members, dists):
+                cached[i] = cache.last_cached  # the group's shared start, read from the cache once for all
                 gen = self._first_token_generation(ids, top, greedy)
                 self._remember(keys[i], gen)
                 comp = self._to_completion(requests[i], gen, records[i])
@@ -635,7 +651,8 @@ class RagSystem(Target):
             gens = generate_greedy_many(self.lm, [ids for _, ids in chunk], [r.max_tokens for r in reqs],
                                         [r.top_logprobs if r.logprobs else 0 for r in reqs], self.prefix_cache,
                                         logprobs=[r.logprobs for r in reqs])
-            for (i, _), req, gen in zip(chunk, reqs, gens):
+            for (i, ids), req, gen in zip(chunk, reqs, gens):
+                cached[i] = cache.cached_by_prompt.get(tuple(ids), 0)
                 self._remember(keys[i], gen)
                 comp = self._to_completion(req, gen, records[i])
                 self.account.record(comp.usage)
@@ -649,12 +666,19 @@ class RagSystem(Target):
             gen = generate_ids(self.lm, ids, max_new_tokens=req.max_tokens, temperature=req.temperature,
                                top_logprobs=req.top_logprobs if req.logprobs else 0, seed=req.seed,
                                prefix_cache=self.prefix_cache, logprobs=req.logprobs)
+            cached[i] = cache.cached_by_prompt.get(tuple(ids), 0)
             self._remember(keys[i], gen)
             comp = self._to_completion(req, gen, records[i])
             self.account.record(comp.usage)
             out[i] = comp
             if progress is not None:
                 progress(1)
+        prefill = cache.prefill_total_s - prefill0
+        #: the batch as a whole (its prefills added up; the rest of its time after retrieval is decoding)
+        self.last_batch_timings = RequestTimings(t_ret, prefill, max(0.0, time.perf_counter() - t0 - t_ret - prefill),
+                                                 sum(cached))
+        #: per request: prompt tokens whose states came from the prefix cache (0: none, or answered from the memo)
+        self.last_cached_tokens = cached
         return out  # type: ignore[return-value]
 
     def _memo_key(self, request: ChatRequest, ids: list[int]) -> str | None:

@@ -15,6 +15,7 @@ batch at a time; a request waits at most ``window_s`` for companions.
 """
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -22,6 +23,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from audit_core.target.base import ChatRequest, Completion, TargetError
+
+log = logging.getLogger(__name__)
 
 
 class ModelQueue:
@@ -88,10 +91,17 @@ class ModelQueue:
     def _many(self, batch: list[tuple[ChatRequest, Future]]) -> None:
         t0 = time.perf_counter()
         outs = self.rag.complete_many([r for r, _ in batch])
-        timings = {"retrieval_s": None, "prefill_s": None, "generation_s": None, "cached_tokens": 0,
-                   "batch": len(batch), "batch_s": time.perf_counter() - t0}
-        for (_, fut), out, rec in zip(batch, outs, self.rag.last_retrievals):
+        t = getattr(self.rag, "last_batch_timings", None)
+        # the batch's retrieval, prefills and decoding as a whole; the cached tokens are each request's own
+        timings = {"retrieval_s": getattr(t, "retrieval_s", None), "prefill_s": getattr(t, "prefill_s", None),
+                   "generation_s": getattr(t, "generation_s", None), "batch": len(batch),
+                   "batch_s": time.perf_counter() - t0}
+        cached = list(getattr(self.rag, "last_cached_tokens", None) or []) or [0] * len(batch)
+        if t is not None:
+            log.info("batch of %d: retrieval %.2fs, prefill %.2fs (%d prompt tokens from the cache), decoding %.2fs",
+                     len(batch), t.retrieval_s, t.prefill_s, t.cached_tokens, t.generation_s)
+        for (_, fut), out, rec, n in zip(batch, outs, self.rag.last_retrievals, cached):
             if isinstance(out, TargetError):
                 fut.set_exception(out)
             else:
-                fut.set_result((out, rec, dict(timings)))
+                fut.set_result((out, rec, dict(timings, cached_tokens=n)))

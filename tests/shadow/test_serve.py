@@ -166,6 +166,28 @@ def test_prefix_caching_reuses_tokens_without_changing_answers(tmp_path, smollm)
             assert abs(la - lb) < 1e-4 and [x for x, _ in ta] == [x for x, _ in tb]
 
 
+def test_a_batch_reports_each_requests_cached_tokens_and_where_its_time_went(tmp_path, smollm):
+    """complete_many (the server's batches) says per request how much of its prompt came from the prefix
+    cache, as a lone complete does; until session 38 every batched answer said 0."""
+    docs = [Document(f"s-{i}", t) for i, t in enumerate(TEXTS)]
+    rag = RagSystem(docs, RagConfig(persist_dir=str(tmp_path), prefix_cache_entries=8))
+    words = TEXTS[4].split()
+    ask = lambda n, m: ChatRequest.chat([{"role": "user", "content": AUDIT + " ".join(words[:n])}],  # noqa: E731
+                                        max_tokens=m, logprobs=m == 1, top_logprobs=3 if m == 1 else 0)
+    rag.complete_many([ask(8, 2)])
+    assert rag.last_cached_tokens == [0]
+    outs = rag.complete_many([ask(8, 2), ask(12, 2), ask(12, 1)])
+    n_prompt = outs[0].usage.prompt_tokens
+    got = rag.last_cached_tokens
+    assert got[0] == n_prompt - 1  # the same prompt again: all of it but the token that is run
+    # the one-token request runs first (teacher-forced groups before decoding): only the shared start of the
+    # first prompt is cached for it; the two-token request with the same prompt then finds all of it
+    assert 0 < got[2] < outs[2].usage.prompt_tokens - 1
+    assert got[1] == outs[1].usage.prompt_tokens - 1
+    t = rag.last_batch_timings
+    assert t.prefill_s > 0 and t.generation_s > 0 and t.cached_tokens == sum(got)
+
+
 def test_a_server_started_with_exit_with_parent_stops_when_its_parent_is_killed(tmp_path):
     """A benchmark killed with SIGKILL runs no cleanup; the reference server it started must not live on."""
     import os

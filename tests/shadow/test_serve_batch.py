@@ -39,6 +39,7 @@ class Recorded:
     def complete_many(self, reqs):
         self.calls.append(("complete_many", len(reqs)))
         self.last_retrievals = [f"record of {r.messages[-1][1]}" for r in reqs]
+        self.last_cached_tokens = [len(r.messages[-1][1]) for r in reqs]  # each request's own count
         return [self._answer(r) for r in reqs]
 
 
@@ -50,12 +51,13 @@ def test_requests_that_arrive_together_are_answered_together_each_with_its_own_a
     rag = Recorded()
     rag.release.set()
     q = ModelQueue(rag, max_batch=8, window_s=0.2)
-    texts = ["a", "b", "bad", "c", "d"]
+    texts = ["a", "bb", "bad", "cccc", "d"]
     with ThreadPoolExecutor(len(texts)) as pool:
         futs = {t: pool.submit(q.submit, _req(t)) for t in texts}
-        for t in ("a", "b", "c", "d"):
+        for t in ("a", "bb", "cccc", "d"):
             comp, rec, timings = futs[t].result(10)
             assert comp.text == f"answer to {t}" and rec == f"record of {t}"
+            assert timings["cached_tokens"] == len(t)  # its own count, as the system reported it
         with pytest.raises(TargetError, match="no retrieval"):  # a failure reaches its own caller only
             futs["bad"].result(10)
     assert sum(n for _, n in rag.calls) == len(texts)
