@@ -548,6 +548,7 @@ class RagSystem(Target):
             self.account.record(failed=True)
             raise
         cache = self.prefix_cache
+        cache.cached_by_prompt.clear()  # read by complete_many only; kept from growing here
         key = self._memo_key(request, ids)
         gen = self.generation_memo.get(key) if key else None
         if gen is not None:

@@ -96,7 +96,8 @@ class ModelQueue:
         timings = {"retrieval_s": getattr(t, "retrieval_s", None), "prefill_s": getattr(t, "prefill_s", None),
                    "generation_s": getattr(t, "generation_s", None), "batch": len(batch),
                    "batch_s": time.perf_counter() - t0}
-        cached = list(getattr(self.rag, "last_cached_tokens", None) or []) or [0] * len(batch)
+        # one count per request whatever the system kept (a short list must not leave a caller unanswered)
+        cached = (list(getattr(self.rag, "last_cached_tokens", None) or []) + [0] * len(batch))[: len(batch)]
         if t is not None:
             log.info("batch of %d: retrieval %.2fs, prefill %.2fs (%d prompt tokens from the cache), decoding %.2fs",
                      len(batch), t.retrieval_s, t.prefill_s, t.cached_tokens, t.generation_s)
