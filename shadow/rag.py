@@ -635,7 +635,7 @@ class RagSystem(Target):
             k = max(1, max(requests[i].top_logprobs for i, _ in members))
             cache.last_cached = 0
             dists = next_token_distributions(self.lm, [ids for _, ids in members], top_k=k,
-                                             prefix_cache=self.prefix_cache)
+                                             prefix_cache=cache)
             for (i, ids), (top, greedy) in zip(members, dists):
                 cached[i] = cache.last_cached  # the group's shared start, read from the cache once for all
                 gen = self._first_token_generation(ids, top, greedy)
@@ -650,7 +650,7 @@ class RagSystem(Target):
             chunk = greedy_slow[b : b + self.config.decode_batch_size]
             reqs = [requests[i] for i, _ in chunk]
             gens = generate_greedy_many(self.lm, [ids for _, ids in chunk], [r.max_tokens for r in reqs],
-                                        [r.top_logprobs if r.logprobs else 0 for r in reqs], self.prefix_cache,
+                                        [r.top_logprobs if r.logprobs else 0 for r in reqs], cache,
                                         logprobs=[r.logprobs for r in reqs])
             for (i, ids), req, gen in zip(chunk, reqs, gens):
                 cached[i] = cache.cached_by_prompt.get(tuple(ids), 0)
@@ -666,7 +666,7 @@ class RagSystem(Target):
                 continue
             gen = generate_ids(self.lm, ids, max_new_tokens=req.max_tokens, temperature=req.temperature,
                                top_logprobs=req.top_logprobs if req.logprobs else 0, seed=req.seed,
-                               prefix_cache=self.prefix_cache, logprobs=req.logprobs)
+                               prefix_cache=cache, logprobs=req.logprobs)
             cached[i] = cache.cached_by_prompt.get(tuple(ids), 0)
             self._remember(keys[i], gen)
             comp = self._to_completion(req, gen, records[i])
