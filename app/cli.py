@@ -318,6 +318,11 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
     except ValueError as exc:  # unknown method, parameter out of range
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    for flag, path in (("--out", args.out), ("--junit", getattr(args, "junit", None))):
+        if path and not Path(path).resolve().parent.is_dir():
+            # said before anything is sent: a path found wrong after an hour of probing loses that hour's output
+            print(f"error: {flag} {path}: the folder {Path(path).resolve().parent} does not exist", file=sys.stderr)
+            return 2
     if args.estimate_only:
         return 0
     store = run_id = None
@@ -412,7 +417,24 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
             print(f"report written: {path}", file=sys.stderr)
     if store is not None:
         store.close()
-    return 3 if result.failures.get("stopped") else 0
+    if result.failures.get("stopped"):
+        return 3
+    return _ci_outputs(args, saved)
+
+
+def _ci_outputs(args, saved: dict) -> int:
+    """--junit and --fail-on: the report and exit status a scheduled job reads (``audit_core.ci_gate``)."""
+    from audit_core.ci_gate import gate_failures, junit_xml
+
+    if getattr(args, "junit", None):
+        Path(args.junit).write_bytes(junit_xml(saved))
+        print(f"JUnit report written to {args.junit}", file=sys.stderr)
+    if not getattr(args, "fail_on", None):
+        return 0
+    causes = gate_failures(saved, args.fail_on)
+    for cause in causes:
+        print(f"gate (--fail-on {args.fail_on}): {cause}", file=sys.stderr)
+    return GATE_FAILED if causes else 0
 
 
 def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
@@ -493,6 +515,23 @@ def _days(value: str) -> int:
     return days
 
 
+#: exit status when --fail-on finds what it fails on (2: bad input, 3: the audit failed or stopped)
+GATE_FAILED = 1
+
+
+def ci_flags(p: argparse.ArgumentParser) -> None:
+    """--junit and --fail-on, for an audit run on a schedule (a CI job watching a service)."""
+    from audit_core.ci_gate import FAIL_ON
+
+    p.add_argument("--junit", metavar="FILE",
+                   help="also write the verdicts as a JUnit XML report (one test case per document, one for the "
+                        "collection test; a member is a failure, inconclusive is skipped; no document text)")
+    p.add_argument("--fail-on", choices=FAIL_ON,
+                   help=f"exit with status {GATE_FAILED} when any document is called a member or the collection "
+                        "test finds member evidence ('member'), or also when any document is inconclusive "
+                        "('inconclusive'); default: the status says only whether the audit ran")
+
+
 def retrieval_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retrieval-as-sent", action="store_true",
                    help="the target's operator states that it retrieves with each query exactly as sent and "
@@ -564,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="also reuse answers other audits of this target (same key) received within the last N "
                         "days; default: none, every audit asks again (an interrupted audit run again still "
                         "reuses its own answers)")
+    ci_flags(a)
     common(a)
     a.set_defaults(func=cmd_audit)
 
@@ -588,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
     ca.add_argument("--no-redact", action="store_true")
     ca.add_argument("--store")
     ca.add_argument("--estimate-only", action="store_true")
+    ci_flags(ca)
     common(ca)
     ca.set_defaults(func=cmd_canaries_audit)
 

@@ -98,3 +98,42 @@ def test_the_cli_prints_each_methods_power_and_clearing_without_failing(capsys):
     assert 'none (this method never says "not found"' in err
     assert "srag: decides" in err and "0.80 (members missed at most 5%)" in err
     assert "verbatim: abstains: no signal on its shadow" in err
+
+
+def test_a_scheduled_audit_gets_a_junit_report_and_a_failing_status_on_evidence(tmp_path, capsys):
+    """--junit writes the verdicts for a CI's test view; --fail-on turns evidence into exit status 1."""
+    import argparse
+    import xml.etree.ElementTree as ET
+
+    from app.cli import GATE_FAILED, _ci_outputs
+
+    r = make_result()  # one member, one not found, two inconclusive
+    junit = tmp_path / "audit.xml"
+    assert _ci_outputs(argparse.Namespace(junit=str(junit), fail_on=None), r) == 0
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "1", "2")
+    assert _ci_outputs(argparse.Namespace(junit=None, fail_on="member"), r) == GATE_FAILED == 1
+    assert "gate (--fail-on member): doc-1: member" in capsys.readouterr().err
+    r["verdicts"] = [v for v in r["verdicts"] if v["verdict"] != "member"]
+    assert _ci_outputs(argparse.Namespace(junit=None, fail_on="member"), r) == 0
+    assert _ci_outputs(argparse.Namespace(junit=None, fail_on="inconclusive"), r) == GATE_FAILED
+
+
+def test_ci_flags_are_parsed_for_both_audits_and_a_wrong_folder_is_said_before_anything_is_sent(
+        monkeypatch, tmp_path, capsys):
+    import app.cli
+
+    seen = []
+    monkeypatch.setattr("app.cli.cmd_audit", lambda args: seen.append((args.junit, args.fail_on)) or 0)
+    monkeypatch.setattr("app.cli.cmd_canaries_audit", lambda args: seen.append((args.junit, args.fail_on)) or 0)
+    assert app.cli.main(["audit", "--target", "demo", "--docs", "x.csv", "--junit", "a.xml", "--fail-on", "member"]) == 0
+    assert app.cli.main(["canaries", "audit", "--kit", "k", "--target", "demo", "--fail-on", "inconclusive"]) == 0
+    assert seen == [("a.xml", "member"), (None, "inconclusive")]
+    monkeypatch.undo()
+    docs = tmp_path / "docs.csv"
+    docs.write_text("text\n" + "A patient asked about a persistent cough and was given advice on rest. " * 3 + "\n")
+    missing = tmp_path / "no-such-folder" / "audit.xml"
+    assert app.cli.main(["audit", "--target", "demo", "--docs", str(docs), "--method", "rag_mia",
+                         "--junit", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"--junit {missing}" in err and "does not exist" in err and "Traceback" not in err

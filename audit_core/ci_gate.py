@@ -1,0 +1,124 @@
+"""What a scheduled job reads from an audit: a pass / fail gate and a JUnit XML report.
+
+An owner who watches a service over time runs the CLI on a schedule (a CI
+pipeline, a cron job) and wants the job to fail when evidence appears that
+their documents are in the service's knowledge base, with each document's
+outcome in the CI system's own test view. JUnit XML is the report format CI
+systems read for that (GitLab, Jenkins, and GitHub through its reporters).
+
+How verdicts map to test outcomes, and why:
+
+* **member**: a failed test case, with the deciding reason: evidence of use.
+* **inconclusive**: a skipped case with its reason. It is evidence of nothing,
+  so it must neither fail the job (unless the owner asks, ``FAIL_ON``) nor pass
+  it: a pass would read as "cleared".
+* **not found**: a passing case whose output says that "not found" is not proof
+  of absence (the verdict's own reason says what it rests on).
+* **the collection-level test**, when the audit had controls: one more case,
+  failed when its p-value is at most its level, skipped when there is no test.
+
+Only identifiers, verdicts, reasons and scores are written, never a document's
+text (a CI log is read by more people than the owner), and the whole result is
+scrubbed of secrets as every export is (``report.scrub``).
+"""
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from audit_core.verdict import INCONCLUSIVE, MEMBER
+
+#: the gate's levels: fail on evidence of membership only, or also on every document the audit
+#: could not decide (an owner who wants each document positively cleared)
+FAIL_ON = ("member", "inconclusive")
+#: the name of the collection-level case, beside the documents' ids
+COLLECTION_CASE = "collection-level test"
+
+
+def collection_rejects(collection: dict | None) -> bool:
+    """True when the collection-level test found member evidence at its own level."""
+    if not collection or collection.get("p_value") is None:
+        return False
+    return float(collection["p_value"]) <= float(collection.get("alpha") or 0.05)
+
+
+def gate_failures(result: dict, fail_on: str) -> list[str]:
+    """Why a gate at level ``fail_on`` (``FAIL_ON``) fails this audit: one line per cause; [] when it passes."""
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
+    failing = {MEMBER} if fail_on == "member" else {MEMBER, INCONCLUSIVE}
+    causes = [f"{v.get('doc_id')}: {v.get('verdict')}" for v in result.get("verdicts") or []
+              if v.get("verdict") in failing]
+    collection = result.get("collection")
+    if collection_rejects(collection):
+        causes.append(f"{COLLECTION_CASE}: member evidence, p = {collection['p_value']:.2g} "
+                      f"<= {collection.get('alpha') or 0.05:g}")
+    return causes
+
+
+def _score(x: Any) -> str:
+    return f"{x:.3f}" if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else "-"
+
+
+def _method_lines(verdict: dict) -> str:
+    """Each method's score, decision and reason under a verdict, one per line."""
+    decided = {True: "member", False: "not found", None: "no decision"}
+    lines = []
+    for name, info in (verdict.get("methods") or {}).items():
+        info = info or {}
+        line = f"{name}: score {_score(info.get('score'))}, {decided.get(info.get('decision'), 'no decision')}"
+        if info.get("reason"):
+            line += f" ({info['reason']})"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def junit_xml(result: dict) -> bytes:
+    """The audit as a JUnit XML test suite: one case per document, and one for the collection test."""
+    from audit_core.report import scrub, target_label
+
+    clean = scrub(result)
+    suite_name = f"RAG provenance audit: {target_label(clean)}"
+    suite = ET.Element("testsuite", name=suite_name, timestamp=str(clean.get("created") or ""))
+    counts = {"tests": 0, "failures": 0, "skipped": 0}
+    for v in clean.get("verdicts") or []:
+        case = ET.SubElement(suite, "testcase", classname="document", name=str(v.get("doc_id")))
+        reason = str(v.get("reason") or "")
+        details = _method_lines(v)
+        counts["tests"] += 1
+        if v.get("verdict") == MEMBER:
+            counts["failures"] += 1
+            fail = ET.SubElement(case, "failure", type="member", message=f"member (score {_score(v.get('score'))}): "
+                                                                         f"{reason}")
+            fail.text = details
+        elif v.get("verdict") == INCONCLUSIVE:
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=f"inconclusive: {reason}")
+            ET.SubElement(case, "system-out").text = details
+        else:
+            ET.SubElement(case, "system-out").text = (
+                f"{v.get('verdict')}: {reason}\n\"not found\" is not proof of absence: a knowledge base can hold a "
+                f"document that these probes did not retrieve.\n{details}")
+    collection = clean.get("collection")
+    if collection:
+        case = ET.SubElement(suite, "testcase", classname="collection", name=COLLECTION_CASE)
+        counts["tests"] += 1
+        from audit_core.evidence.statement import collection_sentence
+
+        line = collection_sentence(collection) or ""
+        if collection.get("p_value") is None:
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=line)
+        elif collection_rejects(collection):
+            counts["failures"] += 1
+            ET.SubElement(case, "failure", type="member evidence", message=line)
+        else:
+            ET.SubElement(case, "system-out").text = line
+    for k, n in counts.items():
+        suite.set(k, str(n))
+    suite.set("errors", "0")
+    root = ET.Element("testsuites", name="rag-provenance-auditor")
+    root.append(suite)
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
