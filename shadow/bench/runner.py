@@ -6,6 +6,7 @@ import json
 import random
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from audit_core.documents import Document
 from audit_core.methods import METHODS, create_method
 from audit_core.methods.base import MethodResult
 from audit_core.target.base import MAX_TOP_LOGPROBS, Capabilities
+from shadow.bench.eta import RunEstimate
 from shadow.demo import DEMO_MBA_ELICITATION
 from shadow.prepare import ShadowConfig, prepare_shadow
 from shadow.profiles import PROFILES, TargetProfile, get_profile, source_id
@@ -367,6 +369,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                                "rows_from_earlier_runs": sum(k in done for k in keys)}
     info: dict[str, Any] = {}
     progress = TqdmProgress(log)
+    eta = RunEstimate(Counter(k[:3] for k in keys if k not in done))
     store = None
     for prof_name in cfg.profiles:
         prof = get_profile(prof_name)
@@ -377,6 +380,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
         if unserved:
             not_run |= {m.name: unserved for m in methods}
             methods = []
+        for name in not_run:
+            eta.drop(prof_name, name)
         with open(scores_file, "a") as fh:  # rows of methods that cannot run here: the reason, never a number
             for name, why in not_run.items():
                 for defense in cfg.defenses:
@@ -448,6 +453,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                     timings["per_leg"][f"{prof_name}/{defense}/{m.name}"] = {
                         "wall_s": time.time() - t_leg, "auditor_cpu_s": time.process_time() - c_leg,
                         "documents": len(docs), "server_start_s": getattr(http, "start_s", 0.0) - s_leg}
+                    eta.finished((prof_name, defense, m.name), len(docs), time.time() - t_leg)
+                    log(eta.line())
             finally:
                 http.stop()
             timings["per_defense_s"][defense if prof_name == "completion" else f"{prof_name}/{defense}"] = \

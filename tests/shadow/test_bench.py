@@ -46,6 +46,13 @@ def test_the_benchmark_uses_the_shipped_preparation_of_its_shadow(quick_run):
     assert all(results["shadow"][m]["key"] in shipped for m in SMOKE_METHODS)
 
 
+def test_the_run_says_how_much_of_it_is_left_after_every_leg(quick_run):
+    _, _, seen = quick_run
+    lines = [line for line in seen["logs"] if line.startswith("run: ")]
+    assert lines[0].startswith("run: 1 of 2 legs done (20 of 40 documents); about ")
+    assert lines[-1] == "run: 2 of 2 legs done (40 of 40 documents); all done"
+
+
 def _check_every_method_scored(cfg: BenchConfig, results: dict) -> None:
     assert results["schema_version"] == bench.SCHEMA_VERSION
     rows = results["rows"]
