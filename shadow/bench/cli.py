@@ -7,7 +7,8 @@ from pathlib import Path
 
 from shadow.bench.report import (SECTIONS, finish, first_profile_benign, markdown_table, update_benchmarks_md,
                                  zoo_table)
-from shadow.bench.runner import ALL_DEFENSES, ALL_METHODS, ALL_PROFILES, BenchConfig, run_bench
+from shadow.bench.runner import (ALL_DEFENSES, ALL_METHODS, ALL_PROFILES, METHOD_GROUPS, BenchConfig, expand_methods,
+                                 run_bench)
 from shadow.prepare import ShadowConfig
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="completion",
                     help="with --compare or --pool: the profile whose rows are read")
     ap.add_argument("--defense", default="none", help="with --compare or --pool: the defense whose rows are read")
-    ap.add_argument("--methods", help="comma-separated subset of " + ",".join(ALL_METHODS))
+    ap.add_argument("--methods", help="comma-separated subset of " + ",".join(ALL_METHODS) + ", or of the groups "
+                    + ", ".join(f"{g} ({','.join(ms) if g != 'all' else 'every method'})" for g, ms in METHOD_GROUPS.items()))
     ap.add_argument("--defenses", help="comma-separated subset of " + ",".join(ALL_DEFENSES))
     ap.add_argument("--profiles", help="target profiles, comma-separated subset of " + ",".join(ALL_PROFILES)
                     + " (writes the target zoo section of BENCHMARKS.md)")
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if not args.methods:
                 raise ValueError("--pool needs --methods: the method(s) whose draws are pooled")
-            for method in args.methods.split(","):
+            for method in expand_methods(args.methods):
                 print(pooled_line(pooled_draws([Path(d) for d in args.pool.split(",")], method, args.profile,
                                                args.defense)))
         except (ValueError, OSError) as e:
@@ -108,10 +110,15 @@ def main(argv: list[str] | None = None) -> int:
                 setattr(cfg, k, v)
         if args.profiles:
             cfg.mode = "zoo"
-        for flag, attr in (("methods", "methods"), ("defenses", "defenses"), ("shadow_defenses", "shadow_defenses"),
-                           ("profiles", "profiles")):
+        for flag, attr in (("defenses", "defenses"), ("shadow_defenses", "shadow_defenses"), ("profiles", "profiles")):
             if getattr(args, flag):
                 setattr(cfg, attr, getattr(args, flag).split(","))
+        if args.methods:
+            try:
+                cfg.methods = expand_methods(args.methods)
+            except ValueError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
         if args.n:
             cfg.n_members = cfg.n_nonmembers = args.n
         for flag, attr in (("kb_size", "kb_size"), ("target_corpus", "target_corpus"),

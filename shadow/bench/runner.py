@@ -32,6 +32,30 @@ BENIGN_FILE = "benign_fpr.json"
 #: the run folder's generation memo (``BenchConfig.reuse_generations``)
 GENERATION_MEMO_FILE = "generations.sqlite"
 ALL_METHODS = list(METHODS)
+#: names ``--methods`` also takes for a set of methods. ``paper``: the membership benchmark as issues 6
+#: and 18 first measured it (S-RAG, MBA and the four baselines the S-RAG paper compares, every defense);
+#: ``text-only``: the methods added for targets without logprobs or behind Mirabel (issue 16)
+METHOD_GROUPS: dict[str, list[str]] = {
+    "all": ALL_METHODS,
+    "paper": [n for n, s in METHODS.items() if s.role in ("primary", "second opinion", "baseline")],
+    "text-only": [n for n, s in METHODS.items() if s.role == "text-only"],
+}
+
+
+def expand_methods(spec: str) -> list[str]:
+    """Comma-separated method names and group names (``METHOD_GROUPS``) as method names, in registry order."""
+    wanted: set[str] = set()
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        if part in METHOD_GROUPS:
+            wanted.update(METHOD_GROUPS[part])
+        elif part in METHODS:
+            wanted.add(part)
+        else:
+            raise ValueError(f"unknown method or group {part!r}; methods: {', '.join(METHODS)}; "
+                             f"groups: {', '.join(METHOD_GROUPS)}")
+    if not wanted:
+        raise ValueError("--methods names no method")
+    return [m for m in ALL_METHODS if m in wanted]
 ALL_DEFENSES = ["none", "prompt_modification", "paraphrase", "mirabel"]
 ALL_PROFILES = list(PROFILES)
 

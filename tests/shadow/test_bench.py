@@ -449,3 +449,18 @@ def test_a_row_keeps_the_readings_the_rules_need_and_which_scorer_scored():
         "scorer": "mean_probability", "histogram": [1, 0, 0], "raw_score": 0.5})
     assert _small_evidence(res) == {"probs": [0.5], "aligned": ["first"], "member_p_value": 0.1,
                                     "scorer": "mean_probability"}
+
+
+def test_methods_take_group_names(tmp_path, monkeypatch, capsys):
+    """--methods paper is the benchmark as issues 6 and 18 first measured it; groups and names mix, in registry
+    order, and a name that is neither is refused with the choices before anything runs."""
+    from shadow.bench.runner import METHOD_GROUPS, expand_methods
+
+    assert expand_methods("paper") == ["srag", "mba", "rag_mia", "s2mia_t", "s2mia_m", "mink"]
+    assert expand_methods("verbatim,paper") == ["srag", "mba", "rag_mia", "s2mia_t", "s2mia_m", "mink", "verbatim"]
+    assert expand_methods("all") == bench.ALL_METHODS
+    assert sorted(METHOD_GROUPS["paper"] + METHOD_GROUPS["text-only"]) == sorted(bench.ALL_METHODS)
+    assert _cli_settings(tmp_path, monkeypatch, "methods", ["--methods", "text-only,srag"], []) == [
+        ["srag", *METHOD_GROUPS["text-only"]], bench.ALL_METHODS]
+    assert bench.main(["--methods", "srag,papers"]) == 2
+    assert "unknown method or group 'papers'" in capsys.readouterr().err
