@@ -427,7 +427,12 @@ def _ci_outputs(args, saved: dict) -> int:
     from audit_core.ci_gate import gate_failures, junit_xml
 
     if getattr(args, "junit", None):
-        Path(args.junit).write_bytes(junit_xml(saved))
+        try:
+            Path(args.junit).write_bytes(junit_xml(saved))
+        except OSError as exc:  # the verdicts above and the store keep the audit; only this file is missing
+            print(f"error: the JUnit report could not be written to {args.junit}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 2
         print(f"JUnit report written to {args.junit}", file=sys.stderr)
     if not getattr(args, "fail_on", None):
         return 0

@@ -137,3 +137,15 @@ def test_ci_flags_are_parsed_for_both_audits_and_a_wrong_folder_is_said_before_a
                          "--junit", str(missing)]) == 2
     err = capsys.readouterr().err
     assert f"--junit {missing}" in err and "does not exist" in err and "Traceback" not in err
+
+
+def test_a_junit_file_that_cannot_be_written_is_said_without_a_traceback(tmp_path, capsys):
+    import argparse
+
+    from app.cli import _ci_outputs
+
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    assert _ci_outputs(argparse.Namespace(junit=str(folder), fail_on=None), make_result()) == 2  # a folder, not a file
+    err = capsys.readouterr().err
+    assert "the JUnit report could not be written" in err and "Traceback" not in err
