@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--documents-at-once", type=int,
                     help="documents of one method probed at the same time, so that the reference server "
                          "decodes their requests together (default: BenchConfig.documents_at_once)")
+    ap.add_argument("--requests-at-once", type=int,
+                    help="requests a leg aims to keep in flight: a method with q queries per document probes "
+                         "max(--documents-at-once, this // q) documents at once (default: "
+                         "BenchConfig.requests_at_once; 0: every method at --documents-at-once)")
     ap.add_argument("--no-reuse-generations", action="store_true",
                     help="every reference server computes every answer, even a prompt another defense's server "
                          "answered in this run (slower; the same answers: BenchConfig.reuse_generations)")
@@ -124,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         for flag, attr in (("kb_size", "kb_size"), ("target_corpus", "target_corpus"),
                            ("target_model", "target_generator"), ("seed", "seed"), ("out", "out_dir"),
                            ("chat_shadow_size", "chat_shadow_size"), ("paraphraser", "paraphraser"),
-                           ("benign_queries", "benign_queries"), ("documents_at_once", "documents_at_once")):
+                           ("benign_queries", "benign_queries"), ("documents_at_once", "documents_at_once"),
+                           ("requests_at_once", "requests_at_once")):
             if getattr(args, flag) is not None:
                 setattr(cfg, attr, getattr(args, flag))
         if args.one_at_a_time:
@@ -137,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
             cfg.shadow.n_members = cfg.shadow.n_nonmembers = args.shadow_size
         if cfg.documents_at_once < 1:
             print("error: --documents-at-once must be at least 1", file=sys.stderr)
+            return 2
+        if cfg.requests_at_once < 0:
+            print("error: --requests-at-once must be 0 or more", file=sys.stderr)
             return 2
         if not Path(cfg.target_corpus).exists():
             print(f"error: target corpus {cfg.target_corpus} not found (see --target-corpus)", file=sys.stderr)

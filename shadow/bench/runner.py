@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from audit_core.audit import AuditConfig, probe_document, select_methods
 from audit_core.documents import Document
@@ -101,8 +102,15 @@ class BenchConfig:
     #: ``one_at_a_time`` implies 1. Answers equal the one-document answers up to float rounding (on the
     #: 56 method-document pairs timed in BENCHMARKS.md, session 36, every score was the same); there
     #: the legs of the methods that generate took 0.59 of the time at 4 (S-RAG's one-token probes gain
-    #: nothing), and 8 no less than 4
+    #: nothing), and 8 no less than 4 (measured while the client still held all documents to 4 requests
+    #: in flight, session 38). The floor: a method with few queries per document gets more, below.
     documents_at_once: int = 4
+    #: requests a leg aims to keep in flight: a method that sends q queries per document probes
+    #: max(documents_at_once, requests_at_once // q) documents at once (``leg_documents_at_once``), so that
+    #: the one-query methods (S2MIA, RAG-MIA, Min-k%) fill the server's batch of 16 as S-RAG's five do: a
+    #: Gemma decoding step takes 99 ms at batch 4 and 177 ms at 16 (session 39), so four documents' single
+    #: requests cost nearly what sixteen would. 0: every method at ``documents_at_once``
+    requests_at_once: int = 16
     #: the reference servers of the run keep their generations in the run folder and answer a prompt
     #: they have answered before from there (``shadow.generation_memo``): a defense leg that leaves a
     #: probe's prompt as it was (most of Mirabel's) costs no decoding. Answers are unchanged.
@@ -315,6 +323,20 @@ def documents_at_once(cfg: BenchConfig) -> int:
     return 1 if cfg.one_at_a_time else cfg.documents_at_once
 
 
+def leg_documents_at_once(cfg: BenchConfig, m, docs: Sequence[Document]) -> int:
+    """Documents of method ``m`` probed at the same time in one leg (``BenchConfig.requests_at_once``).
+
+    The queries per document are the method's own estimate (``query_cost``, as the audit's cost
+    estimate uses), averaged over the leg's documents and rounded up.
+    """
+    base = documents_at_once(cfg)
+    if base == 1 or cfg.requests_at_once <= 0 or not docs:
+        return base
+    costs = [c.queries for c in (m.query_cost(len(d.text.split())) for d in docs) if c is not None and c.queries > 0]
+    per_doc = math.ceil(sum(costs) / len(costs)) if costs else 1
+    return min(len(docs), max(base, cfg.requests_at_once // per_doc))
+
+
 def probe_leg(m, docs: list[Document], new_target, calibration, top_k: int, at_once: int, bar,
               scores_file: Path, where: dict) -> None:
     """Probe and score ``docs`` with method ``m``, ``at_once`` documents at a time, one row each.
@@ -375,7 +397,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     from shadow.corpus import write_jsonl
 
     at_once = documents_at_once(cfg)
-    served.set_batching(cfg.one_at_a_time, at_once)
+    # the connector's bound on requests in flight allows the most documents a leg may probe at once
+    served.set_batching(cfg.one_at_a_time, at_once if at_once == 1 else max(at_once, cfg.requests_at_once))
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     memo = out / GENERATION_MEMO_FILE if cfg.reuse_generations else None
@@ -466,17 +489,19 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                     if not docs:
                         continue
                     t_leg, c_leg, s_leg = time.time(), time.process_time(), getattr(http, "start_s", 0.0)
+                    leg_at_once = leg_documents_at_once(cfg, m, docs)
                     bar = tqdm(total=len(docs), desc=f"[{prof_name} / {defense}] {m.name}", unit="doc",
                                file=sys.stderr)
                     probe_leg(m, docs, lambda m=m: caching.for_method(m.probe_scope, m.version, CacheStats()),
                               preps[defense].calibrations[m.name], caps.max_top_logprobs,
-                              at_once, bar, scores_file,
+                              leg_at_once, bar, scores_file,
                               {"profile": prof_name, "defense": defense, "labels": labels,
                                "shadow_defense": defense if defense in cfg.shadow_defenses else None})
                     bar.close()
                     timings["per_leg"][f"{prof_name}/{defense}/{m.name}"] = {
                         "wall_s": time.time() - t_leg, "auditor_cpu_s": time.process_time() - c_leg,
-                        "documents": len(docs), "server_start_s": getattr(http, "start_s", 0.0) - s_leg}
+                        "documents": len(docs), "server_start_s": getattr(http, "start_s", 0.0) - s_leg,
+                        "documents_at_once": leg_at_once}
                     eta.finished((prof_name, defense, m.name), len(docs), time.time() - t_leg)
                     log(eta.line())
             finally:
