@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                          "session 26, which batched answers can differ from by float rounding)")
     ap.add_argument("--documents-at-once", type=int,
                     help="documents of one method probed at the same time, so that the reference server "
-                         "decodes their requests together (default: BenchConfig.documents_at_once)")
+                         "decodes their requests together (default: BenchConfig.documents_at_once); a method "
+                         "with few queries per document probes more (--requests-at-once); 1: one after another")
     ap.add_argument("--requests-at-once", type=int,
                     help="requests a leg aims to keep in flight: a method with q queries per document probes "
                          "max(--documents-at-once, this // q) documents at once (default: "
