@@ -76,6 +76,7 @@ def _method_lines(verdict: dict) -> str:
 
 def junit_xml(result: dict) -> bytes:
     """The audit as a JUnit XML test suite: one case per document, and one for the collection test."""
+    from audit_core.evidence.statement import collection_sentence
     from audit_core.report import scrub, target_label
 
     clean = scrub(result)
@@ -104,8 +105,6 @@ def junit_xml(result: dict) -> bytes:
     if collection:
         case = ET.SubElement(suite, "testcase", classname="collection", name=COLLECTION_CASE)
         counts["tests"] += 1
-        from audit_core.evidence.statement import collection_sentence
-
         line = collection_sentence(collection) or ""
         if collection.get("p_value") is None:
             counts["skipped"] += 1

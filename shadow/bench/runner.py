@@ -498,13 +498,12 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                               {"profile": prof_name, "defense": defense, "labels": labels,
                                "shadow_defense": defense if defense in cfg.shadow_defenses else None})
                     bar.close()
+                    wall, started = time.time() - t_leg, getattr(http, "start_s", 0.0) - s_leg
                     timings["per_leg"][f"{prof_name}/{defense}/{m.name}"] = {
-                        "wall_s": time.time() - t_leg, "auditor_cpu_s": time.process_time() - c_leg,
-                        "documents": len(docs), "server_start_s": getattr(http, "start_s", 0.0) - s_leg,
-                        "documents_at_once": leg_at_once}
+                        "wall_s": wall, "auditor_cpu_s": time.process_time() - c_leg,
+                        "documents": len(docs), "server_start_s": started, "documents_at_once": leg_at_once}
                     # the server's start (indexing the knowledge base, loading models) is paid once per defense
-                    eta.finished((prof_name, defense, m.name), len(docs),
-                                 time.time() - t_leg - (getattr(http, "start_s", 0.0) - s_leg))
+                    eta.finished((prof_name, defense, m.name), len(docs), wall - started)
                     log(eta.line())
             finally:
                 http.stop()
