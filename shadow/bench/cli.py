@@ -59,9 +59,11 @@ def main(argv: list[str] | None = None) -> int:
                          "decodes their requests together (default: BenchConfig.documents_at_once); a method "
                          "with few queries per document probes more (--requests-at-once); 1: one after another")
     ap.add_argument("--requests-at-once", type=int,
-                    help="requests a leg aims to keep in flight: a method with q queries per document probes "
-                         "max(--documents-at-once, this // q) documents at once (default: "
-                         "BenchConfig.requests_at_once; 0: every method at --documents-at-once)")
+                    help="requests a leg keeps in flight: a method whose client sends r of a document's "
+                         "queries at a time (its queries per document, at most 4) probes "
+                         "max(--documents-at-once, this // r) documents at once (default: "
+                         "BenchConfig.requests_at_once, twice the server's batch; 0: every method at "
+                         "--documents-at-once)")
     ap.add_argument("--no-reuse-generations", action="store_true",
                     help="every reference server computes every answer, even a prompt another defense's server "
                          "answered in this run (slower; the same answers: BenchConfig.reuse_generations)")

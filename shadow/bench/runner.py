@@ -105,12 +105,17 @@ class BenchConfig:
     #: nothing), and 8 no less than 4 (measured while the client still held all documents to 4 requests
     #: in flight, session 38). The floor: a method with few queries per document gets more, below.
     documents_at_once: int = 4
-    #: requests a leg aims to keep in flight: a method that sends q queries per document probes
-    #: max(documents_at_once, requests_at_once // q) documents at once (``leg_documents_at_once``), so that
-    #: the one-query methods (S2MIA, RAG-MIA, Min-k%) fill the server's batch of 16 as S-RAG's five do: a
-    #: Gemma decoding step takes 99 ms at batch 4 and 177 ms at 16 (session 39), so four documents' single
-    #: requests cost nearly what sixteen would. 0: every method at ``documents_at_once``
-    requests_at_once: int = 16
+    #: requests a leg keeps in flight: a method whose client sends r requests of a document at a time
+    #: (its q queries per document, at most the client's 4) probes max(documents_at_once,
+    #: requests_at_once // r) documents at once (``leg_documents_at_once``). Twice the server's batch of 16,
+    #: so that a full batch waits while one is answered: with 16 in flight, S-RAG's fifth query of four
+    #: documents came as a batch of 4 after each batch of 16, and under the paraphrasing defense a batch
+    #: of 3-4 costs 6 s of rewriting against 9 s for 16. On a 20 + 20 slice under paraphrasing (session
+    #: 40) S-RAG and MBA went from 34 server batches to 24 and from 382 s to 371 s: a small gain, since
+    #: decoding beyond a batch of about 8 costs in proportion to the batch. Session 39 set 16 // q, which
+    #: gave the one-query methods (S2MIA, RAG-MIA, Min-k%) 16 documents. 0: every method at
+    #: ``documents_at_once``
+    requests_at_once: int = 32
     #: the reference servers of the run keep their generations in the run folder and answer a prompt
     #: they have answered before from there (``shadow.generation_memo``): a defense leg that leaves a
     #: probe's prompt as it was (most of Mirabel's) costs no decoding. Answers are unchanged.
@@ -327,14 +332,18 @@ def leg_documents_at_once(cfg: BenchConfig, m, docs: Sequence[Document]) -> int:
     """Documents of method ``m`` probed at the same time in one leg (``BenchConfig.requests_at_once``).
 
     The queries per document are the method's own estimate (``query_cost``, as the audit's cost
-    estimate uses), averaged over the leg's documents and rounded up.
+    estimate uses), averaged over the leg's documents and rounded up; the client sends at most
+    ``served.BATCHED[0]`` of one document's at a time.
     """
+    from shadow.bench.served import BATCHED
+
     base = documents_at_once(cfg)
     if base == 1 or cfg.requests_at_once <= 0 or not docs:
         return base
     costs = [c.queries for c in (m.query_cost(len(d.text.split())) for d in docs) if c is not None and c.queries > 0]
     per_doc = math.ceil(sum(costs) / len(costs)) if costs else 1
-    return min(len(docs), max(base, cfg.requests_at_once // per_doc))
+    in_flight = min(per_doc, BATCHED[0])
+    return min(len(docs), max(base, cfg.requests_at_once // in_flight))
 
 
 def probe_leg(m, docs: list[Document], new_target, calibration, top_k: int, at_once: int, bar,

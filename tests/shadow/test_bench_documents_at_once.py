@@ -217,23 +217,29 @@ def test_a_slice_projects_each_leg_per_document_and_pays_the_server_start_once()
 
 
 def test_a_method_with_few_queries_per_document_probes_more_documents_at_once():
-    """requests_at_once // queries per document (the method's own query_cost), never below documents_at_once
-    nor above the leg's documents; one at a time, --documents-at-once 1 or requests_at_once 0 keep the old way."""
+    """requests_at_once // the requests one document has in flight (its query_cost, at most the client's 4),
+    never below documents_at_once nor above the leg's documents; one at a time, --documents-at-once 1 or
+    requests_at_once 0 keep the old way."""
     from audit_core.methods import create_method
     from shadow.bench.runner import leg_documents_at_once
+    from shadow.bench.served import BATCHED
 
     docs = [Document(f"d{i}", "word " * 60) for i in range(40)]
     cfg = BenchConfig()
+    assert cfg.requests_at_once == 2 * 16 and BATCHED[0] == 4  # a full server batch waits while one is answered
     one_query, three = create_method("s2mia_t"), create_method("verbatim")
     many = create_method("mba", elicitation="continue")  # the completion profile's: one request per mask
     assert [one_query.query_cost(60).queries, three.query_cost(60).queries] == [1, 3]
     assert many.query_cost(60).queries >= 5
-    assert leg_documents_at_once(cfg, one_query, docs) == 16
-    assert leg_documents_at_once(cfg, three, docs) == 5
-    assert leg_documents_at_once(cfg, many, docs) == 4  # the floor
+    assert leg_documents_at_once(cfg, one_query, docs) == 32
+    assert leg_documents_at_once(cfg, three, docs) == 10
+    # the client sends four of a document's queries at a time: 8 documents keep 32 requests in flight
+    assert leg_documents_at_once(cfg, many, docs) == 8
     assert leg_documents_at_once(cfg, one_query, docs[:6]) == 6
     short = [Document("s", "too short")]  # no cost estimate: one query assumed
     assert leg_documents_at_once(cfg, three, short * 3) == 3
+    sixteen = BenchConfig(requests_at_once=16)
+    assert [leg_documents_at_once(sixteen, m, docs) for m in (one_query, three, many)] == [16, 5, 4]  # 4: the floor
     assert leg_documents_at_once(BenchConfig(one_at_a_time=True), one_query, docs) == 1
     assert leg_documents_at_once(BenchConfig(documents_at_once=1), one_query, docs) == 1
     assert leg_documents_at_once(BenchConfig(requests_at_once=0), one_query, docs) == 4
