@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
                          "max(--documents-at-once, this // r) documents at once (default: "
                          "BenchConfig.requests_at_once, twice the server's batch; 0: every method at "
                          "--documents-at-once)")
+    ap.add_argument("--server-lanes", type=int,
+                    help="reference servers answering each defense side by side, the cores shared out among "
+                         "them (default: BenchConfig.server_lanes, 2; 1: one server with every core)")
     ap.add_argument("--no-reuse-generations", action="store_true",
                     help="every reference server computes every answer, even a prompt another defense's server "
                          "answered in this run (slower; the same answers: BenchConfig.reuse_generations)")
@@ -132,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                            ("target_model", "target_generator"), ("seed", "seed"), ("out", "out_dir"),
                            ("chat_shadow_size", "chat_shadow_size"), ("paraphraser", "paraphraser"),
                            ("benign_queries", "benign_queries"), ("documents_at_once", "documents_at_once"),
-                           ("requests_at_once", "requests_at_once")):
+                           ("requests_at_once", "requests_at_once"), ("server_lanes", "server_lanes")):
             if getattr(args, flag) is not None:
                 setattr(cfg, attr, getattr(args, flag))
         if args.one_at_a_time:
@@ -145,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
             cfg.shadow.n_members = cfg.shadow.n_nonmembers = args.shadow_size
         if cfg.documents_at_once < 1:
             print("error: --documents-at-once must be at least 1", file=sys.stderr)
+            return 2
+        if cfg.server_lanes < 1:
+            print("error: --server-lanes must be at least 1", file=sys.stderr)
             return 2
         if cfg.requests_at_once < 0:
             print("error: --requests-at-once must be 0 or more", file=sys.stderr)

@@ -2,6 +2,7 @@
 (profile, defense, method, document) through the served target, one row each."""
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -116,6 +117,11 @@ class BenchConfig:
     #: gave the one-query methods (S2MIA, RAG-MIA, Min-k%) 16 documents. 0: every method at
     #: ``documents_at_once``
     requests_at_once: int = 32
+    #: reference servers that answer each defense side by side, the cores shared out among them
+    #: (``shadow.bench.served.set_lanes``): documents take the servers in turn. On two cores a torch
+    #: thread per server gets through more than one server with both (decoding steps with two threads
+    #: cost 0.6-0.9 of one with one, session 40). ``one_at_a_time`` and ``documents_at_once`` 1 imply 1
+    server_lanes: int = 2
     #: the reference servers of the run keep their generations in the run folder and answer a prompt
     #: they have answered before from there (``shadow.generation_memo``): a defense leg that leaves a
     #: probe's prompt as it was (most of Mirabel's) costs no decoding. Answers are unchanged.
@@ -333,7 +339,7 @@ def leg_documents_at_once(cfg: BenchConfig, m, docs: Sequence[Document]) -> int:
 
     The queries per document are the method's own estimate (``query_cost``, as the audit's cost
     estimate uses), averaged over the leg's documents and rounded up; the client sends at most
-    ``served.BATCHED[0]`` of one document's at a time.
+    ``served.BATCHED[0]`` of one document's at a time. Each server lane gets as many.
     """
     from shadow.bench.served import BATCHED
 
@@ -343,7 +349,14 @@ def leg_documents_at_once(cfg: BenchConfig, m, docs: Sequence[Document]) -> int:
     costs = [c.queries for c in (m.query_cost(len(d.text.split())) for d in docs) if c is not None and c.queries > 0]
     per_doc = math.ceil(sum(costs) / len(costs)) if costs else 1
     in_flight = min(per_doc, BATCHED[0])
-    return min(len(docs), max(base, cfg.requests_at_once // in_flight))
+    return min(len(docs), server_lanes(cfg) * max(base, cfg.requests_at_once // in_flight))
+
+
+def server_lanes(cfg: BenchConfig) -> int:
+    """Servers answering each defense side by side (``BenchConfig.server_lanes``)."""
+    if cfg.server_lanes < 1:
+        raise ValueError("server_lanes must be at least 1")
+    return 1 if documents_at_once(cfg) == 1 else cfg.server_lanes
 
 
 def probe_leg(m, docs: list[Document], new_target, calibration, top_k: int, at_once: int, bar,
@@ -408,6 +421,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     at_once = documents_at_once(cfg)
     # the connector's bound on requests in flight allows the most documents a leg may probe at once
     served.set_batching(cfg.one_at_a_time, at_once if at_once == 1 else max(at_once, cfg.requests_at_once))
+    lanes = server_lanes(cfg)
+    served.set_lanes(lanes)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     memo = out / GENERATION_MEMO_FILE if cfg.reuse_generations else None
@@ -486,28 +501,41 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                     (out / BENIGN_FILE).write_text(json.dumps(benign, indent=1))
             dflt = None if defense == "none" else defense
             log_file = out / (f"server-{defense}.log" if prof_name == "completion" else f"server-{prof_name}-{defense}.log")
-            if prof_name == "completion" and cfg.target_generator != prof.rag.generator:
-                http = served.LazyServedTarget(kb_file, cfg.target_generator, dflt, log_file,
-                                               paraphraser=cfg.paraphraser, memo=memo)
-            else:
-                http = served.served_target(prof, kb_file, dflt, log_file, cfg.paraphraser, memo)
+            https: list = []
+            for lane in range(lanes):  # the same system served lanes times, each lane a share of the cores
+                lane_log = log_file if lane == 0 else log_file.with_name(f"{log_file.stem}-lane{lane + 1}.log")
+                if prof_name == "completion" and cfg.target_generator != prof.rag.generator:
+                    h = served.LazyServedTarget(kb_file, cfg.target_generator, dflt, lane_log,
+                                                paraphraser=cfg.paraphraser, memo=memo)
+                else:
+                    h = served.served_target(prof, kb_file, dflt, lane_log, cfg.paraphraser, memo)
+                if https:
+                    h.after = https[0]
+                https.append(h)
+
+            def started_s() -> float:
+                return sum(getattr(h, "start_s", 0.0) for h in https)
+
             try:
-                caching = CachingTarget(http, store, identity=target_identity(cfg, prof_name, prof, defense))
+                identity = target_identity(cfg, prof_name, prof, defense)
+                cachings = [CachingTarget(h, store, identity=identity) for h in https]
                 for m in methods:
                     docs = [d for mm, d in todo if mm is m]
                     if not docs:
                         continue
-                    t_leg, c_leg, s_leg = time.time(), time.process_time(), getattr(http, "start_s", 0.0)
+                    t_leg, c_leg, s_leg = time.time(), time.process_time(), started_s()
                     leg_at_once = leg_documents_at_once(cfg, m, docs)
                     bar = tqdm(total=len(docs), desc=f"[{prof_name} / {defense}] {m.name}", unit="doc",
                                file=sys.stderr)
-                    probe_leg(m, docs, lambda m=m: caching.for_method(m.probe_scope, m.version, CacheStats()),
+                    turn = itertools.count()  # documents take the lanes in turn
+                    probe_leg(m, docs, lambda m=m, turn=turn: cachings[next(turn) % lanes].for_method(
+                                  m.probe_scope, m.version, CacheStats()),
                               preps[defense].calibrations[m.name], caps.max_top_logprobs,
                               leg_at_once, bar, scores_file,
                               {"profile": prof_name, "defense": defense, "labels": labels,
                                "shadow_defense": defense if defense in cfg.shadow_defenses else None})
                     bar.close()
-                    wall, started = time.time() - t_leg, getattr(http, "start_s", 0.0) - s_leg
+                    wall, started = time.time() - t_leg, started_s() - s_leg
                     timings["per_leg"][f"{prof_name}/{defense}/{m.name}"] = {
                         "wall_s": wall, "auditor_cpu_s": time.process_time() - c_leg,
                         "documents": len(docs), "server_start_s": started, "documents_at_once": leg_at_once}
@@ -515,7 +543,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                     eta.finished((prof_name, defense, m.name), len(docs), wall - started)
                     log(eta.line())
             finally:
-                http.stop()
+                for h in https:
+                    h.stop()
             timings["per_defense_s"][defense if prof_name == "completion" else f"{prof_name}/{defense}"] = \
                 time.time() - t_def
     timings["wall_s"] = time.time() - t_start

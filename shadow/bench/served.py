@@ -53,6 +53,25 @@ CLIENT_IN_FLIGHT = CLIENT_CONCURRENCY
 MAX_SERVER_BATCH = 16
 
 
+#: torch threads of each reference server (its ``OMP_NUM_THREADS``); None: torch's default (every core).
+#: ``set_lanes`` sets it when a run serves each defense from several servers at once
+SERVER_THREADS: int | None = None
+
+
+def set_lanes(lanes: int) -> None:
+    """Serve each defense from ``lanes`` servers side by side, the cores shared out among them.
+
+    Why: on two cores a decoding step with two torch threads costs 0.6-0.9 of
+    one with a single thread (SmolLM2 at a batch of 4: 76 ms against 85), so
+    two one-thread servers answering at the same time get through more than one
+    two-thread server (BENCHMARKS.md, session 40). One lane: torch's default.
+    """
+    global SERVER_THREADS
+    if lanes < 1:
+        raise ValueError("lanes must be at least 1")
+    SERVER_THREADS = None if lanes == 1 else max(1, (os.cpu_count() or 1) // lanes)
+
+
 def set_batching(one_at_a_time: bool, documents_at_once: int = 1) -> None:
     """Serve and send one request at a time, or batched (``BATCHED``), from now on.
 
@@ -92,6 +111,8 @@ class ServedTarget:
         if memo is not None:  # the SQLite file the servers of a run share their generations through
             cmd += ["--generation-memo", str(memo)]
         env = dict(os.environ, RPA_SERVE_API_KEY=BENCH_KEY, PYTHONPATH=str(ROOT))
+        if SERVER_THREADS is not None:  # torch reads it when it starts
+            env.update(OMP_NUM_THREADS=str(SERVER_THREADS), MKL_NUM_THREADS=str(SERVER_THREADS))
         self.log = open(log_file, "ab")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         root = f"http://127.0.0.1:{self.port}"
@@ -143,10 +164,15 @@ class LazyServedTarget(Target):
         #: seconds spent starting the server (loading the models, indexing the knowledge base), so
         #: that a benchmark leg's time can be told from the start-up it happened to pay
         self.start_s = 0.0
+        #: another lane's server of the same system, started before this one: two servers indexing the
+        #: same knowledge base into the cache at once would race, the second finds the first's index
+        self.after: "LazyServedTarget | None" = None
 
     def _client(self) -> Target:
         from audit_core.target.openai_compat import OpenAITarget
 
+        if self.after is not None and self._http is None:
+            self.after._client()
         with self._lock:
             if self._http is None:
                 import shadow.bench.served as served  # looked up at call time: tests replace it

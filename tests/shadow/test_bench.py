@@ -94,6 +94,10 @@ def test_quick_benchmark_writes_its_outputs(quick_run):
     saved = json.loads((out / "results.json").read_text())
     assert saved["metrics"].keys() == results["metrics"].keys() and len(saved["rows"]) == len(results["rows"])
     assert (out / "roc_none.png").stat().st_size > 1000
+    # the defense was served by two servers side by side (BenchConfig.server_lanes), and both answered probes
+    assert cfg.server_lanes == 2
+    for log in ("server-none.log", "server-none-lane2.log"):
+        assert " in " in (out / log).read_text() and "completions" in (out / log).read_text(), log
     table = (out / "table.md").read_text()
     assert table.startswith("| defense | method | members + non-members | AUC") and "S-RAG" in table
     md = out / "BENCHMARKS.md"

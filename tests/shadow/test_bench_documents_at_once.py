@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -225,7 +226,7 @@ def test_a_method_with_few_queries_per_document_probes_more_documents_at_once():
     from shadow.bench.served import BATCHED
 
     docs = [Document(f"d{i}", "word " * 60) for i in range(40)]
-    cfg = BenchConfig()
+    cfg = BenchConfig(server_lanes=1)
     assert cfg.requests_at_once == 2 * 16 and BATCHED[0] == 4  # a full server batch waits while one is answered
     one_query, three = create_method("s2mia_t"), create_method("verbatim")
     many = create_method("mba", elicitation="continue")  # the completion profile's: one request per mask
@@ -238,8 +239,68 @@ def test_a_method_with_few_queries_per_document_probes_more_documents_at_once():
     assert leg_documents_at_once(cfg, one_query, docs[:6]) == 6
     short = [Document("s", "too short")]  # no cost estimate: one query assumed
     assert leg_documents_at_once(cfg, three, short * 3) == 3
-    sixteen = BenchConfig(requests_at_once=16)
+    # each server lane gets as many (the default: two lanes)
+    assert BenchConfig().server_lanes == 2
+    assert [leg_documents_at_once(BenchConfig(), m, docs) for m in (one_query, three, many)] == [40, 20, 16]
+    sixteen = BenchConfig(requests_at_once=16, server_lanes=1)
     assert [leg_documents_at_once(sixteen, m, docs) for m in (one_query, three, many)] == [16, 5, 4]  # 4: the floor
     assert leg_documents_at_once(BenchConfig(one_at_a_time=True), one_query, docs) == 1
     assert leg_documents_at_once(BenchConfig(documents_at_once=1), one_query, docs) == 1
     assert leg_documents_at_once(BenchConfig(requests_at_once=0), one_query, docs) == 4
+
+
+def test_a_lane_starts_its_server_after_the_first_lane_and_each_gets_a_share_of_the_cores(tmp_path, monkeypatch):
+    """Two lanes: the second server is started only once the first is up (two servers indexing the same
+    knowledge base into the cache at once would race), and each server runs with its share of the cores."""
+    started: list[tuple[str, int | None]] = []
+
+    class Recording(_FakeServer):
+        def __init__(self, kb_file, generator, defense, log_file, *a, **k):
+            super().__init__(kb_file, generator, defense, log_file, *a, **k)
+            started.append((Path(log_file).name, served.SERVER_THREADS))
+
+    monkeypatch.setattr(served, "ServedTarget", Recording)
+    monkeypatch.setattr(served.os, "cpu_count", lambda: 2)
+    try:
+        served.set_lanes(2)
+        first = served.LazyServedTarget(tmp_path / "kb.jsonl", "m", None, tmp_path / "server-none.log")
+        second = served.LazyServedTarget(tmp_path / "kb.jsonl", "m", None, tmp_path / "server-none-lane2.log")
+        second.after = first
+        second._client()
+        assert started == [("server-none.log", 1), ("server-none-lane2.log", 1)]
+        first._client()  # already up: not started twice
+        assert len(started) == 2
+        served.set_lanes(1)
+        assert served.SERVER_THREADS is None  # one lane: torch's default, every core
+        with pytest.raises(ValueError):
+            served.set_lanes(0)
+    finally:
+        served.set_lanes(1)
+
+
+def test_a_server_of_a_lane_is_started_with_its_threads(tmp_path, monkeypatch):
+    """The thread count reaches the server process as OMP_NUM_THREADS (torch reads it when it starts)."""
+    seen: list[dict] = []
+
+    class NoProcess:
+        returncode = None
+
+        def __init__(self, cmd, cwd=None, env=None, stdout=None, stderr=None):
+            seen.append(env)
+
+        def poll(self):
+            return None
+
+    monkeypatch.setattr(served.subprocess, "Popen", NoProcess)
+    monkeypatch.setattr(served, "server_ready", lambda api, url, key=served.BENCH_KEY: True)
+    monkeypatch.setattr(served.os, "cpu_count", lambda: 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    try:
+        served.set_lanes(2)
+        served.ServedTarget(tmp_path / "kb.jsonl", "m", None, tmp_path / "a.log").log.close()
+        served.set_lanes(1)
+        served.ServedTarget(tmp_path / "kb.jsonl", "m", None, tmp_path / "b.log").log.close()
+    finally:
+        served.set_lanes(1)
+    assert seen[0]["OMP_NUM_THREADS"] == "4" and seen[0]["MKL_NUM_THREADS"] == "4"
+    assert "OMP_NUM_THREADS" not in seen[1]
