@@ -119,8 +119,10 @@ class BenchConfig:
     requests_at_once: int = 32
     #: reference servers that answer each defense side by side, the cores shared out among them
     #: (``shadow.bench.served.set_lanes``): documents take the servers in turn. On two cores a torch
-    #: thread per server gets through more than one server with both (decoding steps with two threads
-    #: cost 0.6-0.9 of one with one, session 40). ``one_at_a_time`` and ``documents_at_once`` 1 imply 1
+    #: thread per server gets through more than one server with both: a decoding step with two threads
+    #: takes 0.6-0.9 of one with one thread, and a paraphrasing slice of S-RAG and MBA took 270 s against
+    #: 371 s (session 40). Each server holds its own models (about 3 GB resident). ``one_at_a_time`` and
+    #: ``documents_at_once`` 1 imply 1
     server_lanes: int = 2
     #: the reference servers of the run keep their generations in the run folder and answer a prompt
     #: they have answered before from there (``shadow.generation_memo``): a defense leg that leaves a

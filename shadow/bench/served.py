@@ -61,10 +61,12 @@ SERVER_THREADS: int | None = None
 def set_lanes(lanes: int) -> None:
     """Serve each defense from ``lanes`` servers side by side, the cores shared out among them.
 
-    Why: on two cores a decoding step with two torch threads costs 0.6-0.9 of
-    one with a single thread (SmolLM2 at a batch of 4: 76 ms against 85), so
-    two one-thread servers answering at the same time get through more than one
-    two-thread server (BENCHMARKS.md, session 40). One lane: torch's default.
+    Why: on two cores a decoding step with two torch threads takes 0.6-0.9 of
+    the time it takes with one (SmolLM2 at a batch of 4: 76 ms against 85), and
+    two one-thread processes side by side each keep their one-thread speed, so
+    two servers get through more than one with both threads: a 20 + 20 slice of
+    S-RAG and MBA under paraphrasing took 270 s against 371 s (BENCHMARKS.md,
+    session 40). One lane: torch's default.
     """
     global SERVER_THREADS
     if lanes < 1:
