@@ -503,17 +503,18 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                     (out / BENIGN_FILE).write_text(json.dumps(benign, indent=1))
             dflt = None if defense == "none" else defense
             log_file = out / (f"server-{defense}.log" if prof_name == "completion" else f"server-{prof_name}-{defense}.log")
-            https: list = []
-            for lane in range(lanes):  # the same system served lanes times, each lane a share of the cores
-                lane_log = log_file if lane == 0 else log_file.with_name(f"{log_file.stem}-lane{lane + 1}.log")
-                if prof_name == "completion" and cfg.target_generator != prof.rag.generator:
-                    h = served.LazyServedTarget(kb_file, cfg.target_generator, dflt, lane_log,
-                                                paraphraser=cfg.paraphraser, memo=memo)
-                else:
-                    h = served.served_target(prof, kb_file, dflt, lane_log, cfg.paraphraser, memo)
-                if https:
-                    h.after = https[0]
-                https.append(h)
+            if prof_name == "completion" and cfg.target_generator != prof.rag.generator:
+                def serve(lane_log: Path):
+                    return served.LazyServedTarget(kb_file, cfg.target_generator, dflt, lane_log,
+                                                   paraphraser=cfg.paraphraser, memo=memo)
+            else:
+                def serve(lane_log: Path):
+                    return served.served_target(prof, kb_file, dflt, lane_log, cfg.paraphraser, memo)
+            # the same system served once per lane, each lane a share of the cores
+            https = [serve(log_file if lane == 0 else log_file.with_name(f"{log_file.stem}-lane{lane + 1}.log"))
+                     for lane in range(lanes)]
+            for h in https[1:]:
+                h.after = https[0]
 
             def started_s() -> float:
                 return sum(getattr(h, "start_s", 0.0) for h in https)
