@@ -29,3 +29,19 @@ def test_legs_that_cannot_run_or_were_done_before_are_not_waited_for():
     assert eta.line().startswith("run: 0 of 1 legs done (0 of 50 documents)")
     eta.finished(("chat", "none", "verbatim"), 10, 20.0)  # a leg resumed with 40 rows already present
     assert eta.seconds_left() == 0
+
+
+def test_a_method_not_yet_measured_is_estimated_from_the_tokens_it_asks_for():
+    # a one-answer method measured at 1 s per document; a nine-answer method not yet run must not be
+    # estimated at that same 1 s (the flat mean said "about 2 min left" before a 15-minute leg)
+    eta = RunEstimate({("chat", "paraphrase", "rag_mia"): 100, ("chat", "paraphrase", "verbatim"): 100,
+                       ("chat", "paraphrase", "robustness"): 100})
+    eta.weigh("chat", "rag_mia", 32)
+    eta.weigh("chat", "verbatim", 9 * 128)
+    eta.finished(("chat", "paraphrase", "rag_mia"), 100, 100.0)  # 1 s per document, 1 / 32 s per token
+    # verbatim from the tokens (36 s per document); robustness, whose tokens are unknown, from the mean
+    assert eta.seconds_left() == pytest.approx(100 * 9 * 128 / 32 + 100 * 1.0)
+    eta.finished(("chat", "paraphrase", "verbatim"), 100, 2000.0)  # measured: its own 20 s from now on
+    eta.weigh("chat", "robustness", 64)
+    # robustness from the seconds per token of both measured legs: mean(1/32, 20/1152) x 64
+    assert eta.seconds_left() == pytest.approx(100 * (1 / 32 + 20 / 1152) / 2 * 64)
