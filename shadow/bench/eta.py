@@ -7,17 +7,27 @@ estimated from the same method's seconds per document in the legs already
 run (a method costs about the same under each defense; the paraphrasing
 defense, which also rewrites every query, costs more, so early estimates are
 low until a paraphrasing leg has run). A method not yet measured is estimated
-from the seconds per generated token of the legs so far times the tokens it
-asks for per document (``weigh``), since decoding is most of a leg's time: a
-flat mean of the legs so far said "about 2 min left" before Verbatim's nine
-answers per document, which took several times that. Without its tokens, from
-the mean of the legs so far.
+from the seconds per unit of work of the legs so far times its units per
+document (``weigh``): a query plus one unit per ``TOKENS_PER_QUERY`` completion
+tokens it asks for. A flat mean of the legs so far said "about 2 min left"
+before Verbatim's nine answers per document, which took 20 minutes; seconds per
+generated token alone overshot by hours after a one-word method (its time is
+the query, not the decoding). On the 33 legs of sessions 40 and 41 (twelve
+methods, four defenses, two profiles; the tokens actually generated) a query
+plus 1/64 unit per token came to 0.2-1.0 s per unit, where seconds per query
+ranged 0.2-1.8 and seconds per document 0.4-12 (S2MIA-M aside: it reuses
+S2MIA-T's answers). The estimate can only use the most tokens a method asks
+for, so it runs high for methods whose answers stop early. Without a method's
+cost, from the mean of the legs so far.
 """
 from __future__ import annotations
 
 from audit_core.progress import format_duration
 
 Leg = tuple[str, str, str]  # (profile, defense, method)
+
+#: completion tokens that cost about as much as sending one query, on the 2-core machine (see above)
+TOKENS_PER_QUERY = 64
 
 
 class RunEstimate:
@@ -28,12 +38,13 @@ class RunEstimate:
         self._total_legs = len(self._left)
         self._total_docs = sum(self._left.values())
         self._per_doc: dict[Leg, float] = {}
-        self._tokens: dict[tuple[str, str], float] = {}  # (profile, method): completion tokens per document
+        self._units: dict[tuple[str, str], float] = {}  # (profile, method): units of work per document
 
-    def weigh(self, profile: str, method: str, tokens_per_document: float) -> None:
-        """The most completion tokens a method asks for per document on a profile (its ``QueryCost``)."""
-        if tokens_per_document > 0:
-            self._tokens[(profile, method)] = float(tokens_per_document)
+    def weigh(self, profile: str, method: str, queries: float, completion_tokens: float) -> None:
+        """A method's queries and most completion tokens per document on a profile (its ``QueryCost``)."""
+        units = queries + completion_tokens / TOKENS_PER_QUERY
+        if units > 0:
+            self._units[(profile, method)] = float(units)
 
     def drop(self, profile: str, method: str) -> None:
         """Legs that will not run (the method cannot run on the profile): nothing to wait for."""
@@ -50,9 +61,9 @@ class RunEstimate:
         same = [s for (_, _, m), s in self._per_doc.items() if m == method]
         if same:
             return sum(same) / len(same)
-        per_token = [s / self._tokens[(p, m)] for (p, _, m), s in self._per_doc.items() if (p, m) in self._tokens]
-        if per_token and (profile, method) in self._tokens:
-            return sum(per_token) / len(per_token) * self._tokens[(profile, method)]
+        per_unit = [s / self._units[(p, m)] for (p, _, m), s in self._per_doc.items() if (p, m) in self._units]
+        if per_unit and (profile, method) in self._units:
+            return sum(per_unit) / len(per_unit) * self._units[(profile, method)]
         pool = list(self._per_doc.values())
         return sum(pool) / len(pool) if pool else None
 

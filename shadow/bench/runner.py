@@ -466,9 +466,10 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             continue
         for m in methods:  # the documents an owner would audit together: members and non-members alike
             m.use_collection([d.text for d in test_docs])
-            costs = [c.completion_tokens for c in (m.query_cost(d.n_words) for d in test_docs) if c is not None]
+            costs = [c for c in (m.query_cost(d.n_words) for d in test_docs) if c is not None]
             if costs:
-                eta.weigh(prof_name, m.name, sum(costs) / len(costs))
+                eta.weigh(prof_name, m.name, sum(c.queries for c in costs) / len(costs),
+                          sum(c.completion_tokens for c in costs) / len(costs))
         shadow_cfg = profile_shadow(cfg, prof)
         log(f"[{prof_name}] shadow preparation ({shadow_cfg.prompt_style} style) for "
             f"{', '.join(m.name for m in methods)} ...")

@@ -31,17 +31,18 @@ def test_legs_that_cannot_run_or_were_done_before_are_not_waited_for():
     assert eta.seconds_left() == 0
 
 
-def test_a_method_not_yet_measured_is_estimated_from_the_tokens_it_asks_for():
+def test_a_method_not_yet_measured_is_estimated_from_its_queries_and_tokens():
     # a one-answer method measured at 1 s per document; a nine-answer method not yet run must not be
-    # estimated at that same 1 s (the flat mean said "about 2 min left" before a 15-minute leg)
+    # estimated at that same 1 s (the flat mean said "about 2 min left" before a 20-minute leg), nor
+    # from seconds per token alone (a one-word answer's time is its query: that said "5 h left")
     eta = RunEstimate({("chat", "paraphrase", "rag_mia"): 100, ("chat", "paraphrase", "verbatim"): 100,
                        ("chat", "paraphrase", "robustness"): 100})
-    eta.weigh("chat", "rag_mia", 32)
-    eta.weigh("chat", "verbatim", 9 * 128)
-    eta.finished(("chat", "paraphrase", "rag_mia"), 100, 100.0)  # 1 s per document, 1 / 32 s per token
-    # verbatim from the tokens (36 s per document); robustness, whose tokens are unknown, from the mean
-    assert eta.seconds_left() == pytest.approx(100 * 9 * 128 / 32 + 100 * 1.0)
-    eta.finished(("chat", "paraphrase", "verbatim"), 100, 2000.0)  # measured: its own 20 s from now on
-    eta.weigh("chat", "robustness", 64)
-    # robustness from the seconds per token of both measured legs: mean(1/32, 20/1152) x 64
-    assert eta.seconds_left() == pytest.approx(100 * (1 / 32 + 20 / 1152) / 2 * 64)
+    eta.weigh("chat", "rag_mia", 1, 0)          # 1 unit per document
+    eta.weigh("chat", "verbatim", 9, 9 * 128)   # 9 + 18 = 27 units
+    eta.finished(("chat", "paraphrase", "rag_mia"), 100, 100.0)  # 1 s per document: 1 s per unit
+    # verbatim from its units (27 s per document); robustness, whose cost is unknown, from the mean
+    assert eta.seconds_left() == pytest.approx(100 * 27 + 100 * 1.0)
+    eta.finished(("chat", "paraphrase", "verbatim"), 100, 1350.0)  # measured: its own 13.5 s from now on
+    eta.weigh("chat", "robustness", 2, 128)  # 4 units
+    # robustness from the seconds per unit of both measured legs: mean(1, 13.5 / 27) x 4
+    assert eta.seconds_left() == pytest.approx(100 * (1 + 0.5) / 2 * 4)
