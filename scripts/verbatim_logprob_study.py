@@ -21,7 +21,11 @@ members of 20 documents against 20 controls:
   the sent text up to its end (0 without such a probe);
 * ``p_any``: the same over every aligned reading, the answer's first token included;
 * ``share+p``: ``share`` with ``p_restated`` breaking its ties (1e-3 x);
-* ``share|p``: the larger of ``share`` and ``p_restated``.
+* ``share|p``: the larger of ``share`` and ``p_restated``;
+* ``conf``: how sure the model was of what it wrote from the aligned position on (the mean
+  probability of its next ``--conf-tokens`` generated tokens), highest over the probes -- a model
+  copying a passage it holds writes with near-certainty, one making text up does not (session 41);
+* ``share+conf``: ``share`` with ``conf`` breaking its ties (1e-3 x).
 
     RPA_CACHE_DIR=<cache> .venv/bin/python scripts/verbatim_logprob_study.py --n 25 --distractors 1750
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sys
 import time
@@ -57,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--distractors", type=int, default=1750)
     ap.add_argument("--top-logprobs", type=int, default=20)
     ap.add_argument("--collections", type=int, default=1000)
+    ap.add_argument("--conf-tokens", type=int, default=20, help="generated tokens read by the conf reading")
     ap.add_argument("--medquad", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "medquad.jsonl"))
     ap.add_argument("--out", help="JSON file for the per-document rows")
     args = ap.parse_args(argv)
@@ -89,8 +95,13 @@ def main(argv: list[str] | None = None) -> int:
             if raw is None or not rest.split():
                 readings.append({"aligned": "", "prob": None})
                 continue
-            wo = observe_word(rest.split()[0], Completion.from_json(raw), prefix=q)
-            readings.append({"aligned": wo.aligned, "prob": wo.prob, "word": wo.word})
+            comp = Completion.from_json(raw)
+            wo = observe_word(rest.split()[0], comp, prefix=q)
+            after = [] if wo.position is None else [
+                (t.token, round(t.logprob, 4)) for t in comp.tokens[wo.position:wo.position + args.conf_tokens]]
+            conf = float(np.mean([math.exp(lp) for _, lp in after])) if after else None
+            readings.append({"aligned": wo.aligned, "prob": wo.prob, "word": wo.word, "conf": conf,
+                             "after": after})
         docs.append({"label": label, "id": d.id, "share": share, "why": why, "readings": readings})
     print(f"{(time.time() - t0) / len(docs):.1f} s / document", file=sys.stderr)
 
@@ -98,12 +109,17 @@ def main(argv: list[str] | None = None) -> int:
         ps = [r["prob"] for r in doc["readings"] if r["aligned"] in kinds and r["prob"] is not None]
         return max(ps, default=0.0)
 
+    def best_conf(doc):
+        return max((r["conf"] for r in doc["readings"] if r.get("conf") is not None), default=0.0)
+
     usable = [d for d in docs if d["share"] is not None]
     y = np.array([d["label"] for d in usable])
     share = np.array([d["share"] for d in usable])
     p_rest = np.array([best(d, ("restated",)) for d in usable])
     scores = {"share": share, "p_restated": p_rest, "p_any": np.array([best(d, ("restated", "first")) for d in usable]),
               "share+p": share + 1e-3 * p_rest, "share|p": np.maximum(share, p_rest)}
+    conf = np.array([best_conf(d) for d in usable])
+    scores.update({"conf": conf, "share+conf": share + 1e-3 * conf})
     restated = {lab: sum(r["aligned"] == "restated" for d in usable if d["label"] == lab for r in d["readings"])
                 for lab in (1, 0)}
     print(f"{len(usable)} of {len(docs)} documents with a Verbatim score; probes read after a restatement: "

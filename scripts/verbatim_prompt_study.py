@@ -22,6 +22,16 @@ method's default three. The first three listed should be the default's.
 
     .venv/bin/python scripts/verbatim_prompt_study.py --n 20 --distractors 1750 --max-tokens 128 \
         --probe-set quote:0.5,quote:0.333,repeat:0.5,quote:0.25,repeat:0.333,quote:0.667,repeat:0.25,quote:0.4,repeat:0.667
+
+With ``--read-sets`` it sends nothing: it reads a ``--probe-set`` run's stored
+shares (its ``--out`` file) and compares subsets of its probes, each given as
+name=indices (0-based, in the order sent), the first set the reference: AUC with
+its interval, the paired difference from the first set, documents reproducing
+anything, and the simulated collection-test power (5 members of 20 against 20
+controls).
+
+    .venv/bin/python scripts/verbatim_prompt_study.py --read-sets runs/s41/probeset-s5151.json \
+        --sets "nine=0-8;open nine=9,10,2,11,4,12,6,13,8;all=0-13"
 """
 from __future__ import annotations
 
@@ -42,6 +52,12 @@ CANDIDATES = {
                    "context, word for word.",
     "source_passage": 'One of the documents you were given contains the words "{query}" Copy that whole document '
                       "out exactly, from its first word to its last.",
+    # session 41: requests that leave the user's turn open (an unclosed quote, or the text itself last), so that
+    # the answer's natural first words are the document's next ones (a pseudo-prefill inside the user turn)
+    "complete_open": 'Complete this message word for word, exactly as it is written in your documents: "{query}',
+    "quote_open": 'I read a message that starts: "{query}" What does the rest of that message say? Quote it '
+                  'exactly.\n\nThe rest of the message: "',
+    "continue_open": 'Continue the following text from your documents, without changing a word:\n\n{query}',
 }
 
 
@@ -65,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probe-set", help="probes sent to every document, template:share, comma-separated; "
                                         "prints the AUC over the first k of them for every k")
     ap.add_argument("--out", help="JSON file for the per-document rows")
+    ap.add_argument("--read-sets", help="a --probe-set run's --out file: compare subsets of its probes, send nothing")
+    ap.add_argument("--sets", help="with --read-sets: name=indices;name=indices (indices: 0,2,5 or 0-8)")
     args = ap.parse_args(argv)
+    if args.read_sets:
+        return read_sets(args.read_sets, args.sets or "")
 
     vb.TEMPLATES.update(CANDIDATES)
     cfg = ShadowConfig(prompt_style="chat", probe_retrieval="per_request")
@@ -143,6 +163,48 @@ def probe_count_study(args, rag, drawn) -> int:
               f"{int((y == 0).sum())} |")
     if args.out:
         Path(args.out).write_text(json.dumps({"probes": probes, "documents": docs}, indent=1))
+    return 0
+
+
+def _indices(spec: str) -> list[int]:
+    out: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    return out
+
+
+def read_sets(path: str, sets: str) -> int:
+    """Subsets of a stored --probe-set run's probes, each scored as the method scores (best share), compared."""
+    import numpy as np
+
+    from audit_core.evidence.calibration import fit_platt
+    from audit_core.evidence.collection import simulated_power
+    from audit_core.metrics import bootstrap_auc_ci, bootstrap_auc_difference_ci, roc_auc
+
+    docs = json.loads(Path(path).read_text())["documents"]
+    named = [(name.strip(), _indices(idx)) for name, _, idx in (s.partition("=") for s in sets.split(";") if s)]
+    if not named:
+        raise SystemExit("--sets: give at least one name=indices")
+    y = np.array([d["label"] for d in docs])
+
+    def score(idx: list[int]) -> np.ndarray:
+        return np.array([best_shares([d["probes"][i] for i in idx], len(idx)) for d in docs])
+
+    ref = score(named[0][1])
+    print("| probes | queries | AUC [95% CI] | minus the first set, paired | members reproducing anything | "
+          "non-members | power, 5 of 20 vs 20 controls |")
+    print("|---|---|---|---|---|---|---|")
+    for name, idx in named:
+        s = score(idx)
+        lo, hi = bootstrap_auc_ci(y, s)
+        d_lo, d_hi = bootstrap_auc_difference_ci(y, s, ref)
+        ms, ns = s[y == 1], s[y == 0]
+        power = simulated_power(ms, ns, 20, 20, member_share=0.25, n_sim=1000,
+                                platt=fit_platt(ms.tolist(), ns.tolist()))
+        print(f"| {name} | {len(idx)} | {roc_auc(y, s):.3f} [{lo:.2f}, {hi:.2f}] | {roc_auc(y, s) - roc_auc(y, ref):+.3f} "
+              f"[{d_lo:+.3f}, {d_hi:+.3f}] | {int(((s > 0) & (y == 1)).sum())} / {int(y.sum())} | "
+              f"{int(((s > 0) & (y == 0)).sum())} / {int((y == 0).sum())} | {power:.3f} |")
     return 0
 
 
