@@ -98,8 +98,9 @@ def _tokens(words: float, cfg: EstimateConfig) -> int:
     return int(math.ceil(words * cfg.tokens_per_word))
 
 
-def _one_method(name: str, costs: Sequence[Any], cfg: EstimateConfig) -> MethodEstimate:
+def method_estimate(name: str, costs: Sequence[Any], cfg: EstimateConfig | None = None) -> MethodEstimate:
     """Add up the method's own ``query_cost`` (``costs``: one per document, None where it skips it)."""
+    cfg = cfg or EstimateConfig()
     est = MethodEstimate(name)
     per_query = cfg.chat_overhead_tokens + cfg.context_tokens_per_query
     for cost in costs:
@@ -132,7 +133,7 @@ def estimate_audit(
     out.skipped_by_every_method = sum(all(costs[m][i] is None for m in methods) for i in range(len(counts))) \
         if methods else 0
     for name in methods:
-        est = _one_method(name, costs[name], cfg)
+        est = method_estimate(name, costs[name], cfg)
         if name == "s2mia_m" and "s2mia_t" in methods:
             est = MethodEstimate(name, skipped_documents=est.skipped_documents,
                                  note="same requests as S2MIA-T, answered from the cache")

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from audit_core.audit import AuditConfig, probe_document, select_methods
 from audit_core.documents import Document
+from audit_core.estimate import method_estimate
 from audit_core.methods import METHODS, create_method
 from audit_core.methods.base import MethodResult
 from audit_core.target.base import MAX_TOP_LOGPROBS, Capabilities
@@ -466,10 +467,10 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             continue
         for m in methods:  # the documents an owner would audit together: members and non-members alike
             m.use_collection([d.text for d in test_docs])
-            costs = [c for c in (m.query_cost(d.n_words) for d in test_docs) if c is not None]
-            if costs:
-                eta.weigh(prof_name, m.name, sum(c.queries for c in costs) / len(costs),
-                          sum(c.completion_tokens for c in costs) / len(costs))
+            cost = method_estimate(m.name, [m.query_cost(d.n_words) for d in test_docs])
+            probed = len(test_docs) - cost.skipped_documents
+            if probed:
+                eta.weigh(prof_name, m.name, cost.queries / probed, cost.completion_tokens / probed)
         shadow_cfg = profile_shadow(cfg, prof)
         log(f"[{prof_name}] shadow preparation ({shadow_cfg.prompt_style} style) for "
             f"{', '.join(m.name for m in methods)} ...")
