@@ -87,6 +87,20 @@ def other_paraphraser(generator: str, paraphraser: str | None) -> str | None:
     return who if who != generator else None
 
 
+def paraphrase_variant(generator: str, paraphraser: str | None, min_similarity: float) -> str | None:
+    """What names of stored answers under the paraphrasing defense add to "paraphrase", else None.
+
+    Answers differ with who paraphrases (``other_paraphraser``) and with the
+    rewrite check (``RagConfig.paraphrase_min_similarity``); the defense as
+    first simulated (the generator paraphrasing itself, every rewrite kept)
+    keeps its bare name so that the answers stored then are still its own.
+    """
+    parts = [p for p in (other_paraphraser(generator, paraphraser),) if p]
+    if min_similarity > 0:
+        parts.append(f"rewrites under {min_similarity:g} similar dropped")
+    return ", ".join(parts) or None
+
+
 @dataclass
 class RagConfig:
     """How a RagSystem is built. Defaults follow S-RAG section 5.1 unless noted."""
@@ -114,6 +128,18 @@ class RagConfig:
     #: generator itself as S-RAG 5.3 has it when it follows instructions, else
     #: the packaged instruct model (see there)
     paraphraser: str | None = None
+    #: a rewrite whose embedding is less like its query's than this (cosine of
+    #: the embedder's unit vectors) is no paraphrase, and the query is retrieved
+    #: with as sent. Our choice, not the papers': a 135M paraphraser answers a
+    #: yes/no question ("Yes.") or writes a stock sentence instead of
+    #: rewriting, which a deployed rewriter's sanity check would catch; without
+    #: the check such an answer, not a paraphrase, is what the retriever gets.
+    #: At 0.5 (chosen before measuring) SmolLM2 rewrites of 60 honest MedQuAD
+    #: questions all pass (median 0.84), and the answers it gave instead of a
+    #: rewrite are dropped: 10 of RAG-MIA's 12 questions ("Yes.", about 0.0),
+    #: and 15-33% of S-RAG's, Interrogation's and DCMI's probes (BENCHMARKS.md
+    #: "Session 42"). 0 keeps every rewrite (the defense before session 42).
+    paraphrase_min_similarity: float = 0.5
     #: chromadb directory; None: <cache_dir()>/chroma
     persist_dir: str | None = None
     #: recent prompts whose key/value states are kept for prefix reuse; 0 turns
@@ -151,6 +177,8 @@ class RagConfig:
             raise ValueError("top_k must be at least 1")
         if self.decode_batch_size < 1:
             raise ValueError("decode_batch_size must be at least 1")
+        if not 0.0 <= self.paraphrase_min_similarity < 1.0:
+            raise ValueError("paraphrase_min_similarity must be at least 0 and below 1")
         if "{context}" not in self.system_template:
             raise ValueError("system_template needs a {context} slot")
 
@@ -342,9 +370,10 @@ class RagSystem(Target):
         # the store keys cached answers by this name: it must change with anything
         # that changes the answers (knowledge base, generator, defense)
         defense = self.config.defense or "none"
-        other = other_paraphraser(self.config.generator, self.config.paraphraser)
-        if defense == "paraphrase" and other:
-            defense += f"({other})"
+        variant = paraphrase_variant(self.config.generator, self.config.paraphraser,
+                                     self.config.paraphrase_min_similarity)
+        if defense == "paraphrase" and variant:
+            defense += f"({variant})"
         self.name = f"rag:{self.config.generator}:{defense}:{self.content_hash[:12]}"
         self.collection_name = f"rpa-kb-{self.content_hash[:40]}"
         self.reused_collection = False
@@ -464,12 +493,21 @@ class RagSystem(Target):
         defense = self.config.defense
         retrieval_queries = list(queries)
         paraphrased: list[bool] = [False] * len(queries)
+        unlike: dict[int, tuple[float, str]] = {}  # rewrites dropped by the check: (similarity to the query, rewrite)
         if defense == "paraphrase":
             p = self._paraphraser_obj()
             for i, res in enumerate(p.paraphrase_many(queries, self.config.decode_batch_size)):
                 if res.acted:
                     retrieval_queries[i], paraphrased[i] = res.paraphrase, True
         emb = _encode(self.config.embedder, retrieval_queries)
+        rewritten = [i for i, acted in enumerate(paraphrased) if acted]
+        if rewritten and self.config.paraphrase_min_similarity > 0:
+            own = _encode(self.config.embedder, [queries[i] for i in rewritten])
+            for row, i in enumerate(rewritten):
+                sim = float(own[row] @ emb[i])
+                if sim < self.config.paraphrase_min_similarity:
+                    unlike[i] = (sim, retrieval_queries[i])
+                    retrieval_queries[i], paraphrased[i], emb[i] = queries[i], False, own[row]
         count = self._collection.count()
         n = min(count, k + 1 if self._mirabel is not None else k)
         res = self._collection.query(query_embeddings=emb, n_results=n, include=["distances"])
@@ -479,7 +517,12 @@ class RagSystem(Target):
             rec = RetrievalRecord(q, retrieval_queries[i], [], [], defense)
             if defense == "paraphrase":
                 rec.defense_acted = paraphrased[i]
-                if not paraphrased[i]:
+                if i in unlike:
+                    sim, dropped = unlike[i]
+                    rec.detail.update(note=f"the rewrite was no paraphrase (similarity {sim:.2f} to the query, under "
+                                           f"{self.config.paraphrase_min_similarity:g}); the original query was used",
+                                      dropped_rewrite=dropped)
+                elif not paraphrased[i]:
                     rec.detail["note"] = "the paraphrase was empty or identical; the original query was used"
             if self._mirabel is not None:
                 ids, mat = self._kb_embeddings()

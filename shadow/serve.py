@@ -454,6 +454,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--paraphraser", default=None,
                    help="model that rewrites queries under --defense paraphrase (default: the generator when it is an "
                         "instruct model, else smollm2-135m-instruct: shadow.rag.default_paraphraser)")
+    p.add_argument("--paraphrase-min-similarity", type=float, default=RagConfig.paraphrase_min_similarity,
+                   metavar="COS", help="under --defense paraphrase, a rewrite less similar to its query than this is "
+                                       "no paraphrase and the query is retrieved with as sent (0: keep every rewrite)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--top-k", type=int, default=RagConfig.top_k)
@@ -487,7 +490,10 @@ def main(argv: list[str] | None = None) -> None:
     key = [k.strip() for k in os.environ.get(API_KEY_ENV, "").split(",") if k.strip()] or None
     if key is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving on %s without an API key: anyone who can reach it can query it", a.host)
+    if not 0.0 <= a.paraphrase_min_similarity < 1.0:
+        p.error("--paraphrase-min-similarity must be at least 0 and below 1")
     cache = dict(persist_dir=a.persist_dir, paraphraser=a.paraphraser,
+                 paraphrase_min_similarity=a.paraphrase_min_similarity,
                  prefix_cache_entries=0 if a.no_prefix_cache else RagConfig.prefix_cache_entries)
     with_logprobs = True
     if a.profile:

@@ -23,7 +23,7 @@ from shadow.bench.eta import RunEstimate
 from shadow.demo import DEMO_MBA_ELICITATION
 from shadow.prepare import ShadowConfig, prepare_shadow
 from shadow.profiles import PROFILES, TargetProfile, get_profile, source_id
-from shadow.rag import other_paraphraser
+from shadow.rag import paraphrase_variant
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TARGET_CORPUS = ROOT.parent / "shared" / "data" / "genmedgpt5k.jsonl"
@@ -211,15 +211,16 @@ def target_identity(cfg: BenchConfig, prof_name: str, prof: TargetProfile, defen
     The system, not its address: the server takes a new port every run, and a
     re-run must find the answers of the last one. Paraphrase rows also name
     who paraphrased when that is not the generator itself (named, or by
-    ``shadow.rag.default_paraphraser``), so answers of one paraphraser are never read as
-    another's.
+    ``shadow.rag.default_paraphraser``) and the rewrite check the served
+    system runs (``RagConfig.paraphrase_min_similarity``, since session 42), so
+    answers of one paraphrasing defense are never read as another's.
     """
     generator = cfg.target_generator if prof_name == "completion" else prof.rag.generator
     system = cfg.target_generator if prof_name == "completion" else f"profile {prof_name}"
     ident = f"reference RAG · {system} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
-    other = other_paraphraser(generator, cfg.paraphraser)
-    if defense == "paraphrase" and other:
-        ident += f" ({other})"
+    variant = paraphrase_variant(generator, cfg.paraphraser, prof.rag.paraphrase_min_similarity)
+    if defense == "paraphrase" and variant:
+        ident += f" ({variant})"
     return ident
 
 

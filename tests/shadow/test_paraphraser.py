@@ -1,6 +1,8 @@
 """The paraphrasing defense with a paraphraser other than the generator (issue 18)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from audit_core.documents import Document
 from audit_core.models import load_causal_lm
 from shadow.defenses import QueryParaphraser
@@ -23,7 +25,9 @@ def test_a_named_paraphraser_rewrites_the_queries_and_names_the_system(tmp_path)
     small = RagSystem(docs, RagConfig(**cfg, paraphraser="smollm2-135m-instruct"))
     # the answers differ with the paraphraser, so stored answers must not be shared between the two
     assert small.name != own.name and "smollm2-135m-instruct" in small.name
-    assert "(" not in own.name  # the generator paraphrasing itself: the name stored answers had before
+    # the generator paraphrasing itself with every rewrite kept: the name stored answers had before session 42
+    unchecked = RagSystem(docs, RagConfig(**cfg, paraphraser="gemma-3-270m", paraphrase_min_similarity=0.0))
+    assert "(" not in unchecked.name and own.name != unchecked.name
     # a base-model generator cannot follow the rewriting instruction: by default the instruct model rewrites
     assert RagSystem(docs, RagConfig(**cfg)).name == small.name
 
@@ -67,7 +71,12 @@ def test_the_benchmark_keeps_answers_apart_by_who_paraphrased():
     comp, chat = get_profile("completion"), get_profile("chat")
     default = BenchConfig(target_generator="gemma-3-270m")
     gemma = BenchConfig(target_generator="gemma-3-270m", paraphraser="gemma-3-270m")
-    assert target_identity(default, "completion", comp, "paraphrase").endswith("· paraphrase (smollm2-135m-instruct)")
-    assert target_identity(gemma, "completion", comp, "paraphrase").endswith("· paraphrase")
+    checked = "rewrites under 0.5 similar dropped"  # the rewrite check of session 42 (RagConfig default)
+    assert target_identity(default, "completion", comp, "paraphrase").endswith(
+        f"· paraphrase (smollm2-135m-instruct, {checked})")
+    assert target_identity(gemma, "completion", comp, "paraphrase").endswith(f"· paraphrase ({checked})")
     assert target_identity(default, "completion", comp, "none") == target_identity(gemma, "completion", comp, "none")
-    assert target_identity(default, "chat", chat, "paraphrase").endswith("· paraphrase")
+    assert target_identity(default, "chat", chat, "paraphrase").endswith(f"· paraphrase ({checked})")
+    # the defense as simulated before the check keeps the identity its stored answers have
+    old_chat = replace(chat, rag=replace(chat.rag, paraphrase_min_similarity=0.0))
+    assert target_identity(default, "chat", old_chat, "paraphrase").endswith("· paraphrase")

@@ -275,6 +275,46 @@ def test_paraphrasing_changes_the_query_that_is_retrieved_with(kb_docs, chroma_d
     assert query in rag.render_prompt(req, rec)
 
 
+class _ScriptedParaphraser:
+    """Rewrites each query as told: the two kinds of output session 41 found."""
+
+    def __init__(self, rewrites: dict[str, str]):
+        self.rewrites = rewrites
+
+    def paraphrase_many(self, queries, batch_size=16):
+        from shadow.defenses import ParaphraseResult
+
+        return [ParaphraseResult(q, self.rewrites[q], acted=True) for q in queries]
+
+
+def test_a_rewrite_unlike_its_query_is_dropped_and_the_query_retrieved_with(kb_docs, chroma_dir, plain):
+    """The paraphraser answering a yes/no question ("Yes.") is no paraphrase: retrieval uses the query as
+    sent and the record says why; a true rewrite is kept. With the check off both rewrites are used."""
+    yes_no = f'Does this: "{KB_TEXTS[2]}" appear in the context? Answer with Yes or No.'
+    asked = "How do I prune roses in late winter?"
+    rewrites = {yes_no: "Yes.", asked: "What is the right way to cut back rose bushes at the end of winter?"}
+    checked = RagSystem(kb_docs, RagConfig(persist_dir=chroma_dir, defense="paraphrase"))
+    unchecked = RagSystem(kb_docs, RagConfig(persist_dir=chroma_dir, defense="paraphrase",
+                                             paraphrase_min_similarity=0.0))
+    for rag in (checked, unchecked):
+        rag._paraphraser = _ScriptedParaphraser(rewrites)
+    # stored answers must not be shared between the two defenses
+    assert checked.name != unchecked.name and "dropped" in checked.name and "dropped" not in unchecked.name
+
+    dropped, kept = checked.retrieve_records([yes_no, asked])
+    assert not dropped.defense_acted and dropped.retrieval_query == yes_no
+    assert dropped.detail["dropped_rewrite"] == "Yes." and "no paraphrase" in dropped.detail["note"]
+    assert dropped.doc_ids == [d for d, _ in plain.retrieve(yes_no)] and dropped.doc_ids[0] == "kb-2"
+    assert kept.defense_acted and kept.retrieval_query == rewrites[asked]
+    assert kept.doc_ids == [d for d, _ in plain.retrieve(rewrites[asked])]
+
+    used, _ = unchecked.retrieve_records([yes_no, asked])
+    assert used.defense_acted and used.retrieval_query == "Yes."
+    assert used.doc_ids == [d for d, _ in plain.retrieve("Yes.")]
+    with pytest.raises(ValueError, match="paraphrase_min_similarity"):
+        RagConfig(paraphrase_min_similarity=1.0)
+
+
 def test_shared_retrieval_chains_short_generations_through_the_prefix_cache(kb_docs, chroma_dir):
     """MBA's "continue" requests: nested, greedy, a few tokens each. One consensus per document,
     so each prompt extends the previous one and its prefill reuses the cached states."""
