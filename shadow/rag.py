@@ -95,7 +95,8 @@ def paraphrase_variant(generator: str, paraphraser: str | None, min_similarity: 
     first simulated (the generator paraphrasing itself, every rewrite kept)
     keeps its bare name so that the answers stored then are still its own.
     """
-    parts = [p for p in (other_paraphraser(generator, paraphraser),) if p]
+    other = other_paraphraser(generator, paraphraser)
+    parts = [other] if other else []
     if min_similarity > 0:
         parts.append(f"rewrites under {min_similarity:g} similar dropped")
     return ", ".join(parts) or None
