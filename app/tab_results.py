@@ -228,7 +228,7 @@ def _detail(result: dict, key: str) -> None:
 
 
 def _verbatim_detail(result: dict, doc_id: str) -> None:
-    from audit_core.report import verbatim_reproduction
+    from audit_core.report import SIMILARITY_NOTE, verbatim_reproduction
 
     got = verbatim_reproduction(result, doc_id)
     if got is None:
@@ -240,6 +240,8 @@ def _verbatim_detail(result: dict, doc_id: str) -> None:
                    "of this kind contains is not.")
     else:
         st.caption("The target reproduced no run of four words or more from the unseen part.")
+    if got.get("similarity") is not None:
+        st.caption(SIMILARITY_NOTE.format(got["similarity"]))
     st.dataframe(got["probes"], hide_index=True)
 
 

@@ -552,6 +552,11 @@ def mba_accuracy(result: dict, doc_id: str) -> tuple[int, int] | None:
     return sum(1 for x in rows if isinstance(x, dict) and x.get("correct") is True), len(rows)
 
 
+#: how the app and the PDF explain Verbatim's tie-break (``VerbatimConfig.tie_break``)
+SIMILARITY_NOTE = ("Closest an answer came in meaning to the unseen part: {:.2f} (cosine). It only orders "
+                   "documents that reproduced the same share; it is not evidence on its own.")
+
+
 def verbatim_reproduction(result: dict, doc_id: str) -> dict | None:
     """Verbatim continuation's evidence for a document: the longest run reproduced and each probe's share.
 
@@ -565,6 +570,7 @@ def verbatim_reproduction(result: dict, doc_id: str) -> dict | None:
         return None
     return {"longest": ev.get("longest_reproduction") or "",
             "share": ev.get("reproduced_share"),
+            "similarity": ev.get("similarity_to_remainder"),
             "probes": [{"request": p.get("template"), "reproduced share": p.get("share"),
                         "longest run (words)": p.get("longest_words"),
                         "non-answer": p.get("non_answer") or ""} for p in probes]}
@@ -1031,6 +1037,8 @@ def _verbatim_evidence(r: dict, doc_id: str, st: dict, width: float) -> list:
                      "small"))
     else:
         out.append(P("The target reproduced no run of four words or more from the unseen part.", "small"))
+    if got.get("similarity") is not None:
+        out.append(P(esc(SIMILARITY_NOTE.format(got["similarity"])), "small"))
     rows = [["Request", "Reproduced share", "Longest run (words)", "Non-answer"]]
     for p in got["probes"]:
         share = p.get("reproduced share")

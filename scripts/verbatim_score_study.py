@@ -89,7 +89,7 @@ def main() -> None:
         if got is None:
             continue
         mem, non = got
-        method = VerbatimMethod(VerbatimConfig(style="chat"))
+        method = VerbatimMethod(VerbatimConfig(style="chat", tie_break="none"))  # the share alone
         method.use_collection([_text_of(o) for o in [*mem, *non]])  # the shadow's stock phrases, as prepare() does
         rows = [readings(method, o, windows, embed) for o in [*mem, *non]]
         y = np.array([1] * len(mem) + [0] * len(non))

@@ -97,7 +97,10 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                False, "text-only", "3 requests to quote how the document goes on (9 on a chat target)",
                description='gives the target the beginning of the document and asks it to quote the rest; a RAG that '
                            'retrieved the document copies word sequences from it that the question did not contain',
-               suggested_for=("text only",)),
+               suggested_for=("text only",),
+               no_clearing='Verbatim continuation says no "not found": a chat model that holds a document copies '
+                           'nothing from it for about a third of the shadow\'s members, so an answer without a copy '
+                           'is no evidence of absence (BENCHMARKS.md, session 43)'),
     MethodSpec("srag_sampled", "S-RAG (text only)", _M + "srag_sampled", "SragSampledMethod", "SragSampledConfig",
                False, "text-only", "5-10 short probes (one per hard word; n per word when sampling)",
                description="like S-RAG, but estimates the probability of the true next word from the target's text answers "

@@ -47,14 +47,15 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
 from audit_core.documents import Document
 from audit_core.evidence.answers import non_answer, too_many_non_answers
-from audit_core.methods.base import Calibration, Observation, QueryCost, template_words
+from audit_core.evidence.calibration import NOT_CLEARED
+from audit_core.methods.base import Calibration, MethodResult, Observation, QueryCost, template_words
 from audit_core.methods.baseline_common import split_at
 from audit_core.methods.textonly_base import ThresholdTextMethod, answers
 from audit_core.scoring import norm_words
@@ -91,6 +92,11 @@ DECOY_PROBES: list[tuple[str, float]] = [("quote_decoy", 0.5), ("quote_decoy", 1
 #: the honest questions shipped for ``quote_decoy``: MedQuAD questions whose records are not in the
 #: auxiliary corpus (so none is in a shadow's knowledge base); built by ``scripts/build_assets.py``
 SHIPPED_DECOYS = Path(__file__).resolve().parents[2] / "assets" / "decoy_questions.txt"
+#: ways to order documents that reproduced the same share (``VerbatimConfig.tie_break``)
+TIE_BREAKS = ("similarity", "none")
+#: the weight of the tie-break beside the share: small enough that a single reproduced n-gram of a
+#: remainder of a thousand outweighs it, so it orders nothing the share already orders
+TIE_WEIGHT = 1e-3
 
 
 def decoy_probe_params(questions: str | None = None) -> dict[str, Any]:
@@ -140,6 +146,17 @@ class VerbatimConfig:
     #: a file of honest questions, one per line, to draw them from (a domain other than medicine
     #: wants its own: off-topic questions barely move the similarities); None: ``SHIPPED_DECOYS``
     decoy_questions: str | None = field(default=None, metadata={"added_later": True})
+    #: how documents with the same share are ordered: "similarity", by the largest cosine between an
+    #: answer and its remainder (``embedder``), weighted ``TIE_WEIGHT``; "none", left tied. Chosen on
+    #: the shipped chat shadows' answers only (no target draw): among the documents that copied
+    #: nothing it orders members above non-members with AUC 0.63 (quick, 4 + 23) and 0.74 (standard,
+    #: 18 + 43), and it raised the document AUC from 0.886 to 0.899 and from 0.793 to 0.851, the latter
+    #: +0.057 [+0.022, +0.098] paired (``scripts/verbatim_score_study.py``, BENCHMARKS.md, sessions 24
+    #: and 43). A count of the remainder's content words in the answer did less (0.54 and 0.70 among
+    #: the zeros).
+    tie_break: str = field(default="similarity", metadata={"scoring_only": True})
+    #: the embedder of the tie-break (a registry name)
+    embedder: str = field(default="all-minilm-l6-v2", metadata={"scoring_only": True})
 
     def __post_init__(self) -> None:
         if self.style not in ("completion", "chat"):
@@ -150,6 +167,8 @@ class VerbatimConfig:
             raise ValueError("verbatim n-grams need at least 2 words")
         if self.shared_min_docs == 1 or self.shared_min_docs < 0:
             raise ValueError("shared_min_docs must be 0 (off) or at least 2 documents")
+        if self.tie_break not in TIE_BREAKS:
+            raise ValueError(f"verbatim's tie_break is one of {', '.join(TIE_BREAKS)} (got '{self.tie_break}')")
         if self.decoys < 1:
             raise ValueError("a quote_decoy probe needs at least one honest question before it (decoys >= 1)")
 
@@ -310,11 +329,12 @@ class VerbatimMethod(ThresholdTextMethod):
         kinds: list[str | None] = []
         n = len(d.get("templates", []))
         leads = d.get("decoys") or [""] * n
-        for tmpl, query, rest, lead, a in zip(d.get("templates", []), d.get("queries", []), d.get("remainders", []),
-                                              leads, answers(obs)[-n:] if n else []):
+        for i, (tmpl, query, rest, lead, a) in enumerate(zip(d.get("templates", []), d.get("queries", []),
+                                                             d.get("remainders", []), leads,
+                                                             answers(obs)[-n:] if n else [])):
             kind = "target error" if a is None else non_answer(a)
             kinds.append(kind)
-            row: dict[str, Any] = {"template": tmpl, "answer": a, "non_answer": kind}
+            row: dict[str, Any] = {"probe": i, "template": tmpl, "answer": a, "non_answer": kind}
             if kind is None:  # words the honest questions carried are no more a copy than the quote's own
                 row.update(reproduction(a, f"{lead} {query}", rest, self.config.ngram, self._shared))
             rows.append(row)
@@ -332,4 +352,27 @@ class VerbatimMethod(ThresholdTextMethod):
         best = max(usable, key=lambda r: r["share"])
         ev["reproduced_share"] = best["share"]
         ev["longest_reproduction"] = best["longest"]
-        return best["share"], ev, None
+        if self.config.tie_break == "none":
+            return best["share"], ev, None
+        similarity = self._closest_meaning(usable, d)
+        ev["similarity_to_remainder"] = similarity
+        return (best["share"] + TIE_WEIGHT * max(0.0, similarity)) / (1 + TIE_WEIGHT), ev, None
+
+    def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
+        """As every thresholded method decides, except that no member call rests on the tie-break alone:
+        a threshold fitted on a shadow whose non-members never copied lies among the tied scores."""
+        res = super().score(obs, calibration)
+        if res.decision is True and res.evidence.get("reproduced_share") == 0:
+            return replace(res, decision=None, reason=(
+                f"{NOT_CLEARED}: above the member threshold only by the closeness in meaning that orders "
+                "documents with the same share; the target reproduced no run of words from the unseen part"))
+        return res
+
+    def _closest_meaning(self, usable: list[dict[str, Any]], data: dict[str, Any]) -> float:
+        """The largest cosine between a usable answer and the remainder its probe held back."""
+        from audit_core.models import embed
+
+        pairs = [(r["answer"], data["remainders"][r["probe"]]) for r in usable]
+        vectors = embed([a for a, _ in pairs] + [rest for _, rest in pairs], self.config.embedder)
+        n = len(pairs)
+        return float(max((vectors[i] * vectors[n + i]).sum() for i in range(n)))

@@ -17,6 +17,7 @@ from audit_core.documents import Document
 from audit_core.methods import create_method
 from audit_core.methods.base import Calibration
 from audit_core.methods.text_edits import STOPWORDS, split_sentences
+from audit_core.methods.verbatim import TIE_WEIGHT
 from audit_core.target.base import ChatRequest, Completion, Target, Usage
 
 DOCS = [
@@ -189,7 +190,11 @@ def test_prepare_on_a_shadow_then_decide(name):
     assert cal.threshold is not None and cal.shadow_auc == 1.0
     target = FakeRag([DOCS[3]])
     yes, no = m.score(m.probe(DOCS[3], target), cal), m.score(m.probe(DOCS[0], target), cal)
-    assert (yes.decision, no.decision) == (True, False), (yes, no)
+    from audit_core.evidence.calibration import NOT_CLEARED, clearing_withheld
+    if clearing_withheld(name):  # a method that never says "not found" leaves the absent one undecided
+        assert (yes.decision, no.decision) == (True, None) and no.reason.startswith(NOT_CLEARED), (yes, no)
+    else:
+        assert (yes.decision, no.decision) == (True, False), (yes, no)
 
 
 @pytest.mark.parametrize("name", TEXT_ONLY)
@@ -359,7 +364,7 @@ def test_verbatim_decoy_words_are_not_a_copy_and_their_cost_is_counted(tmp_path)
     m = create_method("verbatim", probes=[("quote_decoy", 0.5)], decoys=1, decoy_questions=str(questions))
     obs = m.probe(doc, RepeatsTheQuestions())
     score, ev, why = m.observation_score(obs)
-    assert why is None and score == 0.0 and ev["probes"][0]["fresh_ngrams"] > 0
+    assert why is None and ev["reproduced_share"] == 0.0 and score < TIE_WEIGHT and ev["probes"][0]["fresh_ngrams"] > 0
     # the same answer to a probe without the questions would have counted as a copy
     from audit_core.methods.verbatim import reproduction
     assert reproduction(ev["probes"][0]["answer"], obs.data["queries"][0], obs.data["remainders"][0], 4)["share"] > 0
@@ -411,7 +416,7 @@ def test_verbatim_does_not_count_stock_phrases_that_the_owners_documents_share()
     assert alone > 0  # without the collection the stock phrase looks like a copy of the document
     m.use_collection([d.text for d in owner])
     score, ev, reason = m.observation_score(absent)
-    assert reason is None and score == 0.0
+    assert reason is None and ev["reproduced_share"] == 0.0 and score < TIE_WEIGHT
     assert all(r["shared_ngrams"] > 0 for r in ev["probes"])
     # the document's own words still count when the target holds it
     held, ev, _ = m.observation_score(m.probe(owner[0], StockPhraseRag(owner)))
@@ -451,10 +456,65 @@ def test_verbatim_calibrates_with_the_shadows_own_stock_phrases_and_keeps_the_ow
     mem, non = [m.probe(d, rag) for d in shadow_docs[:4]], [m.probe(d, rag) for d in shadow_docs[4:]]
     raw = _raw_scores_seen_by_prepare(m, mem, non)
     assert m._shared is kept  # preparing on the shadow does not replace the owner's collection
-    assert [raw[o.doc_id] for o in non] == [0.0] * 4  # the shadow's stock phrase was left out there too
+    assert all(raw[o.doc_id] < TIE_WEIGHT for o in non)  # the shadow's stock phrase was left out there too
     assert min(raw[o.doc_id] for o in mem) > 0.5
     raw_off = _raw_scores_seen_by_prepare(create_method("verbatim", shared_min_docs=0), mem, non)
     assert min(raw_off[o.doc_id] for o in non) > 0.05
+
+
+class Says(Target):
+    """A target that gives one fixed answer to every request."""
+
+    def __init__(self, answer: str):
+        super().__init__()
+        self.answer = answer
+
+    def complete(self, req: ChatRequest) -> Completion:
+        return Completion(self.answer, None, Usage(10, 5))
+
+
+TIED_DOC = Document("t", "My mother has had a dry cough for three weeks and now wakes at night short of breath. "
+                         "The clinic gave her an inhaler with steroids, and a chest x-ray showed mild fluid near "
+                         "the left lung, so the cardiologist wants an echo next Tuesday.")
+
+
+def test_verbatim_orders_documents_that_copied_nothing_by_closeness_to_the_unseen_part():
+    """No answer copies four words in a row, so the shares tie at 0; the answer about what the unseen
+    part says (steroids, x-ray, fluid, lung, cardiologist) comes first, and any copy outranks both."""
+    m = create_method("verbatim")
+    near = "She was given a steroid inhaler; her x-ray found fluid by the lung and a heart doctor plans an echo."
+    far = "A cough can have many causes, so please rest, drink water and see your doctor."
+    copy = "The rest: an inhaler with steroids, and a chest x-ray showed mild fluid near the left lung."
+    (s_near, ev_near, _), (s_far, ev_far, _), (s_copy, ev_copy, _) = (
+        m.observation_score(m.probe(TIED_DOC, Says(a))) for a in (near, far, copy))
+    assert ev_near["reproduced_share"] == ev_far["reproduced_share"] == 0.0 < ev_copy["reproduced_share"]
+    assert 0 < s_far < s_near < TIE_WEIGHT < s_copy <= 1.0
+    assert ev_near["similarity_to_remainder"] > ev_far["similarity_to_remainder"]
+    untied = create_method("verbatim", tie_break="none")
+    assert untied.observation_score(m.probe(TIED_DOC, Says(near)))[0] == 0.0
+    with pytest.raises(ValueError, match="tie_break"):
+        create_method("verbatim", tie_break="cosine")
+
+
+def test_verbatim_calls_no_member_on_the_tie_break_and_clears_nothing():
+    """A shadow whose non-members never copy puts the member threshold among the tied scores; a
+    document above it without a copy is still not called a member, and one below it is not cleared."""
+    from audit_core.evidence.calibration import NOT_CLEARED
+
+    m = create_method("verbatim")
+    far = "A cough can have many causes, so please rest, drink water and see your doctor."
+    near = "She was given a steroid inhaler; her x-ray found fluid by the lung and a heart doctor plans an echo."
+    copy = "The rest: an inhaler with steroids, and a chest x-ray showed mild fluid near the left lung."
+    members = [m.probe(Document(f"m{i}", TIED_DOC.text), Says(copy)) for i in range(20)]
+    nonmembers = [m.probe(Document(f"n{i}", TIED_DOC.text), Says(far)) for i in range(20)]
+    cal = m.prepare(members, nonmembers)
+    assert cal.params["evidence"]["at_fpr"]["0.05"]["threshold_raw"] < TIE_WEIGHT  # inside the tied band
+    above = m.score(m.probe(TIED_DOC, Says(near)), cal)
+    assert above.evidence["reproduced_share"] == 0.0 and above.decision is None
+    assert above.reason.startswith(NOT_CLEARED) and "reproduced" in above.reason
+    below = m.score(m.probe(TIED_DOC, Says("No idea, sorry, I cannot say what it was about.")), cal)
+    assert below.decision is None and below.reason.startswith(NOT_CLEARED)
+    assert m.score(m.probe(TIED_DOC, Says(copy)), cal).decision is True
 
 
 def test_verbatim_abstains_when_nothing_in_the_unseen_part_is_distinctive():
