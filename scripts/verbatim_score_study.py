@@ -19,7 +19,12 @@ reading's AUC minus the method's own on the same documents (paired bootstrap):
   128-token answer that restates first can still reach;
 * ``embed_max``: the largest cosine similarity between an answer and its remainder
   (the shipped MiniLM embedder), a reading that needs no exact copy;
-* ``share+embed``: ``share`` with ``embed_max`` breaking its ties (1e-3 x).
+* ``share+embed``: ``share`` with ``embed_max`` breaking its ties (1e-3 x), what the method's
+  default ``tie_break`` now does (session 43);
+* ``content_words``: the largest share of the remainder's content words (not in the query, not stop
+  words, over two letters) that an answer contains, and ``share+words``, that reading as the tie-break.
+
+Below the table, each tie-break reading's AUC among the documents whose share is 0 (the ties).
 
     .venv/bin/python scripts/verbatim_score_study.py
 """
@@ -33,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # noqa: E402
+
 from audit_core.evidence.answers import non_answer  # noqa: E402
 from audit_core.evidence.calibration import fit_platt  # noqa: E402
 from audit_core.evidence.collection import simulated_power  # noqa: E402
@@ -40,6 +47,7 @@ from audit_core.methods.base import Observation  # noqa: E402
 from audit_core.methods.textonly_base import answers  # noqa: E402
 from audit_core.methods.verbatim import VerbatimConfig, VerbatimMethod, _text_of, reproduction  # noqa: E402
 from audit_core.metrics import bootstrap_auc_ci, bootstrap_auc_difference_ci, roc_auc  # noqa: E402
+from audit_core.scoring import norm_words  # noqa: E402
 from shadow.shipped import read_manifest, load_shipped  # noqa: E402
 
 
@@ -52,11 +60,13 @@ def chat_keys() -> list[tuple[str, str]]:
 def readings(method: VerbatimMethod, obs: Observation, windows: list[int], embed) -> dict[str, float]:
     """Every reading of one document's answers; all NaN where the method itself has no score (inconclusive)."""
     score = method.observation_score(obs)[0]
-    names = ["share", "longest", "hits", *[f"share_first{w}" for w in windows], "embed_max", "share+embed"]
+    names = ["share", "longest", "hits", *[f"share_first{w}" for w in windows], "embed_max", "share+embed",
+             "content_words", "share+words"]
     if score is None:
         return {name: float("nan") for name in names}
     d, n, shared = obs.data, method.config.ngram, method._shared
-    out: dict[str, float] = {"share": score, "longest": 0.0, "hits": 0.0, **{f"share_first{w}": 0.0 for w in windows}}
+    out: dict[str, float] = {"share": score, "longest": 0.0, "hits": 0.0, **{f"share_first{w}": 0.0 for w in windows},
+                             "content_words": 0.0}
     pairs: list[tuple[str, str]] = []
     for query, rest, answer in zip(d["queries"], d["remainders"], answers(obs)[-len(d["queries"]):]):
         if answer is None or non_answer(answer) is not None:
@@ -67,11 +77,16 @@ def readings(method: VerbatimMethod, obs: Observation, windows: list[int], embed
         for w in windows:
             part = reproduction(answer, query, " ".join(rest.split()[:w]), n, shared)
             out[f"share_first{w}"] = max(out[f"share_first{w}"], part["share"])
+        said, asked = set(norm_words(answer)), set(norm_words(query))
+        content = {w for w in norm_words(rest) if w not in asked and w not in ENGLISH_STOP_WORDS and len(w) > 2}
+        if content:
+            out["content_words"] = max(out["content_words"], len(content & said) / len(content))
         pairs.append((answer, rest))
     a = embed.encode([p[0] for p in pairs], normalize_embeddings=True)
     r = embed.encode([p[1] for p in pairs], normalize_embeddings=True)
     out["embed_max"] = float((a * r).sum(axis=1).max())
     out["share+embed"] = out["share"] + 1e-3 * out["embed_max"]
+    out["share+words"] = out["share"] + 1e-3 * out["content_words"]
     return out
 
 
@@ -110,6 +125,11 @@ def main() -> None:
             print(f"| {name} | {roc_auc(y, s):.3f} [{lo:.2f}, {hi:.2f}] | {roc_auc(y, s) - roc_auc(y, share):+.3f} "
                   f"[{d_lo:+.3f}, {d_hi:+.3f}] | {int((m_raw == 0).sum())} / "
                   f"{int((n_raw == 0).sum())} | {power:.3f} |")
+        ties = np.isfinite(share) & (share == 0)
+        for name in ("embed_max", "content_words"):
+            s = np.array([r[name] for r in rows])
+            print(f"{name} among the {int(ties.sum())} documents whose share is 0 ({int((ties & (y == 1)).sum())} "
+                  f"members): AUC {roc_auc(y[ties], s[ties]):.3f}")
 
 
 if __name__ == "__main__":
