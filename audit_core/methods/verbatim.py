@@ -35,6 +35,16 @@ target zoo, "how many probes"). Replies that are
 empty, refusals or "I don't know" are non-answers; a document with too many of
 them is inconclusive, never "not found".
 
+Most non-members and, on a chat target, some members copy nothing, so their
+shares tie at 0. The score breaks such ties by how close in meaning the best
+answer comes to the unseen remainder (``tie_break``): a model that holds the
+document but does not copy it still tends to write about what the remainder
+says. The tie-break is worth a millionth of a share, so it orders only
+documents with equal shares, and it decides nothing: no member call rests on
+it alone (``score``), and the method never says "not found"
+(``MethodSpec.no_clearing``), because an answer without a copy is no evidence
+of absence.
+
 A RAG behind Mirabel hides the document a query is most similar to when that
 similarity stands out from the rest, which is what a quote does. The option
 ``DECOY_PROBES`` puts two honest questions (``decoys``, from
@@ -94,9 +104,9 @@ DECOY_PROBES: list[tuple[str, float]] = [("quote_decoy", 0.5), ("quote_decoy", 1
 SHIPPED_DECOYS = Path(__file__).resolve().parents[2] / "assets" / "decoy_questions.txt"
 #: ways to order documents that reproduced the same share (``VerbatimConfig.tie_break``)
 TIE_BREAKS = ("similarity", "none")
-#: the weight of the tie-break beside the share: small enough that a single reproduced n-gram of a
-#: remainder of a thousand outweighs it, so it orders nothing the share already orders
-TIE_WEIGHT = 1e-3
+#: the weight of the tie-break beside the share: one reproduced n-gram of a remainder of up to a
+#: million n-grams outweighs it, so it orders only documents whose shares are equal
+TIE_WEIGHT = 1e-6
 
 
 def decoy_probe_params(questions: str | None = None) -> dict[str, Any]:
