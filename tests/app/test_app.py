@@ -209,6 +209,7 @@ def _saved_audit(db_path) -> str:
                 "rows": [{"mask": "[Mask_1]", "expected": ["bees"], "predicted": "bees", "correct": True}]}),
             "verbatim": MethodResult("verbatim", "grandmother-bees", 0.9, True, evidence={
                 "longest_reproduction": "carried the frames down the lane in a wheelbarrow", "reproduced_share": 0.4,
+                "similarity_to_remainder": 0.72,
                 "probes": [{"template": "quote", "share": 0.4, "longest_words": 9, "non_answer": None}]}),
         },
         "knee-exercises": {
@@ -272,6 +273,7 @@ def test_history_reopens_an_audit_and_its_pdf_has_the_verdicts_not_the_key(tmp_p
     shown = [str(m.value) for m in at.markdown]
     assert "> carried the frames down the lane in a wheelbarrow" in shown  # quoted, apart from the document text
     assert any(x.startswith("**Verbatim continuation: what the target quoted") for x in shown)
+    assert any(c.value.startswith("Closest an answer came in meaning to the unseen part: 0.72") for c in at.caption)
     exports = at.session_state["exports"]
     text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(exports["pdf"])).pages)
     assert "grandmother-bees" in text and "knee-exercises" in text

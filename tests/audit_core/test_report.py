@@ -487,7 +487,7 @@ def test_verbatim_reproduction_shows_the_run_the_target_copied():
     result = {"results": {"d1": {"verbatim": {"score": 0.9, "decision": True, "evidence": ev}},
                           "d2": {"mba": {"score": 0.1, "decision": False, "evidence": {}}}}}
     got = report.verbatim_reproduction(result, "d1")
-    assert got["longest"] == "rest the knee put ice on it" and got["share"] == 0.45
+    assert got["longest"] == "rest the knee put ice on it" and got["share"] == 0.45 and got["similarity"] is None
     assert [p["request"] for p in got["probes"]] == ["quote", "repeat"]
     assert got["probes"][1]["non-answer"] == "refusal" and got["probes"][0]["longest run (words)"] == 7
     assert report.verbatim_reproduction(result, "d2") is None
@@ -533,6 +533,11 @@ def test_the_pdf_says_when_verbatim_found_no_run():
     ev["probes"][0].update(longest="", longest_words=0, share=0.0)
     text = " ".join(_pages(report.pdf_report(r, redact=False)))
     assert "reproduced no run of four words or more" in text
+    assert "Closest an answer came" not in text  # evidence recorded before the tie-break: no line
+    ev["similarity_to_remainder"] = 0.613
+    text = " ".join(_pages(report.pdf_report(r, redact=False)))
+    assert "Closest an answer came in meaning to the unseen part: 0.61 (cosine)" in text
+    assert "not evidence on its own" in text
 
 
 def test_redaction_hides_probed_and_masked_words_and_the_answers_to_them():
