@@ -33,6 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 _WORD = re.compile(r"[A-Za-z]{4,}")
+#: the three probes every drawn document gets, in the order sent
+KINDS = ("quote", "quote_gaps", "repeat_gaps")
 
 
 def with_gaps(text: str, share: float, keep_last: int, seed: int) -> tuple[str, list[str]]:
@@ -50,8 +52,6 @@ def with_gaps(text: str, share: float, keep_last: int, seed: int) -> tuple[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    import numpy as np
-    from sklearn.metrics import roc_auc_score
     from tqdm import tqdm
 
     from audit_core.methods import verbatim as vb
@@ -83,7 +83,6 @@ def main(argv: list[str] | None = None) -> int:
              + [(0, d) for d in rng.sample([d for d in outside if d.n_words >= 24], args.n)])
     m = vb.VerbatimMethod(vb.VerbatimConfig(max_tokens=args.max_tokens))
     m.use_collection([d.text for _, d in drawn])
-    kinds = ("quote", "quote_gaps", "repeat_gaps")
     t0, docs = time.time(), []
     for label, d in tqdm(drawn, desc="documents", file=sys.stderr):
         h = split_at(d.text, args.cut, 12)
@@ -92,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                    vb.TEMPLATES["repeat"].format(query=gapped)]
         obs = m.send(d, rag, prompts, {}, args.max_tokens)
         row = {"label": label, "id": d.id, "gone": gone, "probes": {}}
-        for kind, query, a in zip(kinds, [h.first, gapped, gapped], answers(obs)):
+        for kind, query, a in zip(KINDS, [h.first, gapped, gapped], answers(obs)):
             a = a or ""
             rep = vb.reproduction(a, query, f"{h.first} {h.second}" if kind != "quote" else h.second, m.config.ngram,
                                   m._shared)
@@ -100,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             back = sum(1 for w in gone if norm_words(w) and norm_words(w)[0] in said) / len(gone) if gone else 0.0
             row["probes"][kind] = {"share": rep["share"], "longest": rep["longest"], "back": back, "answer": a[:500]}
         docs.append(row)
-    print(f"{(time.time() - t0) / len(docs):.1f} s / document for {len(kinds)} probes", file=sys.stderr)
+    print(f"{(time.time() - t0) / len(docs):.1f} s / document for {len(KINDS)} probes", file=sys.stderr)
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "documents": docs}, indent=1))
     return report(docs)
@@ -109,34 +108,31 @@ def main(argv: list[str] | None = None) -> int:
 def report(docs: list[dict]) -> int:
     """The table of the three probes and of the best of the plain quote and each gap probe."""
     import numpy as np
-    from sklearn.metrics import roc_auc_score
 
-    kinds = ("quote", "quote_gaps", "repeat_gaps")
+    from audit_core.metrics import bootstrap_auc_difference_ci, roc_auc
+
     y = np.array([r["label"] for r in docs])
-    gen = np.random.default_rng(0)
-    boots = [b for b in (gen.integers(0, len(y), len(y)) for _ in range(2000)) if 0 < y[b].sum() < len(b)]
 
     def col(kind: str, key: str = "share") -> np.ndarray:
         return np.array([r["probes"][kind][key] for r in docs])
 
     def paired(a: np.ndarray, b: np.ndarray) -> str:
-        d = [roc_auc_score(y[i], a[i]) - roc_auc_score(y[i], b[i]) for i in boots]
-        lo, hi = np.percentile(d, [2.5, 97.5])
-        return f"{roc_auc_score(y, a) - roc_auc_score(y, b):+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        lo, hi = bootstrap_auc_difference_ci(y, a, b)
+        return f"{roc_auc(y, a) - roc_auc(y, b):+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
     base = col("quote")
     print("| probe | AUC | minus quote, paired | members / non-members reproducing anything | "
           "left-out words put back, members / non-members |")
     print("|---|---|---|---|---|")
-    for kind in kinds:
+    for kind in KINDS:
         s = col(kind)
         back = col(kind, "back") if kind != "quote" else None
-        print(f"| {kind} | {roc_auc_score(y, s):.3f} | {paired(s, base) if kind != 'quote' else '-'} | "
+        print(f"| {kind} | {roc_auc(y, s):.3f} | {paired(s, base) if kind != 'quote' else '-'} | "
               f"{int(((s > 0) & (y == 1)).sum())} / {int(((s > 0) & (y == 0)).sum())} | "
               + ("-" if back is None else f"{back[y == 1].mean():.2f} / {back[y == 0].mean():.2f}") + " |")
-    for kind in kinds[1:]:
+    for kind in KINDS[1:]:
         s = np.maximum(base, col(kind))
-        print(f"| best of quote and {kind} | {roc_auc_score(y, s):.3f} | {paired(s, base)} | "
+        print(f"| best of quote and {kind} | {roc_auc(y, s):.3f} | {paired(s, base)} | "
               f"{int(((s > 0) & (y == 1)).sum())} / {int(((s > 0) & (y == 0)).sum())} | - |")
     return 0
 
