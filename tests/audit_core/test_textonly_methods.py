@@ -235,6 +235,50 @@ def test_i_dont_know_is_penalised_five_times():
     assert ref[1]["idk_share"] == 1.0
 
 
+class Answers(Target):
+    """Answers every question with the text ``reply(question)`` gives."""
+
+    def __init__(self, reply):
+        super().__init__()
+        self.reply = reply
+
+    def complete(self, req):
+        return Completion(self.reply(_user(req)), None, Usage(1, 1))
+
+
+def test_entailment_counts_only_words_an_answer_took_from_the_document():
+    """Copying a sentence of the document scores above writing about its topic or echoing the question."""
+    from audit_core.methods.entailment import copied_shares
+
+    m = create_method("entailment")
+    doc = DOCS[1]
+    copy = "It is often mild but it can be severe in older adults."
+    topical = "Buzzing sounds in your head have many causes; a doctor can check your hearing and advise you."
+    scores = {name: m.observation_score(m.probe(doc, Answers(reply)))
+              for name, reply in {"copy": lambda q: copy, "topical": lambda q: topical,
+                                  "echo": lambda q: q, "idk": lambda q: "I don't know."}.items()}
+    assert scores["copy"][0] > scores["topical"][0]
+    # the question's own words are not a copy, however document-like they are
+    assert scores["echo"][1]["raw_score"] == scores["topical"][1]["raw_score"] == 0.0
+    assert scores["copy"][1]["raw_score"] == pytest.approx(1.0)  # every 4-gram of the answer is the document's
+    assert scores["idk"][1]["raw_score"] == pytest.approx(-1.0) and scores["idk"][0] < scores["topical"][0]
+    assert copied_shares(["a b c d e", "x y z"], ["", ""], "a b c d x", 4) == [0.5, 0.0]
+    assert copied_shares(["a b c d e"], ["a b c d"], "a b c d e", 4) == [0.5]
+
+
+def test_entailment_keeps_the_cosine_reading_as_an_option():
+    from audit_core.methods.entailment import EntailmentConfig, EntailmentMethod
+
+    topical = "Ringing in the ears is common and often mild; a hearing test is usually the first step."
+    obs = EntailmentMethod().probe(DOCS[1], Answers(lambda q: topical))
+    cosine = EntailmentMethod(EntailmentConfig(support="cosine")).observation_score(obs)
+    copied = EntailmentMethod().observation_score(obs)
+    assert cosine[1]["support_reading"] == "cosine" and cosine[1]["raw_score"] > 0.3
+    assert copied[1]["raw_score"] < cosine[1]["raw_score"]
+    with pytest.raises(ValueError, match="support"):
+        EntailmentConfig(support="nli")
+
+
 def test_extraction_skips_documents_without_personal_data_at_no_cost():
     m = create_method("extraction")
     t = FakeRag(DOCS)
