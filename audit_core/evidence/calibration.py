@@ -171,16 +171,27 @@ def clearance(evidence: dict[str, Any], rule: ClearRule = CLEAR_RULE) -> dict[st
 
 
 def fit_platt(member_raw: Sequence[float], nonmember_raw: Sequence[float]) -> dict[str, float] | None:
-    """Platt scaling (scikit-learn's logistic regression on the raw score); None when a class is missing."""
+    """Platt scaling (scikit-learn's logistic regression on the raw score); None when a class is missing.
+
+    Every method's raw score is built so that a higher one is more member-like, so the fit may not
+    run the other way: a shadow on which it does gets the flat fit (a = 0: every document the shadow's
+    share of members), as one whose scores are all equal does. A decreasing fit came from noise on the
+    shipped shadows (Entailment on the standard completion shadow: shadow AUC 0.48 and a = -53 from one
+    copying non-member), and it turned the method's ranking around on the target (BENCHMARKS.md,
+    session 44). Such a shadow shows no signal, so the method abstains either way.
+    """
     if not member_raw or not nonmember_raw:
         return None
     from sklearn.linear_model import LogisticRegression
 
     x = np.asarray(list(member_raw) + list(nonmember_raw), dtype=float).reshape(-1, 1)
     y = np.r_[np.ones(len(member_raw)), np.zeros(len(nonmember_raw))]
+    flat = {"a": 0.0, "b": float(math.log(len(member_raw) / len(nonmember_raw)))}
     if np.ptp(x) == 0:
-        return {"a": 0.0, "b": float(math.log(len(member_raw) / len(nonmember_raw)))}
+        return flat
     lr = LogisticRegression(C=1e4, max_iter=1000).fit(x, y)
+    if lr.coef_[0, 0] < 0:
+        return flat
     return {"a": float(lr.coef_[0, 0]), "b": float(lr.intercept_[0])}
 
 

@@ -58,12 +58,16 @@ class EntailmentConfig:
     support: str = field(default="copied", metadata={"scoring_only": True})
     #: words per copied n-gram (as Verbatim continuation's: four words rarely match by chance)
     ngram: int = field(default=4, metadata={"scoring_only": True})
+    #: key phrases each rule-made question names (consecutive questions share all but one)
+    phrases_per_question: int = field(default=1, metadata={"added_later": True})
 
     def __post_init__(self) -> None:
         if self.support not in SUPPORTS:
             raise ValueError(f"entailment's support is one of {', '.join(SUPPORTS)} (got '{self.support}')")
         if self.ngram < 2:
             raise ValueError("entailment's copied n-grams need at least 2 words")
+        if self.phrases_per_question < 1:
+            raise ValueError("an entailment question names at least one key phrase")
 
 
 def copied_shares(answer_texts: list[str], questions: list[str], document: str, n: int) -> list[float]:

@@ -167,16 +167,29 @@ _BROAD = ("What can you tell me about {p}?", "What should I know about {p}?", "C
           "What does {p} mean for a patient?", "How is {p} usually handled?")
 
 
-def rule_broad_questions(text: str, n: int) -> list[Question]:
-    """Up to ``n`` broad information-seeking questions, one per distinct key phrase of the document."""
-    out: list[Question] = []
+def rule_broad_questions(text: str, n: int, phrases_per_question: int = 1, overlap: bool = False) -> list[Question]:
+    """Up to ``n`` broad information-seeking questions about the distinct key phrases of the document.
+
+    Each question names ``phrases_per_question`` key phrases (of consecutive
+    statements, joined with "and"), fewer for the last when the document runs
+    out; with ``overlap`` consecutive questions share all but one phrase.
+    """
+    found: list[tuple[str, str]] = []
     seen: set[str] = set()
     for s in statements(text, min_words=4):
         p = key_phrase(s)
         if p is None or p.lower() in seen:
             continue
         seen.add(p.lower())
-        out.append(Question(_BROAD[len(out) % len(_BROAD)].format(p=_lower_first(p)), None, s))
+        found.append((p, s))
+    out: list[Question] = []
+    step = 1 if overlap else phrases_per_question
+    for i in range(0, max(1, len(found) - phrases_per_question + 1) if overlap else len(found), step):
+        group = found[i:i + phrases_per_question]
+        if not group:
+            break
+        topic = " and ".join(_lower_first(p) for p, _ in group)
+        out.append(Question(_BROAD[len(out) % len(_BROAD)].format(p=topic), None, " ".join(s for _, s in group)))
         if len(out) >= n:
             break
     return out
@@ -227,32 +240,38 @@ def helper_questions(text: str, kind: str, n: int, target) -> list[Question]:
 # --------------------------------------------------------------------------- cache + entry point
 
 
-def _cache_file(text: str, kind: str, n: int, cfg: QuestionConfig, root: Path | None) -> Path:
+def _cache_file(text: str, kind: str, n: int, cfg: QuestionConfig, root: Path | None, phrases: int = 1) -> Path:
     from audit_core.models import cache_dir
 
-    key = hashlib.sha256(json.dumps([kind, n, cfg.identity(), text]).encode("utf-8")).hexdigest()[:32]
+    shape = kind if phrases == 1 else f"{kind}:{phrases}"  # the one-phrase questions keep the keys they had
+    key = hashlib.sha256(json.dumps([shape, n, cfg.identity(), text]).encode("utf-8")).hexdigest()[:32]
     return (root or cache_dir() / "questions") / f"{key}.json"
 
 
 def questions_for(text: str, kind: str, n: int, cfg: QuestionConfig | None = None, *,
-                  target_name: str | None = None, helper=None, root: Path | None = None) -> list[Question]:
+                  target_name: str | None = None, helper=None, root: Path | None = None,
+                  phrases: int = 1) -> list[Question]:
     """The questions of one document (from the cache when asked before).
 
     ``kind`` is "yes_no" (IA) or "broad" (MEntA). ``helper`` overrides the
     configured helper target (tests); ``target_name`` is the audited
-    target's identity, which a helper must not share.
+    target's identity, which a helper must not share. ``phrases``: key
+    phrases per rule-made broad question (overlapping groups when above 1).
     """
     cfg = cfg or QuestionConfig()
     if kind not in _HELPER_PROMPTS:
         raise ValueError(f"unknown question kind '{kind}'")
-    path = _cache_file(text, kind, n, cfg, root)
+    if phrases < 1:
+        raise ValueError("a question names at least one key phrase")
+    path = _cache_file(text, kind, n, cfg, root, phrases)
     if cfg.cache and path.exists():
         try:
             return [Question(**q) for q in json.loads(path.read_text())["questions"]]
         except (ValueError, KeyError, TypeError):
             pass  # a damaged cache entry is regenerated
     if cfg.generator == "rules":
-        qs = (rule_yes_no_questions if kind == "yes_no" else rule_broad_questions)(text, n)
+        qs = (rule_yes_no_questions(text, n) if kind == "yes_no"
+              else rule_broad_questions(text, n, phrases, overlap=phrases > 1))
     else:
         helper = helper or helper_target(cfg)
         if target_name is not None and getattr(helper, "name", None) == target_name:

@@ -113,7 +113,8 @@ class QuestionMethod(ThresholdTextMethod):
             obs = Observation(self.name, doc.id)
             obs.skipped = f"too short: {self.name} needs at least {self.min_words} words"
             return obs
-        qs = questions_for(doc.text, self.kind, c.n_questions, c.questions, target_name=getattr(target, "name", None))
+        qs = questions_for(doc.text, self.kind, c.n_questions, c.questions, target_name=getattr(target, "name", None),
+                           phrases=getattr(c, "phrases_per_question", 1))
         data = {"questions": [q.to_json() for q in qs], "generator": c.questions.identity(), **self.probe_data(doc)}
         if len(qs) < c.min_questions:
             obs = Observation(self.name, doc.id, data=data)

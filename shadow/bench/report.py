@@ -45,6 +45,22 @@ def row_result(row: dict, **evidence) -> MethodResult:
                         {**(row.get("evidence") or {}), **evidence})
 
 
+def ranking_score(row: dict) -> float | None:
+    """What a row is ranked by for its AUC, ROC and TPR: a method's own raw score where the row kept it.
+
+    A method's raw score is its ranking; the calibrated probability beside it is
+    only as monotone as the shadow's fit, which before session 44 could run the
+    other way and so turn a method's AUC into one minus it (``fit_platt``).
+    The combined verdict's score is its own. Rows of earlier runs kept no raw
+    score and are ranked by their probability, as they were.
+    """
+    if row.get("score") is None:
+        return None
+    if row["method"] == "combined":
+        return row["score"]
+    return (row.get("evidence") or {}).get("raw_score", row["score"])
+
+
 def combined_rows(rows: list[dict]) -> list[dict]:
     """The product's verdict (S-RAG primary, MBA second opinion) as one more method.
 
@@ -97,7 +113,7 @@ def compute_metrics(rows: list[dict], n_boot: int = 1000) -> dict:
             if not rs:
                 continue
             labels = [r["label"] for r in rs]
-            scores = [r["score"] for r in rs]
+            scores = [ranking_score(r) for r in rs]
             decisions = [r["decision"] for r in rs]
             s = summarize(labels, scores, decisions, n_boot=n_boot)
             hits = [r["retrieval_hit"] for r in rs if r.get("label") == 1 and r.get("retrieval_hit") is not None]
@@ -193,7 +209,7 @@ def paired_comparison(a: tuple[Path, str], b: tuple[Path, str], profile: str = "
 
     def scored(run: Path, method: str) -> tuple[dict[str, tuple[int, float | None]], int | None]:
         rows, cfg = method_rows(run, method, profile, defense)
-        return {r["doc_id"]: (int(r["label"]), r.get("score")) for r in rows}, cfg.get("seed")
+        return {r["doc_id"]: (int(r["label"]), ranking_score(r)) for r in rows}, cfg.get("seed")
 
     (ra, ma), (rb, mb) = (Path(a[0]), a[1]), (Path(b[0]), b[1])
     sa, seed_a = scored(ra, ma)
@@ -248,7 +264,7 @@ def pooled_draws(runs: Sequence[Path], method: str, profile: str = "completion",
             raise ValueError(f"{run} is another experiment, not another draw: {', '.join(diff)} differ")
         scored = [r for r in rows if r.get("score") is not None]
         left_out += len(rows) - len(scored)
-        y, s = [int(r["label"]) for r in scored], [float(r["score"]) for r in scored]
+        y, s = [int(r["label"]) for r in scored], [float(ranking_score(r)) for r in scored]
         if len(set(y)) < 2:
             raise ValueError(f"{run} has no scored {method} members and non-members both")
         draws.append((y, s))
@@ -294,7 +310,7 @@ def roc_png(rows: list[dict], defense: str, path: Path) -> None:
         rs = [r for r in rows if r["defense"] == defense and r["method"] == method and r["score"] is not None]
         if len({r["label"] for r in rs}) < 2:
             continue
-        labels, scores = [r["label"] for r in rs], [r["score"] for r in rs]
+        labels, scores = [r["label"] for r in rs], [ranking_score(r) for r in rs]
         fpr, tpr, _ = roc_curve(labels, scores)
         # The combined verdict ranks by S-RAG's score, so its curve lies on S-RAG's: dashed, to show both.
         style = {"ls": "--", "lw": 1.2} if method == "combined" else {"lw": 1.6}

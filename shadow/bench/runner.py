@@ -573,7 +573,7 @@ def _small_evidence(res: MethodResult) -> dict:
     if "words" in ev:
         keep["probs"] = [w.get("prob") for w in ev["words"]]
         keep["aligned"] = [w.get("aligned") for w in ev["words"]]
-    for k in ("accuracy", "similarity", "answer", "p_yes", "member_p_value", "scorer", "reproduced_share",
+    for k in ("raw_score", "accuracy", "similarity", "answer", "p_yes", "member_p_value", "scorer", "reproduced_share",
               "similarity_to_remainder"):
         if k in ev:
             keep[k] = ev[k]

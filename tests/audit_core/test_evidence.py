@@ -145,6 +145,16 @@ def test_platt_probability_is_monotone_and_calibration_is_plain_json():
     assert C.decide_raw(1.3, back) == C.decide_raw(1.3, cal)
 
 
+def test_a_shadow_whose_scores_run_the_other_way_gets_a_flat_fit_never_a_reversed_one():
+    """Members scoring lower on the shadow must not make a higher raw score read as a lower probability."""
+    m, n = _separated(60, shift=1.0)
+    flat = C.fit_platt(n, m)  # the shadow's members are the low scorers
+    assert flat == {"a": 0.0, "b": pytest.approx(0.0)}
+    assert C.platt_probability(-3.0, flat) == C.platt_probability(4.0, flat) == pytest.approx(0.5)
+    assert C.fit_platt(n[:30], m)["b"] == pytest.approx(math.log(30 / 60))  # the shadow's share of members
+    assert C.fit_platt(m, n)["a"] > 0  # the usual direction is fitted as before
+
+
 def test_calibration_never_sees_an_audited_document():
     """run_audit calibrates on the shadow only and scoring leaves the calibration as it was.
 

@@ -76,6 +76,21 @@ def test_rule_questions_have_known_answers():
     assert broad and all(q.expected is None and q.question.endswith("?") for q in broad)
 
 
+def test_broad_questions_can_name_several_key_phrases_each(tmp_path):
+    one = Q.rule_broad_questions(TEXT, 10)
+    two = Q.rule_broad_questions(TEXT, 10, phrases_per_question=2, overlap=True)
+    assert len(one) >= 3 and len(two) == len(one) - 1  # overlapping pairs: one question fewer
+    assert " and " in two[0].question and two[0].source == one[0].source + " " + one[1].source
+    apart = Q.rule_broad_questions(TEXT, 10, phrases_per_question=2)
+    assert len(apart) == (len(one) + 1) // 2 and apart[1].source.startswith(one[2].source)
+    # cached apart from the one-phrase questions of the same text
+    a = Q.questions_for(TEXT, "broad", 5, root=tmp_path)
+    b = Q.questions_for(TEXT, "broad", 5, root=tmp_path, phrases=2)
+    assert [q.question for q in a] != [q.question for q in b] and len(list(tmp_path.glob("*.json"))) == 2
+    with pytest.raises(ValueError, match="key phrase"):
+        Q.questions_for(TEXT, "broad", 5, root=tmp_path, phrases=0)
+
+
 @pytest.mark.parametrize("text,label", [
     ("Yes.", "yes"), ("No, it is not.", "no"), ("I don't know.", "idk"), ("I'm not sure about that.", "idk"),
     ("I'm sorry, I cannot help with that.", "idk"), ("", "empty"), ("  ...", "empty"),

@@ -452,7 +452,26 @@ def test_a_row_keeps_the_readings_the_rules_need_and_which_scorer_scored():
         "words": [{"word": "x", "prob": 0.5, "aligned": "first"}], "member_p_value": 0.1,
         "scorer": "mean_probability", "histogram": [1, 0, 0], "raw_score": 0.5})
     assert _small_evidence(res) == {"probs": [0.5], "aligned": ["first"], "member_p_value": 0.1,
-                                    "scorer": "mean_probability"}
+                                    "scorer": "mean_probability", "raw_score": 0.5}
+
+
+def test_a_method_row_is_ranked_by_its_raw_score_the_combined_row_by_its_own():
+    """A calibration that ran the other way must not turn a method's AUC into one minus it."""
+    from shadow.bench.report import compute_metrics, ranking_score
+
+    rows = []
+    for i in range(10):
+        label = int(i < 5)
+        raw = 0.9 - 0.1 * i  # members score higher
+        rows.append({"profile": "completion", "defense": "none", "method": "entailment", "doc_id": f"d{i}",
+                     "label": label, "score": 1 - raw, "decision": None, "reason": "no signal",
+                     "evidence": {"raw_score": raw}})
+    assert ranking_score(rows[0]) == pytest.approx(0.9)
+    assert compute_metrics(rows)["none"]["entailment"]["auc"] == pytest.approx(1.0)
+    old = [{k: v for k, v in r.items() if k != "evidence"} for r in rows]  # a run before raw scores were kept
+    assert compute_metrics(old)["none"]["entailment"]["auc"] == pytest.approx(0.0)
+    assert ranking_score({"method": "combined", "score": 0.3, "evidence": {"raw_score": 9.0}}) == 0.3
+    assert ranking_score({"method": "srag", "score": None, "evidence": {"raw_score": 9.0}}) is None
 
 
 def test_methods_take_group_names(tmp_path, monkeypatch, capsys):
