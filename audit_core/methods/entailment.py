@@ -96,7 +96,11 @@ class EntailmentMethod(QuestionMethod):
     name = "entailment"
     version = "1"
     kind = "broad"
-    words_per_question = 9
+
+    @property
+    def words_per_question(self) -> int:
+        """About 9 words for one key phrase; each further phrase adds "and" and up to a few words."""
+        return 9 + 4 * (self.config.phrases_per_question - 1)
 
     def __init__(self, config: EntailmentConfig | None = None) -> None:
         super().__init__(config or EntailmentConfig())

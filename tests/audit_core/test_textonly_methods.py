@@ -277,6 +277,9 @@ def test_entailment_keeps_the_cosine_reading_as_an_option():
     assert copied[1]["raw_score"] < cosine[1]["raw_score"]
     with pytest.raises(ValueError, match="support"):
         EntailmentConfig(support="nli")
+    # questions that name more key phrases are longer, and the estimate says so
+    longer = EntailmentMethod(EntailmentConfig(phrases_per_question=3)).query_cost(100)
+    assert longer.prompt_words > EntailmentMethod().query_cost(100).prompt_words
 
 
 def test_extraction_skips_documents_without_personal_data_at_no_cost():
