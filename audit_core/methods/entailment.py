@@ -132,8 +132,9 @@ class EntailmentMethod(QuestionMethod):
             per.append(s)
             rows.append({"question": q["question"], "answer": a, "read_as": lab, "support": s})
         idk_share = counts[IDK] / len(labels)
-        raw = float(max(per) if c.support == "copied" else np.mean(per))
-        if c.support == "copied":
-            raw = max(0.0, raw) - idk_share  # an "I don't know" counts once, as the penalty, not as a support of -1
+        if c.support == "copied":  # an "I don't know" counts once, as the penalty, not as a support of -1
+            raw = max(0.0, *per) - idk_share
+        else:
+            raw = float(np.mean(per))
         ev.update(answers=rows, raw_score=raw, idk_share=idk_share, support_reading=c.support)
         return (raw + 1) / 2, ev, None

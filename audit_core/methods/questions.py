@@ -182,11 +182,12 @@ def rule_broad_questions(text: str, n: int, phrases_per_question: int = 1, overl
             continue
         seen.add(p.lower())
         found.append((p, s))
+    k = phrases_per_question
+    starts = range(max(1, len(found) - k + 1)) if overlap else range(0, len(found), k)
     out: list[Question] = []
-    step = 1 if overlap else phrases_per_question
-    for i in range(0, max(1, len(found) - phrases_per_question + 1) if overlap else len(found), step):
-        group = found[i:i + phrases_per_question]
-        if not group:
+    for i in starts:
+        group = found[i:i + k]
+        if not group:  # a document without key phrases
             break
         topic = " and ".join(_lower_first(p) for p, _ in group)
         out.append(Question(_BROAD[len(out) % len(_BROAD)].format(p=topic), None, " ".join(s for _, s in group)))
