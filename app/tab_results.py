@@ -228,7 +228,7 @@ def _detail(result: dict, key: str) -> None:
 
 
 def _verbatim_detail(result: dict, doc_id: str) -> None:
-    from audit_core.report import SIMILARITY_NOTE, verbatim_reproduction
+    from audit_core.report import COPIED_NOTE, SIMILARITY_NOTE, verbatim_reproduction
 
     got = verbatim_reproduction(result, doc_id)
     if got is None:
@@ -238,6 +238,8 @@ def _verbatim_detail(result: dict, doc_id: str) -> None:
         st.markdown(f"> {_md(got['longest'])}")
         st.caption("The longest run reproduced. Your own words are evidence; a stock phrase that any document "
                    "of this kind contains is not.")
+        if got.get("ngrams"):
+            st.caption(COPIED_NOTE.format(got["ngrams"]))
     else:
         st.caption("The target reproduced no run of four words or more from the unseen part.")
     if got.get("similarity") is not None:

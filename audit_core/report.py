@@ -553,12 +553,14 @@ def mba_accuracy(result: dict, doc_id: str) -> tuple[int, int] | None:
 
 
 #: how the app and the PDF explain Verbatim's tie-break (``VerbatimConfig.tie_break``)
+COPIED_NOTE = ("Word runs of the unseen part that the best answer reproduced: {} (four words each, "
+               "overlapping; the method's score).")
 SIMILARITY_NOTE = ("Closest an answer came in meaning to the unseen part: {:.2f} (cosine). It only orders "
-                   "documents that reproduced the same share; it is not evidence on its own.")
+                   "documents that reproduced as much; it is not evidence on its own.")
 
 
 def verbatim_reproduction(result: dict, doc_id: str) -> dict | None:
-    """Verbatim continuation's evidence for a document: the longest run reproduced and each probe's share.
+    """Verbatim continuation's evidence for a document: the longest run reproduced and what each probe copied.
 
     The run is what an owner should read before trusting a member call: their own
     words, or a stock phrase that any document of that kind would share.
@@ -570,8 +572,10 @@ def verbatim_reproduction(result: dict, doc_id: str) -> dict | None:
         return None
     return {"longest": ev.get("longest_reproduction") or "",
             "share": ev.get("reproduced_share"),
+            "ngrams": ev.get("reproduced_ngrams"),
             "similarity": ev.get("similarity_to_remainder"),
-            "probes": [{"request": p.get("template"), "reproduced share": p.get("share"),
+            "probes": [{"request": p.get("template"), "word runs copied": p.get("ngrams"),
+                        "reproduced share": p.get("share"),
                         "longest run (words)": p.get("longest_words"),
                         "non-answer": p.get("non_answer") or ""} for p in probes]}
 
@@ -1035,17 +1039,20 @@ def _verbatim_evidence(r: dict, doc_id: str, st: dict, width: float) -> list:
         out.append(P(esc(got["longest"]), "reproduced"))
         out.append(P("Your own words are evidence; a stock phrase that any document of this kind contains is not.",
                      "small"))
+        if got.get("ngrams"):
+            out.append(P(esc(COPIED_NOTE.format(got["ngrams"])), "small"))
     else:
         out.append(P("The target reproduced no run of four words or more from the unseen part.", "small"))
     if got.get("similarity") is not None:
         out.append(P(esc(SIMILARITY_NOTE.format(got["similarity"])), "small"))
-    rows = [["Request", "Reproduced share", "Longest run (words)", "Non-answer"]]
+    rows = [["Request", "Word runs copied", "Reproduced share", "Longest run (words)", "Non-answer"]]
     for p in got["probes"]:
-        share = p.get("reproduced share")
-        rows.append([esc(p.get("request")), "n/a" if share is None else _fmt(share),
+        share, runs = p.get("reproduced share"), p.get("word runs copied")
+        rows.append([esc(p.get("request")), "n/a" if runs is None else str(runs),
+                     "n/a" if share is None else _fmt(share),
                      esc("n/a" if p.get("longest run (words)") is None else p.get("longest run (words)")),
                      esc(p.get("non-answer") or "")])
-    out.append(_table(rows, [4.0 * cm, 3.0 * cm, 3.4 * cm, width - 10.4 * cm], st))
+    out.append(_table(rows, [3.4 * cm, 2.6 * cm, 2.6 * cm, 3.0 * cm, width - 11.6 * cm], st))
     return out
 
 

@@ -22,7 +22,12 @@ reading's AUC minus the method's own on the same documents (paired bootstrap):
 * ``share+embed``: ``share`` with ``embed_max`` breaking its ties (1e-3 x), what the method's
   default ``tie_break`` now does (session 43);
 * ``content_words``: the largest share of the remainder's content words (not in the query, not stop
-  words, over two letters) that an answer contains, and ``share+words``, that reading as the tie-break.
+  words, over two letters) that an answer contains, and ``share+words``, that reading as the tie-break;
+* readings across the probes instead of the best one (a model that holds the document tends to copy
+  from it at several cuts, a coincidental 4-gram turns up in one answer): ``share_sum``, the shares
+  added up; ``copying_probes``, how many probes reproduced anything, ties broken by the best share;
+  ``union_share``, the document's fresh 4-grams reproduced by any answer over all fresh 4-grams of
+  the remainders; and ``share_sum+embed``, the sum with the method's tie-break.
 
 Below the table, each tie-break reading's AUC among the documents whose share is 0 (the ties).
 
@@ -45,7 +50,8 @@ from audit_core.evidence.calibration import fit_platt  # noqa: E402
 from audit_core.evidence.collection import simulated_power  # noqa: E402
 from audit_core.methods.base import Observation  # noqa: E402
 from audit_core.methods.textonly_base import answers  # noqa: E402
-from audit_core.methods.verbatim import VerbatimConfig, VerbatimMethod, _text_of, reproduction  # noqa: E402
+from audit_core.methods.verbatim import (VerbatimConfig, VerbatimMethod, _text_of, reproduction,  # noqa: E402
+                                         word_ngrams)
 from audit_core.metrics import bootstrap_auc_ci, bootstrap_auc_difference_ci, roc_auc  # noqa: E402
 from audit_core.scoring import norm_words  # noqa: E402
 from shadow.shipped import read_manifest, load_shipped  # noqa: E402
@@ -61,18 +67,26 @@ def readings(method: VerbatimMethod, obs: Observation, windows: list[int], embed
     """Every reading of one document's answers; all NaN where the method itself has no score (inconclusive)."""
     score = method.observation_score(obs)[0]
     names = ["share", "longest", "hits", *[f"share_first{w}" for w in windows], "embed_max", "share+embed",
-             "content_words", "share+words"]
+             "content_words", "share+words", "share_sum", "copying_probes", "union_share", "share_sum+embed",
+             "hits+embed", "longest+embed", "log_hits+embed"]
     if score is None:
         return {name: float("nan") for name in names}
     d, n, shared = obs.data, method.config.ngram, method._shared
     out: dict[str, float] = {"share": score, "longest": 0.0, "hits": 0.0, **{f"share_first{w}": 0.0 for w in windows},
-                             "content_words": 0.0}
+                             "content_words": 0.0, "share_sum": 0.0, "copying_probes": 0.0}
+    fresh_all: set[tuple[str, ...]] = set()
+    hit_all: set[tuple[str, ...]] = set()
     pairs: list[tuple[str, str]] = []
     for query, rest, answer in zip(d["queries"], d["remainders"], answers(obs)[-len(d["queries"]):]):
         if answer is None or non_answer(answer) is not None:
             continue
         rep = reproduction(answer, query, rest, n, shared)
         out["longest"] = max(out["longest"], float(rep["longest_words"]))
+        out["share_sum"] += rep["share"]
+        out["copying_probes"] += float(rep["share"] > 0)
+        fresh, hit = fresh_and_hit(answer, query, rest, n, shared)
+        fresh_all |= fresh
+        hit_all |= hit
         out["hits"] = max(out["hits"], float(round(rep["share"] * rep["fresh_ngrams"])))
         for w in windows:
             part = reproduction(answer, query, " ".join(rest.split()[:w]), n, shared)
@@ -87,7 +101,20 @@ def readings(method: VerbatimMethod, obs: Observation, windows: list[int], embed
     out["embed_max"] = float((a * r).sum(axis=1).max())
     out["share+embed"] = out["share"] + 1e-3 * out["embed_max"]
     out["share+words"] = out["share"] + 1e-3 * out["content_words"]
+    out["copying_probes"] += out["share"]  # ties among equal counts broken by the best share (at most 1)
+    out["union_share"] = len(hit_all) / len(fresh_all) if fresh_all else 0.0
+    out["share_sum+embed"] = out["share_sum"] + 1e-3 * out["embed_max"]
+    out["hits+embed"] = out["hits"] + 1e-3 * out["embed_max"]
+    out["longest+embed"] = out["longest"] + 1e-3 * out["embed_max"]
+    out["log_hits+embed"] = float(np.log1p(out["hits"])) + 1e-3 * out["embed_max"]
     return out
+
+
+def fresh_and_hit(answer: str, query: str, remainder: str, n: int, shared) -> tuple[set, set]:
+    """The remainder's fresh n-grams (as ``reproduction`` counts them) and those the answer contains."""
+    a, q, r = norm_words(answer), norm_words(query), norm_words(remainder)
+    fresh = set(word_ngrams(r, n)) - set(word_ngrams(q, n)) - shared
+    return fresh, fresh & set(word_ngrams(a, n))
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """The calibration and decision shared by the one-score text-only methods.
 
 Interrogation, entailment, perturbation, robustness and extraction each turn
-an observation into one score in [0, 1] (or a reason why they cannot);
+an observation into one score in [0, 1] (Verbatim continuation: a count of
+copied word runs), or a reason why they cannot;
 calibration is a threshold fitted on the shadow's scores (``fit_threshold``,
 balanced accuracy) and the decision is that threshold, withheld when the
 shadow showed no signal. Only ``observation_score`` differs between them.
@@ -39,7 +40,10 @@ class ThresholdTextMethod(MembershipMethod):
     default_threshold: float | None = None
 
     def observation_score(self, obs: Observation) -> tuple[float | None, dict[str, Any], str | None]:
-        """(score in [0, 1], evidence, reason); the score is None with a reason when there is no signal."""
+        """(score, evidence, reason); the score is None with a reason when there is no signal.
+
+        Higher means more like a member. A share or probability in [0, 1], except Verbatim's count.
+        """
         raise NotImplementedError
 
     def send(self, doc: Document, target: Target, prompts: Sequence[str], data: dict, max_tokens: int,

@@ -25,8 +25,11 @@ document, and is not counted (``use_collection``).
 
 Small chat models follow a quoting request erratically (they often restate
 the query and stop), so several probes are sent, differing in wording and in
-where the document is cut, and the score is the best one: the share of the
-remainder's n-grams that the answer reproduced. Whether a chat model copies
+where the document is cut, and the score is the best one: how many of the
+remainder's distinct n-grams the answer reproduced (``reading``). A count, not
+a share of the remainder: the chance that an answer hits one of a document's
+word runs without holding it does not grow with the document's length, so two
+copied runs are the same evidence in a long document as in a short one. Whether a chat model copies
 depends on where the document is cut far more than on the wording, so a chat
 target gets nine cuts (``chat_probes``) where a completion-style one gets three
 (``probes``): on the chat-style shadow the best of nine found something in 16
@@ -36,11 +39,11 @@ empty, refusals or "I don't know" are non-answers; a document with too many of
 them is inconclusive, never "not found".
 
 Most non-members and, on a chat target, some members copy nothing, so their
-shares tie at 0. The score breaks such ties by how close in meaning the best
+scores tie at 0. The score breaks such ties by how close in meaning the best
 answer comes to the unseen remainder (``tie_break``): a model that holds the
 document but does not copy it still tends to write about what the remainder
-says. The tie-break is worth a millionth of a share, so it orders only
-documents with equal shares, and it decides nothing: no member call rests on
+says. The tie-break is worth a millionth of a copied n-gram, so it orders only
+documents with equal counts, and it decides nothing: no member call rests on
 it alone (``score``), and the method never says "not found"
 (``MethodSpec.no_clearing``), because an answer without a copy is no evidence
 of absence.
@@ -102,10 +105,13 @@ DECOY_PROBES: list[tuple[str, float]] = [("quote_decoy", 0.5), ("quote_decoy", 1
 #: the honest questions shipped for ``quote_decoy``: MedQuAD questions whose records are not in the
 #: auxiliary corpus (so none is in a shadow's knowledge base); built by ``scripts/build_assets.py``
 SHIPPED_DECOYS = Path(__file__).resolve().parents[2] / "assets" / "decoy_questions.txt"
-#: ways to order documents that reproduced the same share (``VerbatimConfig.tie_break``)
+#: ways to order documents that reproduced the same amount (``VerbatimConfig.tie_break``)
 TIE_BREAKS = ("similarity", "none")
-#: the weight of the tie-break beside the share: one reproduced n-gram of a remainder of up to a
-#: million n-grams outweighs it, so it orders only documents whose shares are equal
+#: what a probe's answer is scored by (``VerbatimConfig.reading``): "ngrams", how many of the
+#: remainder's distinct fresh n-grams it reproduced; "share", that number over all of them
+READINGS = ("ngrams", "share")
+#: the weight of the tie-break beside the score: one reproduced n-gram (or, read as a share, one of a
+#: remainder of up to a million n-grams) outweighs it, so it orders only documents that scored the same
 TIE_WEIGHT = 1e-6
 
 
@@ -156,7 +162,7 @@ class VerbatimConfig:
     #: a file of honest questions, one per line, to draw them from (a domain other than medicine
     #: wants its own: off-topic questions barely move the similarities); None: ``SHIPPED_DECOYS``
     decoy_questions: str | None = field(default=None, metadata={"added_later": True})
-    #: how documents with the same share are ordered: "similarity", by the largest cosine between an
+    #: how documents with the same score are ordered: "similarity", by the largest cosine between an
     #: answer and its remainder (``embedder``), weighted ``TIE_WEIGHT``; "none", left tied. Chosen on
     #: the shipped chat shadows' answers only (no target draw): among the documents that copied
     #: nothing it orders members above non-members with AUC 0.63 (quick, 4 + 23) and 0.74 (standard,
@@ -165,6 +171,15 @@ class VerbatimConfig:
     #: and 43). A count of the remainder's content words in the answer did less (0.54 and 0.70 among
     #: the zeros).
     tie_break: str = field(default="similarity", metadata={"scoring_only": True})
+    #: a document's score before the tie-break: "ngrams", the most distinct fresh n-grams one answer
+    #: reproduced; "share", the largest share of its remainder's fresh n-grams (the score up to session
+    #: 44). Chosen on the shipped chat shadows' answers only (no target draw): with the tie-break, the
+    #: count read AUC 0.911 against 0.899 (quick) and 0.859 against 0.851 (standard), and the simulated
+    #: collection test's power (5 of 20 against 20 controls) 0.62 against 0.47 and 0.49 against 0.38
+    #: (``scripts/verbatim_score_study.py``, BENCHMARKS.md, session 45); the same on the completion
+    #: shadows. Readings across the probes (the shares added up, the probes that copied, the union of
+    #: what they copied) did no better than the best single answer.
+    reading: str = field(default="ngrams", metadata={"scoring_only": True})
     #: the embedder of the tie-break (a registry name)
     embedder: str = field(default="all-minilm-l6-v2", metadata={"scoring_only": True})
 
@@ -177,6 +192,8 @@ class VerbatimConfig:
             raise ValueError("verbatim n-grams need at least 2 words")
         if self.shared_min_docs == 1 or self.shared_min_docs < 0:
             raise ValueError("shared_min_docs must be 0 (off) or at least 2 documents")
+        if self.reading not in READINGS:
+            raise ValueError(f"verbatim's reading is one of {', '.join(READINGS)} (got '{self.reading}')")
         if self.tie_break not in TIE_BREAKS:
             raise ValueError(f"verbatim's tie_break is one of {', '.join(TIE_BREAKS)} (got '{self.tie_break}')")
         if self.decoys < 1:
@@ -221,8 +238,9 @@ def reproduction(answer: str, query: str, remainder: str, n: int,
                  shared: frozenset[tuple[str, ...]] = frozenset()) -> dict[str, Any]:
     """How much of ``remainder`` the answer reproduces that ``query`` did not contain.
 
-    ``share``: the remainder's distinct n-grams (those not in the query nor in
-    ``shared``) found in the answer, over their number; ``longest``: the longest
+    ``ngrams``: how many of the remainder's distinct n-grams (those not in the
+    query nor in ``shared``) the answer contains; ``share``: that number over
+    all of them (``fresh_ngrams``); ``longest``: the longest
     run of the answer's words made of such n-grams, as text a person can compare
     with the document; ``shared_ngrams``: how many of the remainder's n-grams
     were left out as shared with other documents.
@@ -238,7 +256,8 @@ def reproduction(answer: str, query: str, remainder: str, n: int,
         if run > best:
             best, best_at = run, i - run + 1
     longest = " ".join(a[best_at: best_at + best + n - 1]) if best else ""
-    return {"share": len({g for g, h in zip(grams, hit) if h}) / len(fresh) if fresh else 0.0,
+    found = len({g for g, h in zip(grams, hit) if h})
+    return {"share": found / len(fresh) if fresh else 0.0, "ngrams": found,
             "longest": longest, "longest_words": best + n - 1 if best else 0, "fresh_ngrams": len(fresh),
             "shared_ngrams": len(unseen) - len(fresh)}
 
@@ -359,14 +378,17 @@ class VerbatimMethod(ThresholdTextMethod):
             return None, ev, (f"nothing distinctive to look for: every run of {self.config.ngram} words in the "
                               "part of the document the target did not see also occurs in another document "
                               "audited with it, so a copy could not be told from a stock phrase")
-        best = max(usable, key=lambda r: r["share"])
+        reading = self.config.reading
+        best = max(usable, key=lambda r: (r[reading], r["share"]))
         ev["reproduced_share"] = best["share"]
+        ev["reproduced_ngrams"] = best["ngrams"]
         ev["longest_reproduction"] = best["longest"]
         if self.config.tie_break == "none":
-            return best["share"], ev, None
+            return float(best[reading]), ev, None
         similarity = self._closest_meaning(usable, d)
         ev["similarity_to_remainder"] = similarity
-        return (best["share"] + TIE_WEIGHT * max(0.0, similarity)) / (1 + TIE_WEIGHT), ev, None
+        tied = TIE_WEIGHT * max(0.0, similarity)
+        return (best["share"] + tied) / (1 + TIE_WEIGHT) if reading == "share" else best["ngrams"] + tied, ev, None
 
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
         """As every thresholded method decides, except that no member call rests on the tie-break alone:
@@ -375,7 +397,7 @@ class VerbatimMethod(ThresholdTextMethod):
         if res.decision is True and res.evidence.get("reproduced_share") == 0:
             return replace(res, decision=None, reason=(
                 f"{NOT_CLEARED}: above the member threshold only by the closeness in meaning that orders "
-                "documents with the same share; the target reproduced no run of words from the unseen part"))
+                "documents that reproduced the same amount; the target reproduced no run of words from the unseen part"))
         return res
 
     def _closest_meaning(self, usable: list[dict[str, Any]], data: dict[str, Any]) -> float:

@@ -209,8 +209,8 @@ def _saved_audit(db_path) -> str:
                 "rows": [{"mask": "[Mask_1]", "expected": ["bees"], "predicted": "bees", "correct": True}]}),
             "verbatim": MethodResult("verbatim", "grandmother-bees", 0.9, True, evidence={
                 "longest_reproduction": "carried the frames down the lane in a wheelbarrow", "reproduced_share": 0.4,
-                "similarity_to_remainder": 0.72,
-                "probes": [{"template": "quote", "share": 0.4, "longest_words": 9, "non_answer": None}]}),
+                "reproduced_ngrams": 6, "similarity_to_remainder": 0.72,
+                "probes": [{"template": "quote", "share": 0.4, "ngrams": 6, "longest_words": 9, "non_answer": None}]}),
         },
         "knee-exercises": {
             "srag": MethodResult("srag", "knee-exercises", 0.07, False, evidence={"words": [], "histogram": None}),
@@ -274,6 +274,7 @@ def test_history_reopens_an_audit_and_its_pdf_has_the_verdicts_not_the_key(tmp_p
     assert "> carried the frames down the lane in a wheelbarrow" in shown  # quoted, apart from the document text
     assert any(x.startswith("**Verbatim continuation: what the target quoted") for x in shown)
     assert any(c.value.startswith("Closest an answer came in meaning to the unseen part: 0.72") for c in at.caption)
+    assert any(c.value.startswith("Word runs of the unseen part that the best answer reproduced: 6 ") for c in at.caption)
     exports = at.session_state["exports"]
     text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(exports["pdf"])).pages)
     assert "grandmother-bees" in text and "knee-exercises" in text

@@ -481,8 +481,8 @@ def test_the_report_says_how_the_shadow_mirrored_the_target():
 
 
 def test_verbatim_reproduction_shows_the_run_the_target_copied():
-    ev = {"longest_reproduction": "rest the knee put ice on it", "reproduced_share": 0.45,
-          "probes": [{"template": "quote", "share": 0.45, "longest_words": 7, "non_answer": None},
+    ev = {"longest_reproduction": "rest the knee put ice on it", "reproduced_share": 0.45, "reproduced_ngrams": 5,
+          "probes": [{"template": "quote", "share": 0.45, "ngrams": 5, "longest_words": 7, "non_answer": None},
                      {"template": "repeat", "non_answer": "refusal"}]}
     result = {"results": {"d1": {"verbatim": {"score": 0.9, "decision": True, "evidence": ev}},
                           "d2": {"mba": {"score": 0.1, "decision": False, "evidence": {}}}}}
@@ -490,6 +490,7 @@ def test_verbatim_reproduction_shows_the_run_the_target_copied():
     assert got["longest"] == "rest the knee put ice on it" and got["share"] == 0.45 and got["similarity"] is None
     assert [p["request"] for p in got["probes"]] == ["quote", "repeat"]
     assert got["probes"][1]["non-answer"] == "refusal" and got["probes"][0]["longest run (words)"] == 7
+    assert got["ngrams"] == 5 and got["probes"][0]["word runs copied"] == 5 and got["probes"][1]["word runs copied"] is None
     assert report.verbatim_reproduction(result, "d2") is None
 
 
@@ -498,9 +499,9 @@ def _verbatim_result() -> dict:
     r = _shared_result()
     run = "put ice on the swollen knee twice a day"
     r["documents"][0]["text"] += " The doctor said to " + run + " and rest."
-    ev = {"longest_reproduction": run, "reproduced_share": 0.42,
+    ev = {"longest_reproduction": run, "reproduced_share": 0.42, "reproduced_ngrams": 6,
           "probes": [{"template": "continue", "answer": "Sure: " + run + ".", "non_answer": None, "share": 0.42,
-                      "longest": run, "longest_words": 9, "fresh_ngrams": 12, "shared_ngrams": 0},
+                      "ngrams": 6, "longest": run, "longest_words": 9, "fresh_ngrams": 12, "shared_ngrams": 0},
                      {"template": "quote", "answer": "I cannot share documents.", "non_answer": "refusal"}]}
     r["results"]["doc-1"]["verbatim"] = {"method": "verbatim", "score": 0.42, "decision": True, "evidence": ev}
     return r, run
@@ -513,10 +514,11 @@ def test_the_pdf_shows_verbatim_evidence_per_document_and_redacts_the_run():
     assert "Verbatim continuation: what the target quoted" in details
     assert "The longest run the target reproduced: " + run in details  # quoted on its own, after its label
     assert "score 0.42, says “member”" in details
-    assert "continue 0.42 9" in details and "quote n/a n/a refusal" in details  # one row per probe
+    assert "continue 6 0.42 9" in details and "quote n/a n/a n/a refusal" in details  # one row per probe
+    assert "the best answer reproduced: 6" in details
 
     shared = " ".join(_pages(report.pdf_report(r, redact=True)))
-    assert "Verbatim continuation: what the target quoted" in shared and "continue 0.42 9" in shared
+    assert "Verbatim continuation: what the target quoted" in shared and "continue 6 0.42 9" in shared
     assert "swollen knee" not in shared  # the run is the document's text: redacted with it
     import hashlib
     assert hashlib.sha256(run.encode()).hexdigest() in shared.replace(" ", "")

@@ -160,7 +160,8 @@ def _score(m, doc, target) -> float:
         assert reason is None
         return feats["mean_prob"]
     s, ev, reason = m.observation_score(obs)
-    assert s is not None and 0.0 <= s <= 1.0, reason
+    # Verbatim counts the n-grams an answer copied; every other method's score is a share or a probability
+    assert s is not None and 0.0 <= s and (m.name == "verbatim" or s <= 1.0), reason
     return s
 
 
@@ -320,7 +321,7 @@ def test_verbatim_counts_only_words_of_the_unseen_rest_that_the_query_did_not_ca
     assert reproduction("You should rest and ice your knee, ibuprofen may help.", query, rest, 4)["share"] == 0.0
     got = reproduction("Sure: Doctor: rest the knee, put ice on it. Bye.", query, rest, 4)
     fresh = got["fresh_ngrams"]
-    assert fresh == 11 and got["share"] == pytest.approx(5 / 11)
+    assert fresh == 11 and got["share"] == pytest.approx(5 / 11) and got["ngrams"] == 5
     assert got["longest"] == "doctor rest the knee put ice on it" and got["longest_words"] == 8
 
 
@@ -535,12 +536,42 @@ def test_verbatim_orders_documents_that_copied_nothing_by_closeness_to_the_unsee
     (s_near, ev_near, _), (s_far, ev_far, _), (s_copy, ev_copy, _) = (
         m.observation_score(m.probe(TIED_DOC, Says(a))) for a in (near, far, copy))
     assert ev_near["reproduced_share"] == ev_far["reproduced_share"] == 0.0 < ev_copy["reproduced_share"]
-    assert 0 < s_far < s_near < TIE_WEIGHT < s_copy <= 1.0
+    assert 0 < s_far < s_near < TIE_WEIGHT < 1 <= s_copy
     assert ev_near["similarity_to_remainder"] > ev_far["similarity_to_remainder"]
     untied = create_method("verbatim", tie_break="none")
     assert untied.observation_score(m.probe(TIED_DOC, Says(near)))[0] == 0.0
+    as_share = create_method("verbatim", reading="share")  # the score before session 45, still in [0, 1]
+    assert 0 < as_share.observation_score(m.probe(TIED_DOC, Says(near)))[0] < TIE_WEIGHT
+    assert TIE_WEIGHT < as_share.observation_score(m.probe(TIED_DOC, Says(copy)))[0] <= 1.0
     with pytest.raises(ValueError, match="tie_break"):
         create_method("verbatim", tie_break="cosine")
+
+
+def test_verbatim_scores_how_many_runs_were_copied_not_what_share_of_a_long_remainder():
+    """The same four copied words are the same evidence whatever the document's length: read as a share
+    they would count for less in the longer document, read as a count they score alike; and the answer
+    that copies more of the document scores higher in both readings."""
+    start, end = ("My knee hurts when I climb the stairs at home and at work.",
+                  "The doctor said to put ice on it twice a day and rest.")
+    short = Document("s", f"{start} {end}")
+    long = Document("l", f"{start} She also told me to take ibuprofen after meals, to keep the leg raised in the "
+                         "evening, to avoid running for three weeks and to come back if the swelling does not go "
+                         f"down by the end of the month. {end}")
+    copy = "It goes on: put ice on it twice a day, then something else."
+    more = "It goes on: put ice on it twice a day and rest, as far as I remember."
+    counted, shared = create_method("verbatim", tie_break="none"), create_method(
+        "verbatim", tie_break="none", reading="share")
+    c_short, ev_short, _ = counted.observation_score(counted.probe(short, Says(copy)))
+    c_long, ev_long, _ = counted.observation_score(counted.probe(long, Says(copy)))
+    assert c_short == c_long == ev_short["reproduced_ngrams"] > 0
+    assert ev_long["reproduced_share"] < ev_short["reproduced_share"]
+    s_short = shared.observation_score(shared.probe(short, Says(copy)))[0]
+    s_long = shared.observation_score(shared.probe(long, Says(copy)))[0]
+    assert s_long < s_short
+    assert counted.observation_score(counted.probe(short, Says(more)))[0] > c_short
+    assert shared.observation_score(shared.probe(short, Says(more)))[0] > s_short
+    with pytest.raises(ValueError, match="reading"):
+        create_method("verbatim", reading="longest")
 
 
 def test_verbatim_calls_no_member_on_the_tie_break_and_clears_nothing():
