@@ -552,9 +552,10 @@ def mba_accuracy(result: dict, doc_id: str) -> tuple[int, int] | None:
     return sum(1 for x in rows if isinstance(x, dict) and x.get("correct") is True), len(rows)
 
 
-#: how the app and the PDF explain Verbatim's tie-break (``VerbatimConfig.tie_break``)
+#: how the app and the PDF give Verbatim's count of copied runs (``VerbatimConfig.reading``)
 COPIED_NOTE = ("Word runs of the unseen part that the best answer reproduced: {} (four words each, "
-               "overlapping; the method's score).")
+               "overlapping).")
+#: how the app and the PDF explain Verbatim's tie-break (``VerbatimConfig.tie_break``)
 SIMILARITY_NOTE = ("Closest an answer came in meaning to the unseen part: {:.2f} (cosine). It only orders "
                    "documents that reproduced as much; it is not evidence on its own.")
 

@@ -121,7 +121,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--windows", default="20,30,45", help="W values for share_first{W}")
     ap.add_argument("--collections", type=int, default=400, help="simulated collections per power figure")
-    ap.add_argument("--ngram", type=int, default=VerbatimConfig.ngram, help="words per n-gram (the method's: %(default)s)")
+    ap.add_argument("--ngram", type=int, default=VerbatimConfig.ngram,
+                    help="words per n-gram (the method's: %(default)s)")
     args = ap.parse_args()
     from audit_core.models import load_embedder
 
@@ -132,7 +133,8 @@ def main() -> None:
         if got is None:
             continue
         mem, non = got
-        method = VerbatimMethod(VerbatimConfig(style="chat", tie_break="none", reading="share", ngram=args.ngram))  # the share alone
+        # the share alone: the score up to session 44, against which every reading is compared
+        method = VerbatimMethod(VerbatimConfig(style="chat", tie_break="none", reading="share", ngram=args.ngram))
         method.use_collection([_text_of(o) for o in [*mem, *non]])  # the shadow's stock phrases, as prepare() does
         rows = [readings(method, o, windows, embed) for o in [*mem, *non]]
         y = np.array([1] * len(mem) + [0] * len(non))

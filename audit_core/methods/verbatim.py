@@ -29,9 +29,9 @@ where the document is cut, and the score is the best one: how many of the
 remainder's distinct n-grams the answer reproduced (``reading``). A count, not
 a share of the remainder: the chance that an answer hits one of a document's
 word runs without holding it does not grow with the document's length, so two
-copied runs are the same evidence in a long document as in a short one. Whether a chat model copies
-depends on where the document is cut far more than on the wording, so a chat
-target gets nine cuts (``chat_probes``) where a completion-style one gets three
+copied runs are the same evidence in a long document as in a short one.
+Whether a chat model copies depends on where the document is cut far more
+than on the wording, so a chat target gets nine cuts (``chat_probes``) where a completion-style one gets three
 (``probes``): on the chat-style shadow the best of nine found something in 16
 of 20 members instead of 8, for an AUC of 0.83 instead of 0.62 (BENCHMARKS.md,
 target zoo, "how many probes"). Replies that are
@@ -397,7 +397,8 @@ class VerbatimMethod(ThresholdTextMethod):
         if res.decision is True and res.evidence.get("reproduced_share") == 0:
             return replace(res, decision=None, reason=(
                 f"{NOT_CLEARED}: above the member threshold only by the closeness in meaning that orders "
-                "documents that reproduced the same amount; the target reproduced no run of words from the unseen part"))
+                "documents that reproduced the same amount; the target reproduced no run of words from the "
+                "unseen part"))
         return res
 
     def _closest_meaning(self, usable: list[dict[str, Any]], data: dict[str, Any]) -> float:

@@ -274,7 +274,8 @@ def test_history_reopens_an_audit_and_its_pdf_has_the_verdicts_not_the_key(tmp_p
     assert "> carried the frames down the lane in a wheelbarrow" in shown  # quoted, apart from the document text
     assert any(x.startswith("**Verbatim continuation: what the target quoted") for x in shown)
     assert any(c.value.startswith("Closest an answer came in meaning to the unseen part: 0.72") for c in at.caption)
-    assert any(c.value.startswith("Word runs of the unseen part that the best answer reproduced: 6 ") for c in at.caption)
+    copied = "Word runs of the unseen part that the best answer reproduced: 6 "
+    assert any(c.value.startswith(copied) for c in at.caption)
     exports = at.session_state["exports"]
     text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(exports["pdf"])).pages)
     assert "grandmother-bees" in text and "knee-exercises" in text

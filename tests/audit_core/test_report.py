@@ -490,7 +490,8 @@ def test_verbatim_reproduction_shows_the_run_the_target_copied():
     assert got["longest"] == "rest the knee put ice on it" and got["share"] == 0.45 and got["similarity"] is None
     assert [p["request"] for p in got["probes"]] == ["quote", "repeat"]
     assert got["probes"][1]["non-answer"] == "refusal" and got["probes"][0]["longest run (words)"] == 7
-    assert got["ngrams"] == 5 and got["probes"][0]["word runs copied"] == 5 and got["probes"][1]["word runs copied"] is None
+    assert got["ngrams"] == 5 and got["probes"][0]["word runs copied"] == 5
+    assert got["probes"][1]["word runs copied"] is None
     assert report.verbatim_reproduction(result, "d2") is None
 
 
