@@ -51,7 +51,7 @@ from audit_core.evidence.collection import simulated_power  # noqa: E402
 from audit_core.methods.base import Observation  # noqa: E402
 from audit_core.methods.textonly_base import answers  # noqa: E402
 from audit_core.methods.verbatim import (VerbatimConfig, VerbatimMethod, _text_of, reproduction,  # noqa: E402
-                                         word_ngrams)
+                                         unseen_ngrams, word_ngrams)
 from audit_core.metrics import bootstrap_auc_ci, bootstrap_auc_difference_ci, roc_auc  # noqa: E402
 from audit_core.scoring import norm_words  # noqa: E402
 from shadow.shipped import read_manifest, load_shipped  # noqa: E402
@@ -84,10 +84,10 @@ def readings(method: VerbatimMethod, obs: Observation, windows: list[int], embed
         out["longest"] = max(out["longest"], float(rep["longest_words"]))
         out["share_sum"] += rep["share"]
         out["copying_probes"] += float(rep["share"] > 0)
-        fresh, hit = fresh_and_hit(answer, query, rest, n, shared)
+        fresh = unseen_ngrams(query, rest, n) - shared
         fresh_all |= fresh
-        hit_all |= hit
-        out["hits"] = max(out["hits"], float(round(rep["share"] * rep["fresh_ngrams"])))
+        hit_all |= fresh & set(word_ngrams(norm_words(answer), n))
+        out["hits"] = max(out["hits"], float(rep["ngrams"]))
         for w in windows:
             part = reproduction(answer, query, " ".join(rest.split()[:w]), n, shared)
             out[f"share_first{w}"] = max(out[f"share_first{w}"], part["share"])
@@ -109,12 +109,6 @@ def readings(method: VerbatimMethod, obs: Observation, windows: list[int], embed
     out["log_hits+embed"] = float(np.log1p(out["hits"])) + 1e-3 * out["embed_max"]
     return out
 
-
-def fresh_and_hit(answer: str, query: str, remainder: str, n: int, shared) -> tuple[set, set]:
-    """The remainder's fresh n-grams (as ``reproduction`` counts them) and those the answer contains."""
-    a, q, r = norm_words(answer), norm_words(query), norm_words(remainder)
-    fresh = set(word_ngrams(r, n)) - set(word_ngrams(q, n)) - shared
-    return fresh, fresh & set(word_ngrams(a, n))
 
 
 def main() -> None:

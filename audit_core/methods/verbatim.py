@@ -234,6 +234,11 @@ def shared_ngrams(texts: Sequence[str], n: int, min_docs: int) -> frozenset[tupl
     return frozenset(g for g, c in counts.items() if c >= min_docs)
 
 
+def unseen_ngrams(query: str, remainder: str, n: int) -> set[tuple[str, ...]]:
+    """The remainder's distinct word n-grams that the query did not carry: what only a copy can reproduce."""
+    return set(word_ngrams(norm_words(remainder), n)) - set(word_ngrams(norm_words(query), n))
+
+
 def reproduction(answer: str, query: str, remainder: str, n: int,
                  shared: frozenset[tuple[str, ...]] = frozenset()) -> dict[str, Any]:
     """How much of ``remainder`` the answer reproduces that ``query`` did not contain.
@@ -245,8 +250,8 @@ def reproduction(answer: str, query: str, remainder: str, n: int,
     with the document; ``shared_ngrams``: how many of the remainder's n-grams
     were left out as shared with other documents.
     """
-    a, q, r = norm_words(answer), norm_words(query), norm_words(remainder)
-    unseen = set(word_ngrams(r, n)) - set(word_ngrams(q, n))
+    a = norm_words(answer)
+    unseen = unseen_ngrams(query, remainder, n)
     fresh = unseen - shared
     grams = word_ngrams(a, n)
     hit = [g in fresh for g in grams]
