@@ -21,7 +21,14 @@ from" in many documents, so the target reproduces it for a document it never
 saw. An n-gram that occurs in ``shared_min_docs`` or more documents of the
 collection audited together (the owner's documents and controls; on the
 shadow, the shadow's documents) is therefore a phrase of the genre, not of one
-document, and is not counted (``use_collection``).
+document, and is not counted (``use_collection``). So is one that occurs in two
+or more documents of a public reference corpus, by default the shipped
+auxiliary corpus the shadow is built from (``stock_reference``): without it an
+owner who audits 20 documents gets a thinner list of stock phrases than the
+shadow that fitted the threshold, and on the chat-style shadow such an upload
+had its non-members called members at 0.11 where 0.05 was asked (0.045 with
+the reference; BENCHMARKS.md, session 46). The reference is added on both
+sides, and a document that is also in it counts once, as any other.
 
 Small chat models follow a quoting request erratically (they often restate
 the query and stop), so several probes are sent, differing in wording and in
@@ -59,9 +66,10 @@ from the document's text, so the shadow and the target receive the same words.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -105,6 +113,9 @@ DECOY_PROBES: list[tuple[str, float]] = [("quote_decoy", 0.5), ("quote_decoy", 1
 #: the honest questions shipped for ``quote_decoy``: MedQuAD questions whose records are not in the
 #: auxiliary corpus (so none is in a shadow's knowledge base); built by ``scripts/build_assets.py``
 SHIPPED_DECOYS = Path(__file__).resolve().parents[2] / "assets" / "decoy_questions.txt"
+#: the public texts whose shared word runs are stock phrases besides the audited collection's
+#: (``VerbatimConfig.stock_reference``): the auxiliary corpus the shipped shadows are built from
+SHIPPED_REFERENCE = Path(__file__).resolve().parents[2] / "assets" / "aux_medquad.jsonl"
 #: ways to order documents that reproduced the same amount (``VerbatimConfig.tie_break``)
 TIE_BREAKS = ("similarity", "none")
 #: what a probe's answer is scored by (``VerbatimConfig.reading``): "ngrams", how many of the
@@ -155,6 +166,14 @@ class VerbatimConfig:
     #: (0: count every n-gram). Chosen after the seed-1 benchmark draw, whose false positives
     #: were stock phrases, and measured on a fresh draw (BENCHMARKS.md, target zoo).
     shared_min_docs: int = field(default=2, metadata={"scoring_only": True})
+    #: public texts whose shared n-grams are stock phrases too, on the shadow and in the audit alike:
+    #: "shipped" (``SHIPPED_REFERENCE``, the shadow's auxiliary corpus), "none", or a JSONL file with a
+    #: "text" field per line. Chosen on the chat-style shadow (standard, 60 + 60, ten splits into a
+    #: calibrating half and an owner's upload of 20 documents drawn from the other half, the upload's
+    #: documents taken out of the reference): non-members called at a requested 5% 0.110 without it,
+    #: 0.045 with it, members 0.59 and 0.56; on the stored answers of the chat-style zoo draws, at the
+    #: shipped shadow's threshold, the same calls with and without it (BENCHMARKS.md, session 46)
+    stock_reference: str = field(default="shipped", metadata={"scoring_only": True})
     #: honest questions sent before each ``quote_decoy`` probe's request; two, because on the
     #: chat-style shadow behind Mirabel one question left the member's own document retrieved for 0.57
     #: of quote probes, two for 0.82, three for 0.68 (retrieval only, 40 members)
@@ -192,6 +211,9 @@ class VerbatimConfig:
             raise ValueError("verbatim n-grams need at least 2 words")
         if self.shared_min_docs == 1 or self.shared_min_docs < 0:
             raise ValueError("shared_min_docs must be 0 (off) or at least 2 documents")
+        if self.stock_reference not in ("shipped", "none") and not Path(self.stock_reference).is_file():
+            raise ValueError(f"verbatim's stock_reference is 'shipped', 'none' or a JSONL file of public texts "
+                             f"(no file at '{self.stock_reference}')")
         if self.reading not in READINGS:
             raise ValueError(f"verbatim's reading is one of {', '.join(READINGS)} (got '{self.reading}')")
         if self.tie_break not in TIE_BREAKS:
@@ -222,16 +244,37 @@ def word_ngrams(words: Sequence[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
 
 
-def shared_ngrams(texts: Sequence[str], n: int, min_docs: int) -> frozenset[tuple[str, ...]]:
-    """The word n-grams that occur in at least ``min_docs`` of ``texts`` (none when ``min_docs`` is 0).
+def shared_ngrams(texts: Sequence[str], n: int, min_docs: int,
+                  reference: str | Path | None = None) -> frozenset[tuple[str, ...]]:
+    """The word n-grams that occur in at least ``min_docs`` of ``texts`` and the ``reference`` file's texts
+    (none when ``min_docs`` is 0).
 
-    Texts are counted once each: a document uploaded twice does not make its own words "shared".
+    Texts are counted once each: a document uploaded twice, or audited and also in the reference, does
+    not make its own words "shared".
     """
     if min_docs <= 0:
         return frozenset()
     distinct = {tuple(norm_words(t)) for t in texts}
-    counts = Counter(g for words in distinct for g in set(word_ngrams(words, n)))
+    counts: Counter = Counter()
+    if reference is not None:
+        known, in_reference = _reference_counts(str(reference), n)
+        distinct -= known
+        counts.update(in_reference)
+    counts.update(g for words in distinct for g in set(word_ngrams(words, n)))
     return frozenset(g for g, c in counts.items() if c >= min_docs)
+
+
+@lru_cache(maxsize=4)
+def _reference_counts(path: str, n: int) -> tuple[frozenset[tuple[str, ...]], Counter]:
+    """The reference file's distinct texts (as words) and in how many of them each n-gram occurs; read once."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        texts = [json.loads(line).get("text") or "" for line in lines if line.strip()]
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ValueError(f"cannot read verbatim's stock-phrase reference {path}: one JSON object with a "
+                         f"'text' field per line is expected ({exc})") from None
+    distinct = frozenset(tuple(norm_words(t)) for t in texts if isinstance(t, str))
+    return distinct, Counter(g for words in distinct for g in set(word_ngrams(words, n)))
 
 
 def unseen_ngrams(query: str, remainder: str, n: int) -> set[tuple[str, ...]]:
@@ -321,14 +364,19 @@ class VerbatimMethod(ThresholdTextMethod):
             words += round(self.config.decoys * self._decoy_words)
         return words
 
+    @property
+    def _reference(self) -> Path | None:
+        ref = self.config.stock_reference
+        return None if ref == "none" else SHIPPED_REFERENCE if ref == "shipped" else Path(ref)
+
     def use_collection(self, texts: Sequence[str]) -> None:
-        self._shared = shared_ngrams(texts, self.config.ngram, self.config.shared_min_docs)
+        self._shared = shared_ngrams(texts, self.config.ngram, self.config.shared_min_docs, self._reference)
 
     def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
         """Calibrate with the shadow's own stock phrases left out, as an audit leaves out the owner's."""
         audit_shared = self._shared
         self._shared = shared_ngrams([_text_of(o) for o in [*members, *nonmembers] if o.data.get("queries")],
-                                     self.config.ngram, self.config.shared_min_docs)
+                                     self.config.ngram, self.config.shared_min_docs, self._reference)
         try:
             return super().prepare(members, nonmembers)
         finally:

@@ -8,6 +8,7 @@ count its queries as ``query_cost`` says.
 """
 from __future__ import annotations
 
+import json
 import re
 import zlib
 
@@ -477,6 +478,38 @@ def test_verbatim_does_not_count_stock_phrases_that_the_owners_documents_share()
     twice = create_method("verbatim")
     twice.use_collection([owner[0].text, owner[0].text])
     assert twice.observation_score(absent)[0] == alone
+
+
+def _reference_file(tmp_path, name: str, *texts: str):
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps({"id": f"r{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    return path
+
+
+def test_verbatim_counts_a_phrase_of_the_public_reference_as_stock_but_not_the_documents_own_copy(tmp_path):
+    """One owner document holds the forum's stock phrase and nothing else shares it: the reference decides."""
+    owner = _forum_doc(1, "kidney stones", "Drink plenty of water and see a urologist for an ultrasound.")
+    absent = create_method("verbatim", stock_reference="none").probe(owner, StockPhraseRag([]))
+    scored = {}
+    for name, ref in {"none": "none",
+                      "public": _reference_file(tmp_path, "public", f"Hello. {STOCK} migraine. Rest in a dark room."),
+                      "itself": _reference_file(tmp_path, "itself", owner.text)}.items():
+        m = create_method("verbatim", stock_reference=str(ref))
+        m.use_collection([owner.text])
+        scored[name] = m.observation_score(absent)[0]
+    assert scored["none"] >= 1  # alone, the stock phrase looks like a copy
+    assert scored["public"] < TIE_WEIGHT  # another public text has it: a phrase of the genre
+    assert scored["itself"] == scored["none"]  # the document's own text in the reference counts once
+    # the shipped reference is the default, and its phrases are left out of the shadow's calibration too
+    m = create_method("verbatim")
+    assert m.config.stock_reference == "shipped"
+    seen = []
+    score = m.observation_score
+    m.observation_score = lambda obs: (seen.append(len(m._shared)), score(obs))[1]
+    m.prepare([absent], [absent])
+    assert seen and min(seen) > 1000  # the reference's shared 4-grams, not just the two texts'
+    with pytest.raises(ValueError, match="stock_reference"):
+        create_method("verbatim", stock_reference=str(tmp_path / "missing.jsonl"))
 
 
 def _raw_scores_seen_by_prepare(m, members, nonmembers) -> dict[str, float]:
