@@ -22,8 +22,8 @@ saw. An n-gram that occurs in ``shared_min_docs`` or more documents of the
 collection audited together (the owner's documents and controls; on the
 shadow, the shadow's documents) is therefore a phrase of the genre, not of one
 document, and is not counted (``use_collection``). So is one that occurs in two
-or more documents of a public reference corpus, by default the shipped
-auxiliary corpus the shadow is built from (``stock_reference``): without it an
+or more documents of a public reference corpus, by default the auxiliary
+corpus the shipped shadows are built from (``stock_reference``): without it an
 owner who audits 20 documents gets a thinner list of stock phrases than the
 shadow that fitted the threshold, and on the chat-style shadow such an upload
 had its non-members called members at 0.11 where 0.05 was asked (0.045 with
@@ -167,8 +167,9 @@ class VerbatimConfig:
     #: were stock phrases, and measured on a fresh draw (BENCHMARKS.md, target zoo).
     shared_min_docs: int = field(default=2, metadata={"scoring_only": True})
     #: public texts whose shared n-grams are stock phrases too, on the shadow and in the audit alike:
-    #: "shipped" (``SHIPPED_REFERENCE``, the shadow's auxiliary corpus), "none", or a JSONL file with a
-    #: "text" field per line. Chosen on the chat-style shadow (standard, 60 + 60, ten splits into a
+    #: "shipped" (``SHIPPED_REFERENCE``, the auxiliary corpus of the shipped shadows; a shadow built from
+    #: another corpus keeps it unless that corpus is named here), "none", or a JSONL file with a "text"
+    #: field per line. Chosen on the chat-style shadow (standard, 60 + 60, ten splits into a
     #: calibrating half and an owner's upload of 20 documents drawn from the other half, the upload's
     #: documents taken out of the reference): non-members called at a requested 5% 0.110 without it,
     #: 0.045 with it, members 0.59 and 0.56; on the stored answers of the chat-style zoo draws, at the
