@@ -65,12 +65,11 @@ import numpy as np  # noqa: E402
 from audit_core.documents import Document  # noqa: E402
 from audit_core.evidence.calibration import conformal_threshold, fit_platt  # noqa: E402
 from audit_core.evidence.collection import simulated_power  # noqa: E402
+from audit_core.methods.verbatim import SHIPPED_REFERENCE as REFERENCE  # noqa: E402
 from audit_core.methods.verbatim import VerbatimConfig, VerbatimMethod, _text_of, shared_ngrams  # noqa: E402
 from audit_core.metrics import bootstrap_auc_ci, bootstrap_auc_difference_ci, roc_auc, tpr_at_fpr  # noqa: E402
 from audit_core.target.base import Completion  # noqa: E402
 from shadow.shipped import load_shipped, read_manifest  # noqa: E402
-
-REFERENCE = Path(__file__).resolve().parents[1] / "assets" / "aux_medquad.jsonl"
 
 
 def verbatim_keys() -> list[tuple[str, str, str]]:
@@ -111,18 +110,18 @@ def small_uploads(texts: list[str], size: int, rng) -> list[list[str]]:
             for i, t in enumerate(texts)]
 
 
-def stock_lists(texts: list[str], reference: list[str], n: int, min_docs: int, size: int, rng) -> dict:
+def stock_lists(texts: list[str], n: int, min_docs: int, size: int, rng) -> dict:
     """Per way of taking stock phrases, a function from a document's index to its stock n-grams."""
     whole = shared_ngrams(texts, n, min_docs)
-    whole_ref = shared_ngrams([*texts, *reference], n, min_docs)
+    whole_ref = shared_ngrams(texts, n, min_docs, REFERENCE)
     small = small_uploads(texts, size, rng)
     small_sets = [shared_ngrams(c, n, min_docs) for c in small]
-    small_ref = [shared_ngrams([*c, *reference], n, min_docs) for c in small]
+    small_ref = [shared_ngrams(c, n, min_docs, REFERENCE) for c in small]
     return {"collection": lambda i: whole, "collection+reference": lambda i: whole_ref,
             f"{size} of the collection": lambda i: small_sets[i], f"{size}+reference": lambda i: small_ref[i]}
 
 
-def bench_mode(run: Path, defense: str, reference: list[str], size: int, seed: int) -> None:
+def bench_mode(run: Path, defense: str, size: int, seed: int) -> None:
     """Shadow-fitted thresholds against a stored run's documents, stock phrases taken each way."""
     res = json.loads((run / "results.json").read_text())
     rows = [json.loads(line) for line in (run / "scores.jsonl").read_text().splitlines() if line.strip()]
@@ -144,8 +143,8 @@ def bench_mode(run: Path, defense: str, reference: list[str], size: int, seed: i
     shadow_obs = [*mem, *non]
     sy = np.array([1] * len(mem) + [0] * len(non))
     rng = np.random.default_rng(seed)
-    shadow_lists = stock_lists([_text_of(o) for o in shadow_obs], reference, n, k, size, rng)
-    target_lists = stock_lists([d.text for d in docs], reference, n, k, size, rng)
+    shadow_lists = stock_lists([_text_of(o) for o in shadow_obs], n, k, size, rng)
+    target_lists = stock_lists([d.text for d in docs], n, k, size, rng)
     print(f"\n{run} ({defense}): {int(y.sum())} + {int((1 - y).sum())} documents, shadow {entry['key']} "
           f"({len(mem)} + {len(non)}); conformal thresholds on the shadow's non-members")
     print("| shadow's stock phrases | target's stock phrases | target AUC | FPR at 5% (TPR) | FPR at 1% (TPR) | "
@@ -193,7 +192,7 @@ def owner_splits(reference_all: list[str], splits: int, sizes: list[int]) -> Non
             half, owner = order[:len(obs) // 2], order[len(obs) // 2:]
             private = {texts[i] for i in owner}
             public = [t for t in reference_all if t not in private]
-            for docs in sizes:
+            for docs in sizes:  # the reference as a list: the owner's half is taken out of it
                 uploads = [[i, *rng.choice([j for j in owner if j != i], size=docs - 1, replace=False)] for i in owner]
                 for way, ref in (("collection only", []), ("collection + reference", public)):
                     cal = shared_ngrams([texts[i] for i in half] + ref, n, k)
@@ -225,13 +224,13 @@ def main() -> None:
     ap.add_argument("--defense", default="none", help="with --bench-out: the run's defense leg to read")
     ap.add_argument("--owner-splits", type=int, default=0, help="run the small-upload check with this many splits")
     args = ap.parse_args()
-    reference = [json.loads(line)["text"] for line in REFERENCE.read_text().splitlines() if line.strip()]
     if args.owner_splits:
+        reference = [json.loads(line)["text"] for line in REFERENCE.read_text().splitlines() if line.strip()]
         owner_splits(reference, args.owner_splits, sorted({10, args.owner_docs}))
         return
     if args.bench_out:
         for run in args.bench_out:
-            bench_mode(run, args.defense, reference, args.owner_docs, args.seed)
+            bench_mode(run, args.defense, args.owner_docs, args.seed)
         return
     for style, size, key in verbatim_keys():
         got = load_shipped(key)
@@ -241,23 +240,12 @@ def main() -> None:
         obs = [*mem, *non]
         texts = [_text_of(o) for o in obs]
         method = VerbatimMethod(VerbatimConfig(style=style))
-        n = method.config.ngram
-        rng = np.random.default_rng(args.seed)
-        small = [[t, *[texts[j] for j in rng.choice([j for j in range(len(texts)) if j != i],
-                                                     size=min(args.owner_docs - 1, len(texts) - 1), replace=False)]]
-                 for i, t in enumerate(texts)]
-        whole = shared_ngrams(texts, n, method.config.shared_min_docs)
-        whole_ref = shared_ngrams([*texts, *reference], n, method.config.shared_min_docs)
-        variants = {
-            "collection": lambda i: whole,
-            "collection+reference": lambda i: whole_ref,
-            f"{args.owner_docs} of the collection": lambda i: shared_ngrams(small[i], n, method.config.shared_min_docs),
-            f"{args.owner_docs}+reference": lambda i: shared_ngrams([*small[i], *reference], n,
-                                                                    method.config.shared_min_docs),
-        }
+        variants = stock_lists(texts, method.config.ngram, method.config.shared_min_docs, args.owner_docs,
+                               np.random.default_rng(args.seed))
         y = np.array([1] * len(mem) + [0] * len(non))
         print(f"\nshipped Verbatim preparation, {style} style, '{size}' ({key}): {len(mem)} + {len(non)} documents; "
-              f"{len(whole)} stock 4-grams from the collection, {len(whole_ref)} with the reference")
+              f"{len(variants['collection'](0))} stock 4-grams from the collection, "
+              f"{len(variants['collection+reference'](0))} with the reference")
         print("| stock phrases from | AUC [95% CI] | minus today's, paired [95% CI] | TPR@1%FPR | TPR@5%FPR | "
               "copied anything, members / non-members | power, 5 of 20 vs 20 controls |")
         print("|---|---|---|---|---|---|---|")

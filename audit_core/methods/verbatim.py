@@ -256,18 +256,20 @@ def shared_ngrams(texts: Sequence[str], n: int, min_docs: int,
     if min_docs <= 0:
         return frozenset()
     distinct = {tuple(norm_words(t)) for t in texts}
-    counts: Counter = Counter()
+    in_reference: Counter = Counter()
+    stock: frozenset[tuple[str, ...]] = frozenset()
     if reference is not None:
-        known, in_reference = _reference_counts(str(reference), n)
+        known, in_reference, stock = _reference_counts(str(reference), n, min_docs)
         distinct -= known
-        counts.update(in_reference)
-    counts.update(g for words in distinct for g in set(word_ngrams(words, n)))
-    return frozenset(g for g, c in counts.items() if c >= min_docs)
+    counts = Counter(g for words in distinct for g in set(word_ngrams(words, n)))
+    return stock | {g for g, c in counts.items() if c + in_reference[g] >= min_docs}
 
 
 @lru_cache(maxsize=4)
-def _reference_counts(path: str, n: int) -> tuple[frozenset[tuple[str, ...]], Counter]:
-    """The reference file's distinct texts (as words) and in how many of them each n-gram occurs; read once."""
+def _reference_counts(path: str, n: int, min_docs: int
+                      ) -> tuple[frozenset[tuple[str, ...]], Counter, frozenset[tuple[str, ...]]]:
+    """The reference file's distinct texts (as words), in how many of them each n-gram occurs, and those in
+    ``min_docs`` or more of them; read and counted once per process, not at every audit."""
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
         texts = [json.loads(line).get("text") or "" for line in lines if line.strip()]
@@ -275,7 +277,8 @@ def _reference_counts(path: str, n: int) -> tuple[frozenset[tuple[str, ...]], Co
         raise ValueError(f"cannot read verbatim's stock-phrase reference {path}: one JSON object with a "
                          f"'text' field per line is expected ({exc})") from None
     distinct = frozenset(tuple(norm_words(t)) for t in texts if isinstance(t, str))
-    return distinct, Counter(g for words in distinct for g in set(word_ngrams(words, n)))
+    counts = Counter(g for words in distinct for g in set(word_ngrams(words, n)))
+    return distinct, counts, frozenset(g for g, c in counts.items() if c >= min_docs)
 
 
 def unseen_ngrams(query: str, remainder: str, n: int) -> set[tuple[str, ...]]:
