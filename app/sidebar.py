@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 import streamlit as st
 
+from app.consent import bind_to_origin, dropped_message
 from app.target_file import HTTP_FILE  # the third target kind: any HTTP API, from a target file
 
 DEMO = "Demo target (built-in, no key)"
@@ -146,6 +147,10 @@ def hide_password_toggles() -> None:
 
 
 def _key_section(base_url: str) -> None:
+    before = bind_to_origin(st.session_state, "endpoint", base_url,
+                            {"api_key": "", _TYPED_KEY: "", "use_env_key": False})
+    if before:
+        st.warning(dropped_message(before, base_url, [f"the key typed or the {ENV_KEY} allowed"]))
     typed = st.text_input("API key", key="api_key", type="password", on_change=_remember_key,
                           help="Kept in this browser session's memory only; never stored or written to any file.")
     st.session_state[_TYPED_KEY] = typed  # the value drawn now, even if no on_change ran

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
+from app.consent import bind_to_origin, dropped_message
 from audit_core.target import TARGET_TYPES, TargetFileError, create_target, parse_target_file
 
 #: the sidebar's name for this kind of target: the registry's label
@@ -55,13 +56,22 @@ def target_file_section() -> tuple[str, str]:
     url = _url(config)
     host = urlsplit(url).hostname or url
     st.caption(f"{spec.label}: {url} · can return {spec.returns}.")
-    for var in config.env_vars():
+    names = list(config.env_vars())
+    # every secret of every file seen in this session: one given for an older file's host must not wait
+    # in the session for a later file that names the same variable
+    held = [k for k in list(st.session_state) if str(k).startswith(("tf_secret_", "tf_env_"))]
+    secrets = {k: ("" if k.startswith("tf_secret_") else False) for k in held}
+    secrets |= {f"tf_secret_{v}": "" for v in names} | {f"tf_env_{v}": False for v in names}
+    before = bind_to_origin(st.session_state, "target_file", url, secrets)
+    if before:
+        st.warning(dropped_message(before, url, ["the values typed and the environment variables allowed"]))
+    for var in names:
         st.text_input(f"Value of ${var}", key=f"tf_secret_{var}", type="password",
                       help=f"Sent only to {host}; kept in this browser session's memory, never stored.")
         if not st.session_state.get(f"tf_secret_{var}"):
             is_set = "it is set" if os.environ.get(var) else "it is not set"
             st.checkbox(f"Or send this computer's ${var} environment variable to {host} ({is_set})",
-                        key=f"tf_env_{var}", value=False)
+                        key=f"tf_env_{var}")
     label = getattr(config, "name", "") or getattr(config, "model", "") or spec.name
     return url, label
 

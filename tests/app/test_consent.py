@@ -1,0 +1,102 @@
+"""A secret given for one host is not sent to another when the target's URL changes (app/consent.py)."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from app.consent import bind_to_origin, origin
+from tests.app.test_app import app  # noqa: F401  (fixture)
+
+FILE = """type: http
+url: URL
+headers:
+  X-Api-Key: $RPA_TEST_RAG_KEY
+body:
+  question: "{{prompt}}"
+answer_path: $.answer
+"""
+SECRET = "env-secret-4711"
+
+
+def test_an_origin_is_scheme_host_and_port_without_credentials_or_path():
+    assert origin("https://User:pw@API.example.com/v1?k=1") == "https://api.example.com:443"
+    assert origin("https://api.example.com:443/x") == origin("https://api.example.com")
+    assert origin("http://api.example.com/v1") != origin("https://api.example.com/v1")
+    assert origin("http://127.0.0.1:8100/ask") != origin("http://127.0.0.1:8101/ask")
+    assert origin("") == origin("api.example.com/v1") == origin("http://[::1/v1") == ""
+
+
+def test_binding_resets_the_secrets_only_when_a_named_origin_changes():
+    state: dict = {}
+    reset = {"key": "", "allowed": False}
+    assert bind_to_origin(state, "g", "", reset) is None            # no host yet: nothing bound
+    state.update(key="typed", allowed=True)
+    assert bind_to_origin(state, "g", "https://a.example/v1", reset) is None   # the first host binds
+    assert state["key"] == "typed" and state["allowed"] is True
+    assert bind_to_origin(state, "g", "https://a.example/v2", reset) is None   # same origin, other path
+    assert state["key"] == "typed"
+    assert bind_to_origin(state, "g", "https://b.example/v1", reset) == "https://a.example:443"
+    assert state["key"] == "" and state["allowed"] is False
+    assert bind_to_origin(state, "g", "https://a.example/v1", reset) is None   # nothing held: no note
+
+
+@pytest.fixture
+def recording_server():
+    """A local JSON API that records the key header of every request."""
+    seen: list[str | None] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            seen.append(self.headers.get("X-Api-Key"))
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.dumps({"answer": "ok"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}", seen
+    srv.shutdown()
+
+
+def test_an_environment_key_allowed_for_one_target_file_is_not_sent_to_the_next_files_host(
+        app, recording_server, monkeypatch):  # noqa: F811
+    url, seen = recording_server
+    monkeypatch.setenv("RPA_TEST_RAG_KEY", SECRET)
+    app.radio(key="target_kind").set_value("Any HTTP API (target file)").run()
+    app.text_area(key="target_file_text").input(FILE.replace("URL", "http://localhost:9/ask")).run()
+    app.checkbox(key="tf_env_RPA_TEST_RAG_KEY").check().run()
+    # another file, pointing elsewhere: the permission stays with localhost:9
+    app.text_area(key="target_file_text").input(FILE.replace("URL", url + "/ask")).run()
+    assert not app.exception
+    assert app.checkbox(key="tf_env_RPA_TEST_RAG_KEY").value is False
+    assert "will not be sent to the new one" in " ".join(w.value for w in app.warning)
+    app.button(key="check_connection").click().run(timeout=60)
+    assert SECRET not in seen and "RPA_TEST_RAG_KEY" in " ".join(e.value for e in app.error)
+    # allowed again, now for this host: sent
+    app.checkbox(key="tf_env_RPA_TEST_RAG_KEY").check().run()
+    app.button(key="check_connection").click().run(timeout=60)
+    assert not app.exception and seen and seen[-1] == SECRET
+
+
+def test_a_key_typed_for_one_endpoint_is_cleared_when_the_base_url_moves_to_another_host(app):  # noqa: F811
+    app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+    app.text_input(key="base_url").input("http://127.0.0.1:9/v1")
+    app.text_input(key="model").input("m")
+    app.text_input(key="api_key").input("sk-typed-for-port-9").run()
+    app.text_input(key="base_url").input("http://127.0.0.1:9/v2").run()  # same origin: kept
+    assert app.text_input(key="api_key").value == "sk-typed-for-port-9"
+    app.text_input(key="base_url").input("http://127.0.0.1:10/v1").run()
+    assert not app.exception
+    assert app.text_input(key="api_key").value == ""
+    assert app.session_state["_api_key_typed"] == ""
+    assert "will not be sent to the new one" in " ".join(w.value for w in app.warning)
