@@ -55,7 +55,15 @@ class Settings:
 
     @property
     def target_label(self) -> str:
+        """The target's identity in this session's memory (a check's result belongs to it); never shown."""
         return "demo" if self.target_kind == DEMO else f"{self.base_url.rstrip('/')} · {self.model}"
+
+    @property
+    def target_shown(self) -> str:
+        """The target as the page names it: no query string or credentials of the URL."""
+        from audit_core.target.base import display_url
+
+        return "demo" if self.target_kind == DEMO else f"{display_url(self.base_url.strip().rstrip('/'))} · {self.model}"
 
     def audit_config(self):
         from audit_core.audit import AuditConfig

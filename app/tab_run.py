@@ -393,7 +393,7 @@ def render_run_tab(settings: Settings) -> None:
     docs = st.session_state.get("documents") or []
     controls = st.session_state.get("controls") or []
     st.markdown(f"**Documents:** {len(docs)} · **Controls:** {len(controls) or 'none'} · "
-                f"**Target:** {settings.target_label} · **Methods:** "
+                f"**Target:** {settings.target_shown} · **Methods:** "
                 + (", ".join(_label(m) for m in settings.methods) or "none"))
     s = settings.shadow
     st.caption(f"Shadow RAG: {s.n_members} members + {s.n_nonmembers} non-members "

@@ -18,6 +18,7 @@ import streamlit as st
 
 from app.consent import bind_to_origin, dropped_message
 from audit_core.target import TARGET_TYPES, TargetFileError, create_target, parse_target_file
+from audit_core.target.base import display_url
 
 #: the sidebar's name for this kind of target: the registry's label
 HTTP_FILE = TARGET_TYPES["http"].label
@@ -55,7 +56,7 @@ def target_file_section() -> tuple[str, str]:
     st.session_state[_PARSED] = (spec.name, config)
     url = _url(config)
     host = urlsplit(url).hostname or url
-    st.caption(f"{spec.label}: {url} · can return {spec.returns}.")
+    st.caption(f"{spec.label}: {display_url(url)} · can return {spec.returns}.")
     names = list(config.env_vars())
     # every secret of every file seen in this session: one given for an older file's host must not wait
     # in the session for a later file that names the same variable

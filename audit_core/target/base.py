@@ -16,6 +16,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
+from urllib.parse import urlsplit
 
 #: OpenAI's API caps top_logprobs at 20
 MAX_TOP_LOGPROBS = 20
@@ -136,6 +137,37 @@ class Capabilities:
 
 
 # --------------------------------------------------------------------------- errors
+
+
+def check_service_url(url: object, field: str) -> None:
+    """Refuses an address that cannot be a service's, or that carries a secret in itself.
+
+    A key belongs in a header or the key field, where it is kept out of names,
+    messages, caches and reports; a URL is shown and stored.
+    """
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        host = parts.hostname if parts is not None else None
+    except ValueError:
+        parts = host = None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
+        raise ValueError(f"{field} must be an http:// or https:// address with a host "
+                         f"(for example https://api.example.com/v1), got {display_url(str(url))!r}")
+    if "$" in url:
+        raise ValueError(f"{field} must not name environment variables: put the key in a header, "
+                         "for example  X-Api-Key: $MY_KEY")
+    if parts.username or parts.password:
+        raise ValueError(f"{field} must not carry a user name or password: give the key as a key "
+                         "(the API key field, or a header of a target file)")
+
+
+def display_url(url: str) -> str:
+    """scheme://host[:port]/path: no query string or credentials in names and messages."""
+    try:
+        p = urlsplit(url)
+    except ValueError:
+        return "(not a valid URL)"
+    return f"{p.scheme}://{p.netloc.rsplit('@', 1)[-1]}{p.path}"
 
 
 class TargetError(RuntimeError):

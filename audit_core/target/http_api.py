@@ -74,6 +74,8 @@ from audit_core.target.base import (
     TargetError,
     Unreachable,
     Usage,
+    check_service_url,
+    display_url,
 )
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 from audit_core.target.openai_compat import (
@@ -143,14 +145,7 @@ class HttpTargetConfig:
     max_concurrency: int = 4
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.url) if isinstance(self.url, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"url must be an http:// or https:// address with a host, got {self.url!r}")
-        if "$" in self.url:
-            raise ValueError("url must not name environment variables: put the key in a header, "
-                             "for example  X-Api-Key: $MY_KEY")
-        if parts.username or parts.password:
-            raise ValueError("url must not carry a user name or password: put credentials in a header")
+        check_service_url(self.url, "url")
         method = str(self.method).upper()
         if method not in _METHODS:
             raise ValueError(f"method must be one of {', '.join(_METHODS)}, got {self.method!r}")
@@ -241,12 +236,6 @@ def _origin(url: str) -> tuple[str, str, int]:
     return p.scheme, (p.hostname or "").lower(), p.port or (443 if p.scheme == "https" else 80)
 
 
-def _display_url(url: str) -> str:
-    """scheme://host[:port]/path: no query string or credentials in names and messages."""
-    p = urlsplit(url)
-    return f"{p.scheme}://{p.netloc.rsplit('@', 1)[-1]}{p.path}"
-
-
 # --------------------------------------------------------------------------- the target
 
 
@@ -262,7 +251,7 @@ class HttpTarget(RetryingConnector, Target):
         """
         super().__init__()
         self.config = config
-        self.url = _display_url(config.url)
+        self.url = display_url(config.url)
         env = os.environ if environ is None else environ
         headers, secrets = {}, []
         for k, v in config.headers.items():
@@ -414,7 +403,7 @@ class HttpTarget(RetryingConnector, Target):
         location = resp.headers.get("location", "")
         nxt = urljoin(url, location)
         if resp.status_code == 303 or _origin(nxt) != _origin(self.config.url):
-            where = self._scrub(_display_url(nxt)) if location else "nowhere"
+            where = self._scrub(display_url(nxt)) if location else "nowhere"
             raise _Failed(_Attempt(RedirectRefused(
                 f"{self.url} redirected (HTTP {resp.status_code}) to {where}; it was not followed, so the "
                 "headers (and any key in them) were not sent there. If that address is right, put it in the "

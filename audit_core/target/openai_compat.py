@@ -47,6 +47,8 @@ from audit_core.target.base import (
     Unreachable,
     UnknownModel,
     Usage,
+    check_service_url,
+    display_url,
 )
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 
@@ -319,15 +321,15 @@ class OpenAITarget(RetryingConnector, Target):
         sources_path: str | None = None,
     ) -> None:
         super().__init__()
-        if not base_url or not base_url.startswith(("http://", "https://")):
-            raise ValueError("base_url must start with http:// or https:// (for example https://api.openai.com/v1)")
+        check_service_url(base_url, "base_url")
         if not model:
             raise ValueError("model must be given (the model name the endpoint serves)")
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
-        self.base_url = base_url.rstrip("/")
+        #: how the endpoint is named in messages, caches and reports: without a query string
+        self.base_url = display_url(base_url.rstrip("/"))
         self.model = model
         #: where the response lists the sources the answer cites (e.g. Azure OpenAI's
         #: $.choices[0].message.context.citations); None: the endpoint cites none
@@ -344,7 +346,7 @@ class OpenAITarget(RetryingConnector, Target):
                                  bad_response_retries=bad_response_retries)
         # The client's retries are off: ours count every attempt and share rate-limit waits.
         # Redirects are not followed (see the class docstring); a 3xx becomes a RequestRejected naming it.
-        self._client = openai.OpenAI(base_url=self.base_url, api_key=key or _NO_KEY_PLACEHOLDER,
+        self._client = openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key or _NO_KEY_PLACEHOLDER,
                                      timeout=self.timeout_s, max_retries=0,
                                      http_client=openai.DefaultHttpxClient(follow_redirects=False))
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
@@ -640,6 +642,7 @@ class OpenAITargetConfig:
     sources_path: str | None = None
 
     def __post_init__(self) -> None:
+        check_service_url(self.base_url, "base_url")
         if self.sources_path is not None:
             compile_jsonpath(self.sources_path, "sources_path")
 

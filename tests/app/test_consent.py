@@ -100,3 +100,19 @@ def test_a_key_typed_for_one_endpoint_is_cleared_when_the_base_url_moves_to_anot
     assert app.text_input(key="api_key").value == ""
     assert app.session_state["_api_key_typed"] == ""
     assert "will not be sent to the new one" in " ".join(w.value for w in app.warning)
+
+
+def test_a_password_or_query_in_the_base_url_is_never_shown(app):  # noqa: F811
+    from tests.app.test_app import _texts
+
+    app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+    app.text_input(key="base_url").input("https://user:hunter2pass@127.0.0.1:9/v1")
+    app.text_input(key="model").input("m").run()
+    app.button(key="check_connection").click().run(timeout=60)
+    assert not app.exception
+    assert "user name or password" in " ".join(e.value for e in app.error)
+    app.text_input(key="base_url").input("http://127.0.0.1:9/v1?api_key=sk-query-secret").run()
+    app.button(key="check_connection").click().run(timeout=60)
+    shown = _texts(app).replace(app.text_input(key="base_url").value, "")
+    assert not app.exception and "hunter2pass" not in shown and "sk-query-secret" not in shown
+    assert "127.0.0.1:9/v1 · m" in shown  # the Run tab's target line, without the query

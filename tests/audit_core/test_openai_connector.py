@@ -370,6 +370,21 @@ def test_name_and_validation(server):
         OpenAITarget(server.base_url, "m", KEY, max_concurrency=0)
 
 
+def test_a_base_url_without_a_host_or_with_credentials_is_refused_and_its_query_never_named(server):
+    """A URL is shown and stored: a secret inside it would be too (the key has its own field)."""
+    from audit_core.target import target_config
+
+    for bad, why in [("http://", "with a host"), ("http://[::1/v1", "with a host"),
+                     ("https://user:hunter2pass@127.0.0.1:9/v1", "user name or password")]:
+        with pytest.raises(ValueError, match=why) as err:
+            OpenAITarget(bad, "m", KEY)
+        assert "hunter2pass" not in str(err.value)
+        with pytest.raises(ValueError, match=why):
+            target_config({"type": "openai", "base_url": bad, "model": "m"})
+    t = OpenAITarget(server.base_url + "?api_key=sk-in-the-query", "fake-model", None)
+    assert t.name == f"{server.base_url} · fake-model" and "sk-in-the-query" not in repr(t)
+
+
 def test_an_endpoint_that_cites_sources_beside_the_message_is_read_where_the_file_says(server):
     """Azure OpenAI "on your data" puts citations in the message's context: sources_path reads them, secrets scrubbed."""
     from audit_core.target import target_config
