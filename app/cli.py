@@ -7,7 +7,6 @@
     ./run cli prepare --method srag          # shadow preparation only (cached)
     ./run cli canaries make --kit my-kit.json --n 20 --out to_publish.txt
     ./run cli canaries audit --kit my-kit.json --target https://host/v1 --model my-model
-    ./run cli runs                            # past audits in the store
 
 Every "member" call is made at a stated false-positive rate (--fpr, default
 5%); controls (--controls: documents you never published, or a ``control``
@@ -70,15 +69,23 @@ def _progress_bar():
 def _load_docs(path: str, text_column: str | None, id_column: str | None, with_controls: bool = False):
     """Documents and row problems of a CSV/JSONL file; with ``with_controls``, also the rows whose
     ``control`` column is true (documents the owner declares never published), as a third value."""
-    from audit_core.documents import (as_controls, documents_from_table, guess_id_column, guess_text_column,
-                                      read_csv_bytes, split_control_rows)
+    from audit_core.documents import (DocumentInputError, as_controls, documents_from_table, guess_id_column,
+                                      guess_text_column, read_csv_bytes, split_control_rows)
 
-    data = Path(path).read_bytes()
-    if path.endswith(".jsonl"):
-        from shadow.corpus import load_corpus
+    if path.endswith(".jsonl"):  # read by the corpus loader, then checked like a CSV's rows
+        import pandas as pd
 
-        return (load_corpus(path), [], []) if with_controls else (load_corpus(path), [])
-    df, ctl = split_control_rows(read_csv_bytes(data)) if with_controls else (read_csv_bytes(data), None)
+        from shadow.corpus import CorpusError, load_corpus
+
+        try:
+            loaded = load_corpus(path, text_field=text_column or "text", id_field=id_column or "id")
+        except CorpusError as exc:
+            raise DocumentInputError(str(exc)) from None
+        table = pd.DataFrame({"id": [d.id for d in loaded], "text": [d.text for d in loaded]}, dtype=str)
+        text_column, id_column = "text", "id"
+    else:
+        table = read_csv_bytes(Path(path).read_bytes())
+    df, ctl = split_control_rows(table) if with_controls else (table, None)
     text_col = text_column or guess_text_column(df)
     id_col = id_column if id_column is not None else guess_id_column(df, text_col)
     batch = documents_from_table(df, text_col, id_col)
@@ -160,14 +167,39 @@ def _target(args):
         return demo_target(args.demo_defense)
     from audit_core.target.openai_compat import OpenAITarget
 
-    if not args.model:
-        raise SystemExit("--model is required with an endpoint URL")
     # read for the host named on this command line only; the connector never reads it by itself
     key = os.environ.get(args.api_key_env) or None
     host = urlsplit(args.target).netloc.rsplit("@", 1)[-1]
     print(f"API key: from ${args.api_key_env}, sent to {host} only" if key else
           f"API key: none (${args.api_key_env} is not set); requests go to {host} without one", file=sys.stderr)
     return OpenAITarget(base_url=args.target, model=args.model, api_key=key)
+
+
+def _target_problem(args) -> str | None:
+    """What is wrong with the target arguments, found before the estimate and before anything is sent."""
+    if getattr(args, "target_file", None):
+        from audit_core.target import load_target_file
+
+        _, config = load_target_file(args.target_file)  # a bad file was reported already
+        unset = [v for v in config.env_vars() if not os.environ.get(v)]
+        if not unset:
+            return None
+        said = f"the target file sends ${', $'.join(unset)}, which is not set in this environment"
+        if args.estimate_only:  # nothing is sent: the estimate stands, the audit would stop here
+            print(f"note: {said}; set it before the audit", file=sys.stderr)
+            return None
+        return f"{said}; set it (export NAME=...) and run again"
+    if args.target == "demo":
+        return None
+    from audit_core.target.base import check_service_url
+
+    try:
+        check_service_url(args.target, "--target")
+    except ValueError as exc:
+        return str(exc) + (" (or 'demo' for the built-in target)" if "with a host" in str(exc) else "")
+    if not args.model:
+        return "--model is required with an endpoint URL (the model name the endpoint serves)"
+    return None
 
 
 def _print_freshness(freshness: dict) -> None:
@@ -191,13 +223,15 @@ def _audit_config(args):
     shadow = ShadowConfig(n_members=args.shadow_size, n_nonmembers=args.shadow_size,
                           n_per_class_generative=min(args.shadow_size, args.shadow_size_generative))
     if args.aux_corpus:
+        if not Path(args.aux_corpus).is_file():
+            raise ValueError(f"--aux-corpus {args.aux_corpus}: no such file")
         shadow.aux_corpus = args.aux_corpus
     params: dict[str, dict] = {}
-    if args.bins:
+    if args.bins is not None:
         params.setdefault("srag", {})["bins"] = args.bins
-    if args.segment_factor:
+    if args.segment_factor is not None:
         params.setdefault("srag", {})["segment_factor"] = args.segment_factor
-    if args.masks:
+    if args.masks is not None:
         params.setdefault("mba", {})["n_masks"] = args.masks
     from shadow.demo import mba_elicitation_for
 
@@ -308,6 +342,10 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
 
+    problem = _target_problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         cfg = _audit_config(args)
         cfg.controls_kind = controls_kind
@@ -323,6 +361,12 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
             # said before anything is sent: a path found wrong after an hour of probing loses that hour's output
             print(f"error: {flag} {path}: the folder {Path(path).resolve().parent} does not exist", file=sys.stderr)
             return 2
+        if path and Path(path).is_dir():
+            print(f"error: {flag} {path} is a folder; give a file name", file=sys.stderr)
+            return 2
+    if getattr(args, "report_dir", None) and Path(args.report_dir).exists() and not Path(args.report_dir).is_dir():
+        print(f"error: --report-dir {args.report_dir} is a file; give a folder", file=sys.stderr)
+        return 2
     if args.estimate_only:
         return 0
     store = run_id = None
@@ -364,6 +408,12 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
                       "to read them", file=sys.stderr)
         result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result,
                            controls=controls, capabilities=caps)
+    except KeyboardInterrupt:
+        if store is not None:
+            store.close()
+        print("\nerror: the audit was interrupted; run the same command again to go on (answered requests are "
+              "not sent again)", file=sys.stderr)
+        return 3
     except (TargetError, ModelNotAvailableError, ValueError) as exc:
         if run_id is not None:
             history.mark_failed(store, run_id, str(exc))
@@ -407,16 +457,24 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
           f"{acc['prompt_tokens']} prompt + {acc['completion_tokens']} completion", file=sys.stderr)
     _print_freshness(result.freshness)
     _print_failures(result.failures)
-    if args.out:
-        from audit_core.report import results_json  # the export the app offers: scrubbed of secrets
+    written = True
+    try:
+        if args.out:
+            from audit_core.report import results_json  # the export the app offers: scrubbed of secrets
 
-        Path(args.out).write_bytes(results_json(saved))
-        print(f"results written to {args.out}", file=sys.stderr)
-    if args.report_dir:
-        for path in _write_report(saved, Path(args.report_dir), redact=not args.no_redact):
-            print(f"report written: {path}", file=sys.stderr)
+            Path(args.out).write_bytes(results_json(saved))
+            print(f"results written to {args.out}", file=sys.stderr)
+        if args.report_dir:
+            for path in _write_report(saved, Path(args.report_dir), redact=not args.no_redact):
+                print(f"report written: {path}", file=sys.stderr)
+    except OSError as exc:  # the verdicts above and the store keep the audit; only the file is missing
+        print(f"error: an output could not be written: {exc.strerror or exc} ({exc.filename}); the audit is in "
+              "the store, and running the same command again reuses its answers", file=sys.stderr)
+        written = False
     if store is not None:
         store.close()
+    if not written:
+        return 2
     if result.failures.get("stopped"):
         return 3
     return _ci_outputs(args, saved)
@@ -466,12 +524,22 @@ def cmd_prepare(args) -> int:
     from shadow.prepare import prepare_shadow
     from audit_core.target.base import Capabilities
 
+    from audit_core.models import ModelNotAvailableError
+
     # no target is asked: the shadow answers in --target-style, else in completion style
     caps = Capabilities(True, True, 20, style="completion", style_detail="'prepare' asks no target")
-    cfg = with_target_style(_audit_config(args), caps)
-    bar = _progress_bar()
-    methods, _ = select_methods(cfg, caps, bar)
-    prep = prepare_shadow(methods, cfg.shadow, progress=bar, force=args.force)
+    try:
+        cfg = with_target_style(_audit_config(args), caps)
+        bar = _progress_bar()
+        methods, _ = select_methods(cfg, caps, bar)
+    except ValueError as exc:  # unknown method, parameter out of range, missing corpus
+        print(f"\nerror: {exc}", file=sys.stderr)
+        return 2
+    try:
+        prep = prepare_shadow(methods, cfg.shadow, progress=bar, force=args.force)
+    except (ValueError, ModelNotAvailableError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     for name, cal in prep.calibrations.items():
         src = "cache" if prep.from_cache[name] else "fresh"
         auc = "n/a" if cal.shadow_auc is None else f"{cal.shadow_auc:.3f}"
@@ -507,6 +575,17 @@ def cmd_canaries_audit(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return _audit(args, kit.published(), kit.siblings(), "canaries")
+
+
+def _positive(value: str) -> int:
+    """A count that must be 1 or more (sizes, bins, masks, canaries)."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("it must be 1 or more")
+    return n
 
 
 def _days(value: str) -> int:
@@ -552,11 +631,11 @@ def main(argv: list[str] | None = None) -> int:
     def common(p):
         p.add_argument("--method", default=",".join(suggested_methods(logprobs=True)), help="comma-separated, from: " + ", ".join(METHODS))
         p.add_argument("--aux-corpus", help="public auxiliary corpus (JSONL/CSV) for the shadow RAG")
-        p.add_argument("--shadow-size", type=int, default=200, help="shadow members (= non-members) per method")
-        p.add_argument("--shadow-size-generative", type=int, default=60, help="shadow size for MBA / S2MIA")
-        p.add_argument("--bins", type=int, help="S-RAG histogram intervals m (default 10)")
-        p.add_argument("--segment-factor", type=int, help="S-RAG segment factor k (default 10)")
-        p.add_argument("--masks", type=int, help="MBA masks M (default 10)")
+        p.add_argument("--shadow-size", type=_positive, default=200, help="shadow members (= non-members) per method")
+        p.add_argument("--shadow-size-generative", type=_positive, default=60, help="shadow size for MBA / S2MIA")
+        p.add_argument("--bins", type=_positive, help="S-RAG histogram intervals m (default 10)")
+        p.add_argument("--segment-factor", type=_positive, help="S-RAG segment factor k (default 10)")
+        p.add_argument("--masks", type=_positive, help="MBA masks M (default 10)")
         p.add_argument("--target-style", choices=["completion", "chat"],
                        help="how the target's model answers: 'completion' (continues the text, a base model) or "
                             "'chat' (an instruct model, which may restate the text first); the shadow mirrors it. "
@@ -616,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     csub = c.add_subparsers(dest="canaries_cmd", required=True)
     cm = csub.add_parser("make", help="make a kit: canaries to publish and a private seed file")
     cm.add_argument("--kit", required=True, help="where to write the kit (keep it private: it holds the seed)")
-    cm.add_argument("--n", type=int, default=20, help="canaries to publish (as many siblings stay unpublished)")
+    cm.add_argument("--n", type=_positive, default=20, help="canaries to publish (as many siblings stay unpublished)")
     cm.add_argument("--out", help="write the canaries to publish here (default: print them)")
     cm.add_argument("--force", action="store_true", help="replace an existing kit file")
     cm.set_defaults(func=cmd_canaries_make)

@@ -151,14 +151,16 @@ def check_service_url(url: object, field: str) -> None:
     except ValueError:
         parts = host = None
     if parts is None or parts.scheme not in ("http", "https") or not host:
+        text = str(url)
+        shown = display_url(text) if "://" in text else text.split("?", 1)[0].rsplit("@", 1)[-1]
         raise ValueError(f"{field} must be an http:// or https:// address with a host "
-                         f"(for example https://api.example.com/v1), got {display_url(str(url))!r}")
+                         f"(for example https://api.example.com/v1), got {shown!r}")
     if "$" in url:
         raise ValueError(f"{field} must not name environment variables: put the key in a header, "
                          "for example  X-Api-Key: $MY_KEY")
     if parts.username or parts.password:
-        raise ValueError(f"{field} must not carry a user name or password: give the key as a key "
-                         "(the API key field, or a header of a target file)")
+        raise ValueError(f"{field} must not carry a user name or password: give the key where keys go "
+                         "(the API key field or environment variable, or a header of a target file)")
 
 
 def display_url(url: str) -> str:

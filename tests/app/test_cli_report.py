@@ -149,3 +149,61 @@ def test_a_junit_file_that_cannot_be_written_is_said_without_a_traceback(tmp_pat
     assert _ci_outputs(argparse.Namespace(junit=str(folder), fail_on=None), make_result()) == 2  # a folder, not a file
     err = capsys.readouterr().err
     assert "the JUnit report could not be written" in err and "Traceback" not in err
+
+
+def _docs_csv(tmp_path):
+    docs = tmp_path / "docs.csv"
+    docs.write_text("text\n" + "A patient asked about a persistent cough and was given advice on rest. " * 3 + "\n")
+    return str(docs)
+
+
+def test_bad_target_arguments_are_bad_input_said_before_the_estimate(tmp_path, capsys, monkeypatch):
+    """Exit 2, before any cost is printed or anything sent; a password in the URL is never printed."""
+    docs = _docs_csv(tmp_path)
+    tf = tmp_path / "t.yaml"
+    tf.write_text("type: http\nurl: http://127.0.0.1:9/ask\nheaders:\n  X-Api-Key: $RPA_TEST_UNSET_KEY\n"
+                  "body:\n  question: \"{{prompt}}\"\nanswer_path: $.answer\n")
+    monkeypatch.delenv("RPA_TEST_UNSET_KEY", raising=False)
+    cases = [(["--target", "notaurl", "--model", "m"], "with a host"),
+             (["--target", "http://127.0.0.1:9/v1"], "--model is required"),
+             (["--target", "http://user:pw-4711@127.0.0.1:9/v1", "--model", "m"], "user name or password"),
+             (["--target-file", str(tf)], "$RPA_TEST_UNSET_KEY, which is not set")]
+    for argv, said in cases:
+        assert main(["audit", "--docs", docs, "--method", "rag_mia", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert said in err and "estimated cost" not in err and "Traceback" not in err
+        assert "pw-4711" not in err and "sent to" not in err
+
+
+def test_outputs_that_cannot_be_written_and_bad_counts_are_said_before_anything_is_sent(tmp_path, capsys):
+    import pytest
+
+    docs = _docs_csv(tmp_path)
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for argv, said in [(["--out", str(folder)], "is a folder"), (["--report-dir", str(a_file)], "is a file"),
+                       (["--aux-corpus", str(tmp_path / "none.jsonl")], "no such file")]:
+        assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err
+    for argv in (["audit", "--target", "demo", "--docs", docs, "--shadow-size", "-1"],
+                 ["prepare", "--bins", "0"], ["canaries", "make", "--kit", str(tmp_path / "k"), "--n", "0"]):
+        with pytest.raises(SystemExit) as stop:  # argparse: usage and exit 2
+            main(argv)
+        assert stop.value.code == 2 and "1 or more" in capsys.readouterr().err
+    assert main(["prepare", "--method", "bogus"]) == 2
+    assert "unknown method 'bogus'" in capsys.readouterr().err
+
+
+def test_a_jsonl_of_documents_is_checked_like_a_csv(tmp_path, capsys):
+    """Its column options apply, a missing text field is bad input, too-short rows are listed."""
+    nokey = tmp_path / "nokey.jsonl"
+    nokey.write_text('{"id": "a", "body": "' + "word " * 30 + '"}\n{"id": "b", "body": "too short"}\n')
+    argv = ["audit", "--target", "demo", "--method", "rag_mia", "--estimate-only", "--docs", str(nokey)]
+    assert main(argv) == 2
+    assert "no 'text' field" in capsys.readouterr().err
+    assert main(argv + ["--text-column", "body"]) == 0
+    err = capsys.readouterr().err
+    assert "skipped row 2" in err and "for 1 documents" in err
