@@ -358,6 +358,9 @@ def _method_sentence(name: str, info: dict) -> str:
     if decision is None or score is None:
         return f"{label} gave no answer ({reason or 'no reason recorded'})."
     what = "membership probability" if name == "srag" else "score"
+    if "against your" in str(reason or ""):  # rule R0: the call against the owner's controls, not the shadow's
+        return (f"{label} gave a {what} of {_fmt(score)}; against your controls it says "
+                f"“{decision_text(decision)}” ({reason}).")
     return f"{label} gave a {what} of {_fmt(score)} and on its own says “{decision_text(decision)}”."
 
 
@@ -652,8 +655,9 @@ def collection_lines(result: dict) -> list[str]:
     if c.get("power") is not None:
         parts.append(f"power {_fmt(c.get('power'))}")
     out = ["Collection-level test: " + ("; ".join(parts) or "computed") + "."]
-    if c.get("note"):
-        out.append(str(c.get("note")))
+    note = str(c.get("note") or "").strip()
+    if note:  # a sentence of its own: the PDF sets these lines one after the other
+        out.append(note if note.endswith((".", "!", "?")) else note + ".")
     from audit_core.evidence.statement import per_document_sentence
 
     per_doc = per_document_sentence(c).strip()
@@ -1007,10 +1011,16 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
         if res.get("score") is None:
             line = f"no answer ({res.get('reason') or 'no reason recorded'})"
         else:
-            line = f"score {_fmt(res.get('score'))}, says “{decision_text(res.get('decision'))}”"
+            line = _shadow_call(res)
         out.append(P(f"<b>{esc(method_label(m))}:</b> {esc(line)}", "small"))
     out.append(Spacer(1, 8))
     return out
+
+
+def _shadow_call(res: dict) -> str:
+    """A method's own score and call, on its shadow's threshold (a verdict led by the controls says its call
+    against them in the paragraph above, so the two are told apart)."""
+    return f"score {_fmt(res.get('score'))}; on its shadow's threshold it says “{decision_text(res.get('decision'))}”"
 
 
 def _verbatim_evidence(r: dict, doc_id: str, st: dict, width: float) -> list:
@@ -1030,7 +1040,7 @@ def _verbatim_evidence(r: dict, doc_id: str, st: dict, width: float) -> list:
     if res.get("score") is None:
         line = f"no answer ({res.get('reason') or 'no reason recorded'})"
     else:
-        line = f"score {_fmt(res.get('score'))}, says “{decision_text(res.get('decision'))}”"
+        line = _shadow_call(res)
     out = [P(f"<b>Verbatim continuation: what the target quoted from the part of the document it was not "
              f"shown</b> ({esc(line)})")]
     if got is None:

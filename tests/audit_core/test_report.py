@@ -330,6 +330,11 @@ def test_explain_verdict_each_kind(result):
     led = report.explain_verdict({**by_kind["member"], "reason": "srag calls it a member at a 5% false-positive "
                                                                  "rate against your 20 controls"})
     assert "never-published controls" in led and "shadow RAG reacts" not in led and "not proof" in led
+    # the method's sentence says its call against the controls, not "on its own" (its shadow may not decide)
+    r0 = {**by_kind["member"], "methods": {"rag_mia": {"score": 0.69, "decision": True,
+                                                       "reason": "p = 0.048 against your 20 controls (at most 5%)"}}}
+    said = report.explain_verdict(r0)
+    assert "against your controls it says “member” (p = 0.048" in said and "on its own" not in said
     not_found = report.explain_verdict(by_kind["not found"])
     assert "no evidence" in not_found and "not proof of absence" in not_found
     disagree = report.explain_verdict(next(v for v in result["verdicts"] if v["doc_id"] == "A&B <x>"))
@@ -514,7 +519,7 @@ def test_the_pdf_shows_verbatim_evidence_per_document_and_redacts_the_run():
     details = full[full.index("Evidence per document"):]
     assert "Verbatim continuation: what the target quoted" in details
     assert "The longest run the target reproduced: " + run in details  # quoted on its own, after its label
-    assert "score 0.42, says “member”" in details
+    assert "score 0.42; on its shadow's threshold it says “member”" in details
     assert "continue 6 0.42 9" in details and "quote n/a n/a n/a refusal" in details  # one row per probe
     assert "the best answer reproduced: 6" in details
 
@@ -593,3 +598,12 @@ def test_pdf_states_each_methods_power_and_what_its_not_found_calls_are_worth():
     flat = _flat("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages))
     assert "Power (shadow TPR)" in flat and "0.62" in flat and "0.81 (members missed at most 5%)" in flat
     assert "none (its members score too low too often to clear at a 5% miss rate)" in flat
+
+
+def test_the_collection_note_is_a_sentence_of_its_own():
+    """The PDF sets the lines one after the other: a note without a full stop ran into the next sentence."""
+    c = {"p_value": 0.2, "n_documents": 20, "n_controls": 20, "power": 0.5,
+         "note": "even 100 controls would not find a quarter-member collection: the separation limits it"}
+    lines = report.collection_lines({"collection": c})
+    assert lines[1].endswith("limits it.") and report.collection_lines(
+        {"collection": {**c, "note": "ends well."}})[1] == "ends well."
