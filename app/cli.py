@@ -86,8 +86,9 @@ def _load_docs(path: str, text_column: str | None, id_column: str | None, with_c
     else:
         table = read_csv_bytes(Path(path).read_bytes())
     df, ctl = split_control_rows(table) if with_controls else (table, None)
-    text_col = text_column or guess_text_column(df)
-    id_col = id_column if id_column is not None else guess_id_column(df, text_col)
+    sample = df if len(df) or ctl is None else ctl  # every row a control: guess the columns from those
+    text_col = text_column or guess_text_column(sample)
+    id_col = id_column if id_column is not None else guess_id_column(sample, text_col)
     batch = documents_from_table(df, text_col, id_col)
     if not with_controls:
         return batch.documents, batch.problems()
@@ -301,7 +302,7 @@ def _print_power(method_power: dict, fpr: float) -> None:
 
 
 def cmd_audit(args) -> int:
-    from audit_core.documents import DocumentInputError, as_controls
+    from audit_core.documents import DocumentInputError, as_controls, controls_apart, controls_apart_note
 
     try:
         docs, problems, controls = _load_docs(args.docs, args.text_column, args.id_column, with_controls=True)
@@ -314,6 +315,9 @@ def cmd_audit(args) -> int:
         return 2
     for p in problems:
         print(f"skipped row {p.row}: {p.message}", file=sys.stderr)
+    controls, same = controls_apart(controls, docs)
+    if same:
+        print(f"note: {controls_apart_note(same)}", file=sys.stderr)
     if not docs:
         print("error: no usable documents", file=sys.stderr)
         return 2

@@ -121,7 +121,7 @@ def chosen_api_key() -> str | None:
     The environment key is never a silent fallback: the base URL may be one a
     visitor typed, and the operator's key must go only where it was chosen for.
     """
-    typed = st.session_state.get(_TYPED_KEY) or ""
+    typed = (st.session_state.get(_TYPED_KEY) or "").strip()  # a pasted key often brings a space or newline
     if typed:
         return typed
     if st.session_state.get("use_env_key"):

@@ -71,8 +71,9 @@ def _csv():
         st.error(f"This file cannot be used: {exc}")
         return None, None
     columns = [str(c) for c in df.columns]
-    text_guess = guess_text_column(df)
-    id_guess = guess_id_column(df, text_guess)
+    sample = df if len(df) or ctl is None else ctl  # every row a control: guess the columns from those
+    text_guess = guess_text_column(sample)
+    id_guess = guess_id_column(sample, text_guess)
     c1, c2 = st.columns(2)
     text_col = c1.selectbox("Text column", columns, index=columns.index(text_guess), key="text_column")
     id_options = [NO_ID] + [c for c in columns if c != text_col]
@@ -83,8 +84,8 @@ def _csv():
     id_name = None if id_col == NO_ID else id_col
     try:
         batch = documents_from_table(df, text_col, id_name)
-        controls = (as_controls(documents_from_table(ctl, text_col, id_name).documents)
-                    if ctl is not None and len(ctl) else None)
+        ctl_batch = documents_from_table(ctl, text_col, id_name) if ctl is not None and len(ctl) else None
+        controls = as_controls(ctl_batch.documents) if ctl_batch is not None else None
     except DocumentInputError as exc:
         st.error(str(exc))
         return None, None
@@ -95,6 +96,9 @@ def _csv():
     if controls is not None:
         st.caption(f"{len(controls)} usable row(s) marked in the 'control' column are controls: texts you never "
                    "published, audited only to compare your documents with.")
+        if ctl_batch.problems():
+            st.warning("Control rows not used: " + " ".join(p.message for p in ctl_batch.problems()[:10])
+                       + (" ..." if len(ctl_batch.problems()) > 10 else ""))
     return batch, controls
 
 
@@ -123,15 +127,19 @@ def _uploaded_controls():
     return as_controls(batch.documents)
 
 
-def _controls_section(in_csv) -> list:
+def _controls_section(in_csv, documents) -> list:
     """Declared controls for the collection test: rows of the CSV marked 'control', and/or a second upload."""
+    from audit_core.documents import controls_apart, controls_apart_note
+
     with st.expander("Controls (optional): texts of yours that were never published", expanded=bool(in_csv)):
         st.markdown("With controls, the audit also answers for your whole collection: *are your documents "
                     "treated differently from texts the target cannot hold?* (one p-value, shown first in the "
                     "results). Add a column named `control` (yes / 1 / x on the control rows) to your CSV, or "
                     "upload them here. Without controls the results give per-document verdicts only.")
         uploaded = _uploaded_controls()
-    controls = list(in_csv or []) + list(uploaded or [])
+    controls, same = controls_apart(list(in_csv or []) + list(uploaded or []), documents)
+    if same:
+        st.warning(controls_apart_note(same))
     if controls:
         st.success(f"{len(controls)} control(s) ready: they are probed after your documents.")
     return controls
@@ -143,6 +151,6 @@ def render_documents_tab() -> None:
     source = st.radio("Source", [PASTE, CSV], key="docs_source", horizontal=True, label_visibility="collapsed")
     batch, in_csv = (_pasted(), None) if source == PASTE else _csv()
     st.session_state["documents"] = list(batch.documents) if batch is not None else []
-    st.session_state["controls"] = _controls_section(in_csv)
+    st.session_state["controls"] = _controls_section(in_csv, st.session_state["documents"])
     if batch is not None and batch.documents:
         st.success(f"{len(batch.documents)} document(s) ready. Go to tab 2 to run the audit.")

@@ -86,7 +86,7 @@ def build_file_target(for_check: bool = False):
     host = urlsplit(_url(config)).hostname
     env: dict[str, str] = {}
     for var in config.env_vars():
-        typed = st.session_state.get(f"tf_secret_{var}")
+        typed = (st.session_state.get(f"tf_secret_{var}") or "").strip()
         if typed:
             env[var] = typed
         elif st.session_state.get(f"tf_env_{var}") and os.environ.get(var):

@@ -43,6 +43,10 @@ MIN_WORDS = 20
 RowStatusName = Literal["usable", "empty", "too_short", "duplicate"]
 ROW_STATUSES: tuple[str, ...] = ("usable", "empty", "too_short", "duplicate")
 
+#: A one-column file whose first line has this many words or more has no header: that line is a
+#: document (a column name is a word or three; a text to audit has at least MIN_WORDS words)
+HEADER_MAX_WORDS = 8
+
 #: Delimiters a user's CSV may use (Excel in many European locales writes ';').
 CSV_DELIMITERS = ",;\t|"
 
@@ -130,12 +134,32 @@ def _decode(data: bytes) -> str:
             raise DocumentInputError(
                 "The file starts with a UTF-8 marker but is not valid UTF-8; save it again as 'CSV UTF-8'."
             ) from exc
-    for encoding in ("utf-8", "cp1252"):
-        try:
-            return data.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    return data.decode("latin-1")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _refuse_damaged_utf8(data, exc)
+    try:
+        return data.decode("cp1252")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _refuse_damaged_utf8(data: bytes, exc: UnicodeDecodeError) -> None:
+    """Refuse a UTF-8 file with a few bytes that are not UTF-8, rather than read all of it as cp1252.
+
+    Read as cp1252, every accented letter of such a file would be garbled
+    ("mère" becomes "mÃ¨re") without a word; the owner can save it again instead.
+    A cp1252 file seldom holds valid UTF-8 sequences, so their share tells the two apart.
+    """
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd")
+    good = sum(1 for ch in text if ord(ch) > 0x7F and ch != "\ufffd")
+    if good >= 2 and good >= 2 * bad:
+        line = data[:exc.start].count(b"\n") + 1
+        raise DocumentInputError(
+            f"The file is UTF-8 text except for {bad} byte(s) that are not (the first on line {line}), so its "
+            "accented letters cannot be read with certainty. Save it again as 'CSV UTF-8' (or fix that line) "
+            "and upload it again.") from exc
 
 
 def _check_not_binary(data: bytes) -> None:
@@ -229,8 +253,12 @@ def read_csv_bytes(data: bytes) -> pd.DataFrame:
     if not text.strip():
         raise DocumentInputError("The file is empty.")
     delimiter = _detect_delimiter(text)
+    headerless = False
     if not delimiter:
         delimiter = _unused_delimiter(text)  # one column: every line is one field
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        # a one-column file whose first line is a text, not a column name: that line is a document too
+        headerless = len(first.split()) >= HEADER_MAX_WORDS
     try:
         with warnings.catch_warnings():
             # pandas only warns when a row has more fields than the header and
@@ -247,6 +275,8 @@ def read_csv_bytes(data: bytes) -> pd.DataFrame:
                 na_filter=False,
                 skip_blank_lines=True,
                 engine="c",
+                header=None if headerless else "infer",
+                names=["text"] if headerless else None,
             )
     except pd.errors.EmptyDataError as exc:
         raise DocumentInputError("The file has no header row and no data.") from exc
@@ -310,14 +340,19 @@ def _unique_id(wanted: str, used: set[str]) -> str:
     return f"{wanted}-{k}"
 
 
-def _build_batch(texts: list[str], ids: list[str] | None, min_words: int, unit: str) -> DocumentBatch:
-    """Classify each raw text (empty / too_short / duplicate / usable) and build documents."""
+def _build_batch(texts: list[str], ids: list[str] | None, min_words: int, unit: str,
+                 numbers: list[int] | None = None) -> DocumentBatch:
+    """Classify each raw text (empty / too_short / duplicate / usable) and build documents.
+
+    ``numbers``: each text's row number in the owner's file (default 1, 2, ...), so that a table
+    with some rows taken out (the control rows) still names rows as the file does.
+    """
     documents: list[Document] = []
     rows: list[RowStatus] = []
     seen: dict[str, tuple[int, str]] = {}  # normalised text -> (row, id) of its first usable occurrence
     used_ids: set[str] = set()
     for i, raw in enumerate(texts):
-        row = i + 1
+        row = numbers[i] if numbers is not None else i + 1
         text = normalize_whitespace(raw)
         if not text:
             rows.append(RowStatus(row, "empty", f"{unit} {row} has no text."))
@@ -358,7 +393,9 @@ def documents_from_table(
     ids = None
     if id_column is not None:
         ids = ["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in df[id_column].tolist()]
-    return _build_batch(texts, ids, min_words, "Row")
+    # the rows of read_csv_bytes's table are numbered 0, 1, ...; a part of it keeps its rows' numbers
+    numbers = ([int(i) + 1 for i in df.index] if pd.api.types.is_integer_dtype(df.index) else None)
+    return _build_batch(texts, ids, min_words, "Row", numbers)
 
 
 #: values of a ``control`` column that mark a row as a control (a text the owner never published)
@@ -384,6 +421,23 @@ def split_control_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | N
 def as_controls(documents: Sequence[Document]) -> list[Document]:
     """Controls with ids of their own ("control-<id>"), so no control shares an id with a document."""
     return [Document(f"control-{d.id}", d.text) for d in documents]
+
+
+def controls_apart(controls: Sequence[Document], documents: Sequence[Document]) -> tuple[list[Document], int]:
+    """The controls whose text is not also one of the audited documents, and how many were left out.
+
+    A text on both sides of the collection test would be compared with itself:
+    it stays a document (it is audited) and is not used as a control.
+    """
+    audited = {normalize_whitespace(d.text) for d in documents}
+    kept = [c for c in controls if normalize_whitespace(c.text) not in audited]
+    return kept, len(controls) - len(kept)
+
+
+def controls_apart_note(n: int) -> str:
+    """What the owner is told of the controls ``controls_apart`` left out."""
+    return (f"{n} control(s) have the same text as a document you audit: a text cannot be its own control, "
+            "so they are audited as documents only.")
 
 
 _BLANK_LINE_RE = re.compile(r"\n[ \t\u00a0]*\n")

@@ -207,3 +207,11 @@ def test_a_jsonl_of_documents_is_checked_like_a_csv(tmp_path, capsys):
     assert main(argv + ["--text-column", "body"]) == 0
     err = capsys.readouterr().err
     assert "skipped row 2" in err and "for 1 documents" in err
+
+
+def test_documents_given_again_as_controls_are_audited_as_documents_only(tmp_path, capsys):
+    docs = _docs_csv(tmp_path)
+    assert main(["audit", "--target", "demo", "--docs", docs, "--controls", docs, "--method", "rag_mia",
+                 "--estimate-only"]) == 0
+    err = capsys.readouterr().err
+    assert "1 control(s) have the same text as a document you audit" in err and "includes 1 controls" not in err

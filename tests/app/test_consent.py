@@ -50,7 +50,7 @@ def recording_server():
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):
-            seen.append(self.headers.get("X-Api-Key"))
+            seen.append(self.headers.get("X-Api-Key") or self.headers.get("Authorization"))
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = json.dumps({"answer": "ok"}).encode()
             self.send_response(200)
@@ -116,3 +116,14 @@ def test_a_password_or_query_in_the_base_url_is_never_shown(app):  # noqa: F811
     shown = _texts(app).replace(app.text_input(key="base_url").value, "")
     assert not app.exception and "hunter2pass" not in shown and "sk-query-secret" not in shown
     assert "127.0.0.1:9/v1 · m" in shown  # the Run tab's target line, without the query
+
+
+def test_a_pasted_key_with_a_trailing_newline_is_sent_without_it(app, recording_server):  # noqa: F811
+    url, seen = recording_server
+    app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+    app.text_input(key="base_url").input(url + "/v1")
+    app.text_input(key="model").input("m")
+    app.text_input(key="api_key").input("sk-pasted-key\n").run()
+    app.button(key="check_connection").click().run(timeout=60)
+    assert not app.exception and "Bearer sk-pasted-key" in seen
+    assert "header" not in " ".join(e.value for e in app.error).lower()

@@ -288,3 +288,41 @@ def test_the_cli_reads_controls_from_the_control_column(tmp_path):
     docs, problems, controls = _load_docs(str(path), None, None, with_controls=True)
     assert [d.text.split()[-1] for d in docs] == ["one", "three"] and not problems
     assert [c.text.split()[-1] for c in controls] == ["two"] and controls[0].id.startswith("control-")
+
+
+def test_a_one_column_file_without_a_header_keeps_its_first_text():
+    """The first line of a list of texts is a document, not a column name (it was dropped unseen)."""
+    lines = [" ".join(f"w{i}_{j}" for j in range(25)) for i in range(3)]
+    df = read_csv_bytes(("\n".join(lines) + "\n").encode())
+    assert list(df.columns) == ["text"] and df["text"].tolist() == lines
+    df = read_csv_bytes(("my posts\n" + "\n".join(lines) + "\n").encode())  # a short first line is a header
+    assert list(df.columns) == ["my posts"] and len(df) == 3
+
+
+def test_utf8_with_a_stray_byte_is_refused_rather_than_garbled():
+    rows = "id,text\n" + "".join(f"{i},grand-m\u00e8re et caf\u00e9 num\u00e9ro {i}\n" for i in range(4))
+    data = rows.encode("utf-8").replace(b"num\xc3\xa9ro 2", b"num\xe9ro 2")
+    with pytest.raises(DocumentInputError, match="line 4"):
+        read_csv_bytes(data)
+    # a file in cp1252 throughout is still read as cp1252
+    assert read_csv_bytes(rows.encode("cp1252"))["text"][0] == "grand-m\u00e8re et caf\u00e9 num\u00e9ro 0"
+
+
+def test_a_control_with_the_text_of_an_audited_document_is_left_out_of_the_controls():
+    from audit_core.documents import Document, as_controls, controls_apart
+
+    docs = [Document("a", "the same words here"), Document("b", "other words")]
+    controls = as_controls([Document("x", "the  same words here"), Document("y", "never published")])
+    kept, same = controls_apart(controls, docs)
+    assert same == 1 and [c.id for c in kept] == ["control-y"]
+
+
+def test_rows_keep_their_file_numbers_when_control_rows_are_taken_out():
+    from audit_core.documents import split_control_rows
+
+    long = " ".join(["word"] * 25)
+    df = read_csv_bytes(f"text,control\n{long} a,\n{long} b,yes\n{long} c,\ntiny,\nshort control,yes\n".encode())
+    docs, ctl = split_control_rows(df)
+    batch = documents_from_table(docs, "text")
+    assert [p.row for p in batch.problems()] == [4] and [d.id for d in batch.documents] == ["doc-1", "doc-3"]
+    assert [p.row for p in documents_from_table(ctl, "text").problems()] == [5]
