@@ -19,6 +19,7 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from app.persist import keep_typed_inputs  # noqa: E402
 from app.resources import show_warmup  # noqa: E402
 from app.sidebar import render_sidebar  # noqa: E402
 from app.tab_canaries import render_canaries_tab  # noqa: E402
@@ -35,6 +36,7 @@ st.write(
 )
 show_warmup()  # the default audit's models load in the background while documents are picked
 
+keep_typed_inputs(st.session_state)  # before any widget is drawn
 settings = render_sidebar()
 running_banner()
 tab_docs, tab_run, tab_results, tab_history, tab_canaries = st.tabs(
