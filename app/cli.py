@@ -69,22 +69,10 @@ def _progress_bar():
 def _load_docs(path: str, text_column: str | None, id_column: str | None, with_controls: bool = False):
     """Documents and row problems of a CSV/JSONL file; with ``with_controls``, also the rows whose
     ``control`` column is true (documents the owner declares never published), as a third value."""
-    from audit_core.documents import (DocumentInputError, as_controls, documents_from_table, guess_id_column,
-                                      guess_text_column, read_csv_bytes, split_control_rows)
+    from audit_core.documents import (as_controls, documents_from_table, guess_id_column, guess_text_column,
+                                      read_table_bytes, split_control_rows)
 
-    if path.endswith(".jsonl"):  # read by the corpus loader, then checked like a CSV's rows
-        import pandas as pd
-
-        from shadow.corpus import CorpusError, load_corpus
-
-        try:
-            loaded = load_corpus(path, text_field=text_column or "text", id_field=id_column or "id")
-        except CorpusError as exc:
-            raise DocumentInputError(str(exc)) from None
-        table = pd.DataFrame({"id": [d.id for d in loaded], "text": [d.text for d in loaded]}, dtype=str)
-        text_column, id_column = "text", "id"
-    else:
-        table = read_csv_bytes(Path(path).read_bytes())
+    table = read_table_bytes(Path(path).read_bytes(), path)
     df, ctl = split_control_rows(table) if with_controls else (table, None)
     sample = df if len(df) or ctl is None else ctl  # every row a control: guess the columns from those
     text_col = text_column or guess_text_column(sample)

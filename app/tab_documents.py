@@ -58,15 +58,16 @@ def _wrong_column_message(df, text_col: str, batch) -> str | None:
 def _csv():
     """The uploaded CSV's documents, and the rows its ``control`` column marks as controls (or None)."""
     from audit_core.documents import DocumentInputError, as_controls, documents_from_table, guess_id_column, \
-        guess_text_column, read_csv_bytes, split_control_rows
+        guess_text_column, read_table_bytes, split_control_rows
 
-    up = st.file_uploader("CSV of your documents", type=["csv", "tsv", "txt"], key="csv_file",
-                          help="One document per row; any delimiter (comma, semicolon, tab); UTF-8 or Windows encoding.")
+    up = st.file_uploader("CSV of your documents", type=["csv", "tsv", "txt", "jsonl"], key="csv_file",
+                          help="One document per row; any delimiter (comma, semicolon, tab); UTF-8 or Windows "
+                               "encoding. A JSONL file (one {\"text\": ...} object per line) works too.")
     if up is None:
         st.info("Upload a CSV file with one document per row.")
         return None, None
     try:
-        df, ctl = split_control_rows(read_csv_bytes(up.getvalue()))
+        df, ctl = split_control_rows(read_table_bytes(up.getvalue(), up.name))
     except DocumentInputError as exc:
         st.error(f"This file cannot be used: {exc}")
         return None, None
@@ -105,16 +106,16 @@ def _csv():
 def _uploaded_controls():
     """Controls from a second CSV: texts of the owner's that were never published anywhere."""
     from audit_core.documents import DocumentInputError, as_controls, documents_from_table, guess_id_column, \
-        guess_text_column, read_csv_bytes
+        guess_text_column, read_table_bytes
 
-    up = st.file_uploader("CSV of texts you never published (optional)", type=["csv", "tsv", "txt"],
+    up = st.file_uploader("CSV of texts you never published (optional)", type=["csv", "tsv", "txt", "jsonl"],
                           key="controls_file",
                           help="Texts like yours (same kind, same style) that were never posted, sent or shared. "
                                "The text column is guessed as for your documents.")
     if up is None:
         return None
     try:
-        df = read_csv_bytes(up.getvalue())
+        df = read_table_bytes(up.getvalue(), up.name)
         text_col = guess_text_column(df)
         batch = documents_from_table(df, text_col, guess_id_column(df, text_col))
     except DocumentInputError as exc:

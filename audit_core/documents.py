@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import re
 import warnings
 from dataclasses import dataclass
@@ -295,6 +296,52 @@ def read_csv_bytes(data: bytes) -> pd.DataFrame:
             f"The file has a header row ({shown}) but no data rows. Add one row per document, with its "
             "text in one column (e.g. 'text') and, if you like, a name in another (e.g. 'id').")
     return df
+
+
+def _looks_like_jsonl(text: str) -> bool:
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if not first.startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(first), dict)
+    except ValueError:
+        return False
+
+
+def _jsonl_table(text: str) -> pd.DataFrame:
+    """One JSON object per line -> a table of strings, its columns the keys in order of first use."""
+    records: list[dict[str, str]] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise DocumentInputError(f"Line {n} of this JSONL file is not valid JSON ({exc.msg}).") from None
+        if not isinstance(obj, dict):
+            raise DocumentInputError(f"Line {n} of this JSONL file is not a JSON object ({{\"text\": ...}}).")
+        records.append({str(k): "" if v is None else v if isinstance(v, str) else json.dumps(v)
+                        for k, v in obj.items()})
+    columns = list(dict.fromkeys(k for r in records for k in r))
+    return pd.DataFrame([[r.get(c, "") for c in columns] for r in records], columns=columns, dtype=str)
+
+
+def read_table_bytes(data: bytes, name: str = "") -> pd.DataFrame:
+    """An uploaded table: JSONL (one object per line, as the canary kit's audit files) or any CSV.
+
+    JSONL is told by its name (.jsonl, .ndjson) or by a first line that is a JSON
+    object; everything else is read by ``read_csv_bytes``.
+    """
+    if not data or not data.strip():
+        raise DocumentInputError("The file is empty.")
+    _check_not_binary(data)
+    text = _decode(data).lstrip("\ufeff")
+    if name.lower().endswith((".jsonl", ".ndjson")) or _looks_like_jsonl(text):
+        df = _jsonl_table(text)
+        if df.empty:
+            raise DocumentInputError("The JSONL file has no records.")
+        return df
+    return read_csv_bytes(data)
 
 
 def guess_text_column(df: pd.DataFrame) -> str:

@@ -198,15 +198,19 @@ def test_outputs_that_cannot_be_written_and_bad_counts_are_said_before_anything_
 
 
 def test_a_jsonl_of_documents_is_checked_like_a_csv(tmp_path, capsys):
-    """Its column options apply, a missing text field is bad input, too-short rows are listed."""
-    nokey = tmp_path / "nokey.jsonl"
-    nokey.write_text('{"id": "a", "body": "' + "word " * 30 + '"}\n{"id": "b", "body": "too short"}\n')
-    argv = ["audit", "--target", "demo", "--method", "rag_mia", "--estimate-only", "--docs", str(nokey)]
-    assert main(argv) == 2
-    assert "no 'text' field" in capsys.readouterr().err
+    """Its text field is guessed or named like a CSV column, too-short rows are listed, a broken line is bad input."""
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"id": "a", "body": "' + "word " * 30 + '"}\n{"id": "b", "body": "too short"}\n')
+    argv = ["audit", "--target", "demo", "--method", "rag_mia", "--estimate-only", "--docs", str(docs)]
     assert main(argv + ["--text-column", "body"]) == 0
     err = capsys.readouterr().err
     assert "skipped row 2" in err and "for 1 documents" in err
+    assert main(argv + ["--text-column", "text"]) == 2
+    assert "Text column 'text' not found" in capsys.readouterr().err
+    docs.write_text('{"id": "a", "text": "' + "word " * 30 + '"}\nnot json\n')
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Line 2 of this JSONL file is not valid JSON" in err and "Traceback" not in err
 
 
 def test_documents_given_again_as_controls_are_audited_as_documents_only(tmp_path, capsys):

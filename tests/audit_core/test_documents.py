@@ -326,3 +326,16 @@ def test_rows_keep_their_file_numbers_when_control_rows_are_taken_out():
     batch = documents_from_table(docs, "text")
     assert [p.row for p in batch.problems()] == [4] and [d.id for d in batch.documents] == ["doc-1", "doc-3"]
     assert [p.row for p in documents_from_table(ctl, "text").problems()] == [5]
+
+
+def test_a_jsonl_upload_is_read_as_a_table_of_strings():
+    from audit_core.documents import read_table_bytes
+
+    data = b'{"id": 1, "text": "first text", "tags": ["a"]}\n\n{"text": "second", "extra": null}\n'
+    for name in ("docs.jsonl", "docs.txt"):  # by its name, or by its first line
+        df = read_table_bytes(data, name)
+        assert list(df.columns) == ["id", "text", "tags", "extra"]
+        assert df.values.tolist() == [["1", "first text", '["a"]', ""], ["", "second", "", ""]]
+    assert read_table_bytes(b"id,text\n1,{not json}\n", "x.csv")["text"][0] == "{not json}"
+    with pytest.raises(DocumentInputError, match="Line 2"):
+        read_table_bytes(b'{"text": "a"}\n[1, 2]\n', "x.jsonl")
