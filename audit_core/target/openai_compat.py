@@ -334,7 +334,11 @@ class OpenAITarget(RetryingConnector, Target):
         #: where the response lists the sources the answer cites (e.g. Azure OpenAI's
         #: $.choices[0].message.context.citations); None: the endpoint cites none
         self._sources = None if sources_path is None else compile_jsonpath(sources_path, "sources_path")
-        key = api_key or ""
+        key = (api_key or "").strip()
+        if key and not (key.isascii() and key.isprintable() and " " not in key):
+            # said without the key: httpx would fail on it with a codec or header error naming neither
+            raise ValueError("the API key has characters no key has (a space, a line break or a non-ASCII "
+                             "letter): copy it again from the provider")
         self._key = _Secret(key)
         #: sent with every request when there is no key: the openai client insists on a key,
         #: so it gets a placeholder and the header it would build from it is removed

@@ -381,6 +381,11 @@ def test_a_base_url_without_a_host_or_with_credentials_is_refused_and_its_query_
         assert "hunter2pass" not in str(err.value)
         with pytest.raises(ValueError, match=why):
             target_config({"type": "openai", "base_url": bad, "model": "m"})
+    for bad_key in ("sk-abc\u00e9", "sk-a bc", "sk-\x07bc"):
+        with pytest.raises(ValueError, match="characters no key has") as err:
+            OpenAITarget(server.base_url, "m", bad_key)
+        assert "sk-" not in str(err.value)
+    assert OpenAITarget(server.base_url, "m", " sk-abc\n")._key.reveal() == "sk-abc"  # surrounding whitespace dropped
     t = OpenAITarget(server.base_url + "?api_key=sk-in-the-query", "fake-model", None)
     assert t.name == f"{server.base_url} · fake-model" and "sk-in-the-query" not in repr(t)
 
