@@ -393,6 +393,21 @@ def _reuse_days() -> int | None:
     return int(st.number_input("N (days)", 0, 3650, 7, step=1, key="reuse_days"))
 
 
+def _warn_too_few_nonmembers(methods, shadow, fpr: float) -> None:
+    """Said before Start: a method whose shadow has too few non-members for the rate will not decide."""
+    from audit_core.evidence.calibration import min_nonmembers
+    from audit_core.methods import LABELS
+    from shadow.prepare import FULL_SIZE_METHODS
+
+    need = min_nonmembers(fpr)
+    short = [LABELS[m] for m in methods
+             if (shadow.n_nonmembers if m in FULL_SIZE_METHODS
+                 else min(shadow.n_per_class_generative, shadow.n_nonmembers)) < need]
+    if short:
+        st.warning(f"At {fpr:.0%} a method needs at least {need} shadow non-members to decide; with these shadow "
+                   f"sizes {', '.join(short)} will abstain. Choose a larger shadow size or a higher rate.")
+
+
 def render_sidebar() -> Settings:
     """Draw the sidebar and return the chosen settings."""
     from audit_core.methods import LABELS, METHODS, suggested_methods
@@ -417,6 +432,7 @@ def render_sidebar() -> Settings:
         params, top_k, style = _advanced(kind)
         shadow = ShadowConfig(aux_corpus=aux, n_members=n_m, n_nonmembers=n_n, n_per_class_generative=n_g,
                               top_k_docs=top_k)
+        _warn_too_few_nonmembers(methods, shadow, float(fpr))
         settings = Settings(kind, base_url, model, list(methods), shadow,
                             {m: p for m, p in params.items() if m in methods},
                             reuse_days=_reuse_days() if kind == ENDPOINT else None, fpr=float(fpr),

@@ -410,3 +410,24 @@ def test_the_verdict_table_shows_each_documents_p_value_against_the_controls_onl
     result["collection"] = {"document_p_values": {"a": 1 / 21, "b": None}}
     rows = _verdict_rows(result)
     assert [row["p against your controls"] for row in rows] == ["0.048", None]
+
+
+def test_typed_inputs_survive_a_switch_of_the_choices_that_hide_them(app):
+    app.text_area(key="pasted").input(LONG_1).run()
+    app.radio(key="docs_source").set_value("Upload a CSV").run()
+    app.radio(key="docs_source").set_value("Paste text").run()
+    assert app.text_area(key="pasted").value == LONG_1
+    app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+    app.text_input(key="base_url").input("http://127.0.0.1:9/v1")
+    app.text_input(key="model").input("m").run()
+    app.radio(key="target_kind").set_value("Demo target (built-in, no key)").run()
+    app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+    assert not app.exception
+    assert app.text_input(key="base_url").value == "http://127.0.0.1:9/v1" and app.text_input(key="model").value == "m"
+
+
+def test_a_rate_the_shadow_sizes_cannot_reach_is_said_before_start(app):
+    assert "shadow non-members to decide" not in " ".join(w.value for w in app.warning)
+    app.radio(key="fpr").set_value(0.01).run()
+    assert not app.exception
+    assert "at least 99 shadow non-members" in " ".join(w.value for w in app.warning)

@@ -128,18 +128,3 @@ def test_a_pasted_key_with_a_trailing_newline_is_sent_without_it(app, recording_
     assert not app.exception and "Bearer sk-pasted-key" in seen
     assert "header" not in " ".join(e.value for e in app.error).lower()
 
-
-def test_typed_inputs_survive_a_switch_of_the_choices_that_hide_them(app):  # noqa: F811
-    from tests.app.test_app import LONG_1
-
-    app.text_area(key="pasted").input(LONG_1).run()
-    app.radio(key="docs_source").set_value("Upload a CSV").run()
-    app.radio(key="docs_source").set_value("Paste text").run()
-    assert app.text_area(key="pasted").value == LONG_1
-    app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
-    app.text_input(key="base_url").input("http://127.0.0.1:9/v1")
-    app.text_input(key="model").input("m").run()
-    app.radio(key="target_kind").set_value("Demo target (built-in, no key)").run()
-    app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
-    assert not app.exception
-    assert app.text_input(key="base_url").value == "http://127.0.0.1:9/v1" and app.text_input(key="model").value == "m"
