@@ -633,7 +633,8 @@ def main(argv: list[str] | None = None) -> int:
                             "'chat' (an instruct model, which may restate the text first); the shadow mirrors it. "
                             "Default: as the capability probe finds (a few short requests; chat when it cannot tell)")
         p.add_argument("--fpr", type=float, default=0.05, choices=[0.01, 0.05, 0.1],
-                       help="false-positive rate of every per-document member call (default 0.05)")
+                       help="false-positive rate of every per-document member call (default 0.05); the "
+                            "collection-level test keeps its 5%% level and prints its p-value")
         p.add_argument("--mba-elicitation", choices=["fill_in", "continue"],
                        help="how MBA asks for hidden words: 'fill_in' (one cloze request, the paper's; default for "
                             "endpoints) or 'continue' (one request per mask; default for the demo target)")
@@ -656,8 +657,10 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])
     retrieval_flag(a)
     a.add_argument("--docs", required=True, help="CSV (or JSONL) of your documents")
-    a.add_argument("--text-column")
-    a.add_argument("--id-column")
+    a.add_argument("--text-column", help="the column (or JSONL field) holding the texts (default: guessed, "
+                                         "the one with the longest cells)")
+    a.add_argument("--id-column", help="the column naming the documents (default: an 'id'-like column, else "
+                                       "doc-<row>)")
     a.add_argument("--evidence", action="store_true", help="print the evidence under each verdict")
     a.add_argument("--out", help="write the full results as JSON (unredacted, for yourself)")
     a.add_argument("--report-dir", help="write the PDF report, JSON and CSV to share, named audit-<date>-<target>.*")
@@ -709,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     ca.set_defaults(func=cmd_canaries_audit)
 
     p = sub.add_parser("prepare", help="prepare (and cache) the shadow RAG calibration")
-    p.add_argument("--force", action="store_true")
+    p.add_argument("--force", action="store_true", help="prepare again even when a cached preparation exists")
     common(p)
     p.set_defaults(func=cmd_prepare)
 

@@ -862,7 +862,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                        "reach (at most the stated miss rate), and the column before the AUC gives the share of "
                        "shadow non-members that low."))
         rows = [power_rows[0]] + [[esc(method_label(row[0]))] + [esc(c) for c in row[1:]] for row in power_rows[1:]]
-        story.append(_table(rows, [2.6 * cm, 2.0 * cm, 2.0 * cm, 3.6 * cm, 2.8 * cm, width - 13.0 * cm], st))
+        story.append(_table(rows, [2.6 * cm, 2.5 * cm, 2.0 * cm, 3.4 * cm, 2.5 * cm, width - 13.0 * cm], st))
     else:
         rows = [["Method", "Shadow AUC", "Reading"]]
         for m in methods:
