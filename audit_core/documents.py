@@ -387,6 +387,17 @@ def _unique_id(wanted: str, used: set[str]) -> str:
     return f"{wanted}-{k}"
 
 
+#: letters of scripts written without spaces between words: Chinese and Japanese (Korean is spaced),
+#: Thai, Lao, Myanmar, Khmer
+_UNSPACED_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]")
+
+
+def _unspaced_script(text: str) -> bool:
+    """Whether most of ``text``'s letters are of a script written without spaces between words."""
+    letters = sum(ch.isalpha() for ch in text)
+    return letters >= 20 and len(_UNSPACED_RE.findall(text)) >= letters / 2
+
+
 def _build_batch(texts: list[str], ids: list[str] | None, min_words: int, unit: str,
                  numbers: list[int] | None = None) -> DocumentBatch:
     """Classify each raw text (empty / too_short / duplicate / usable) and build documents.
@@ -406,7 +417,11 @@ def _build_batch(texts: list[str], ids: list[str] | None, min_words: int, unit: 
             continue
         n = len(text.split())
         if n < min_words:
-            rows.append(RowStatus(row, "too_short", f"{unit} {row} has {n} words; at least {min_words} are needed."))
+            why = f"{unit} {row} has {n} words; at least {min_words} are needed."
+            if _unspaced_script(text):
+                why += (" It looks written in a script without spaces between words (Chinese, Japanese, Thai...): "
+                        "the audit's methods count and probe words by spaces, so such texts cannot be audited yet.")
+            rows.append(RowStatus(row, "too_short", why))
             continue
         if text in seen:
             first_row, first_id = seen[text]

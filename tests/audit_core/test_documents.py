@@ -339,3 +339,10 @@ def test_a_jsonl_upload_is_read_as_a_table_of_strings():
     assert read_table_bytes(b"id,text\n1,{not json}\n", "x.csv")["text"][0] == "{not json}"
     with pytest.raises(DocumentInputError, match="Line 2"):
         read_table_bytes(b'{"text": "a"}\n[1, 2]\n', "x.jsonl")
+
+
+def test_a_text_in_a_script_without_spaces_is_told_why_it_cannot_be_audited():
+    batch = documents_from_text("我昨天去了医院看医生因为我的膝盖一直很痛医生说我需要休息两个星期并且每天冰敷")
+    assert "script without spaces" in batch.problems()[0].message
+    batch = documents_from_text("too short a text")
+    assert "script without spaces" not in batch.problems()[0].message
