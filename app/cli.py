@@ -569,26 +569,23 @@ def cmd_canaries_audit(args) -> int:
     return _audit(args, kit.published(), kit.siblings(), "canaries")
 
 
-def _positive(value: str) -> int:
-    """A count that must be 1 or more (sizes, bins, masks, canaries)."""
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError("it must be 1 or more")
-    return n
+def _at_least(least: int, unit: str = ""):
+    """An argparse type: a whole number (of ``unit``) that is ``least`` or more."""
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number{unit}") from None
+        if n < least:
+            raise argparse.ArgumentTypeError(f"it must be {least} or more")
+        return n
+    return parse
 
 
-def _days(value: str) -> int:
-    """--reuse-days: a whole number of days, 0 or more."""
-    try:
-        days = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of days") from None
-    if days < 0:
-        raise argparse.ArgumentTypeError("the number of days must be 0 or more")
-    return days
+#: sizes, bins, masks, canaries
+_positive = _at_least(1)
+#: --reuse-days
+_days = _at_least(0, " of days")
 
 
 #: exit status when --fail-on finds what it fails on (2: bad input, 3: the audit failed or stopped)
