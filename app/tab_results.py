@@ -76,13 +76,20 @@ def _header(result: dict) -> None:
     if line:  # first: what the collection as a whole shows (issue 17 point 3)
         c = result["collection"]
         strong = c.get("p_value") is not None and c["p_value"] <= c.get("alpha", 0.05)
-        (st.success if strong else st.info)(line)
+        # rewritten controls carry a measured bias (the note): their p-value is not shown as settled
+        (st.success if strong and c.get("controls_kind") != "generated" else st.info)(line)
+        if c.get("note"):  # power, the controls it would take, the bias of rewritten controls
+            st.caption(f"About this test: {c['note']}")
     if result.get("rebuilt_from_rows"):
         st.warning("This audit stopped before it finished. The results below were saved as they arrived; "
                    "the shadow calibration (plots, validation AUC) was not saved.")
     elif result.get("cancelled"):
         st.warning("This audit was cancelled. Only the documents answered before the cancel are shown; "
                    "running it again re-uses every answer already received.")
+    elif (result.get("failures") or {}).get("stopped"):
+        st.error(f"This audit stopped before it finished: {result['failures']['stopped']}. Only the documents "
+                 "answered before the stop are shown; fix the cause and run it again (answers already received "
+                 "are reused).")
     for m, why in (result.get("not_run") or {}).items():
         st.info(f"{LABELS.get(m, m)} did not run: {why}.")
     from audit_core.report import mirror_sentences

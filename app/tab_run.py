@@ -288,13 +288,17 @@ def _finish(job) -> None:
     if job.run_id.startswith(CHECK_PREFIX):
         st.session_state["calibration_check"] = job.result
         return
-    from audit_core.history import verdict_counts
+    from audit_core.history import run_status, verdict_counts
 
     st.session_state["result"] = job.result
     st.session_state["result_run_id"] = job.run_id
     counts = verdict_counts(job.result)
     summary = ", ".join(f"{n} {k}" for k, n in counts.items()) or "no document audited"
-    status = "cancelled" if job.result.get("cancelled") else "finished"
+    status = run_status(job.result)
+    if status == "stopped":
+        st.session_state["run_message"] = ("error", f"Audit stopped: {job.result['failures']['stopped']}. "
+                                                    f"{summary}. See tab 3 Results.")
+        return
     st.session_state["run_message"] = ("success", f"Audit {status}: {summary}. See tab 3 Results.")
 
 

@@ -38,7 +38,7 @@ def start_run(store: Store, documents: Sequence[Document], target_name: str, con
 
 
 #: statuses of a run that did not finish: running the same audit again resumes it
-RESUMABLE = ("running", "cancelled", "failed")
+RESUMABLE = ("running", "cancelled", "stopped", "failed")
 
 
 def resume_or_start_run(
@@ -102,7 +102,7 @@ def result_recorder(store: Store, run_id: str) -> OnResult:
 
 
 def save_audit(store: Store, run_id: str, result: dict[str, Any], resumed: bool = False) -> dict[str, Any]:
-    """Close the run with the full audit dict as its summary (cancelled or finished); return that dict.
+    """Close the run with the full audit dict as its summary (``run_status``); return that dict.
 
     A resumed run (``resume_or_start_run``) began when it was first started, so
     its ``created`` is that first start and ``resumed`` the start of this part:
@@ -112,9 +112,16 @@ def save_audit(store: Store, run_id: str, result: dict[str, Any], resumed: bool 
         first = store.get_run(run_id).created
         result = {**result, "resumed": result.get("created"),
                   "created": _dt.datetime.fromisoformat(first).isoformat(timespec="seconds")}
-    status = "cancelled" if result.get("cancelled") else "finished"
-    store.finish_run(run_id, status, summary=result)
+    store.finish_run(run_id, run_status(result), summary=result)
     return result
+
+
+def run_status(result: dict[str, Any]) -> str:
+    """How an audit ended: "cancelled" by its user, "stopped" by a fatal target error (both resumable: the
+    same audit run again sends only what was never answered), else "finished"."""
+    if result.get("cancelled"):
+        return "cancelled"
+    return "stopped" if (result.get("failures") or {}).get("stopped") else "finished"
 
 
 def mark_failed(store: Store, run_id: str, message: str) -> None:

@@ -763,7 +763,9 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                      f"(duration {_duration(r.get('created'), r.get('finished'))})")],
         ["Conclusion", esc(f"{counts['member']} member, {counts['not found']} not found, "
                            f"{counts['inconclusive']} inconclusive, out of {len(verdicts)} document(s) audited")
-         + (" <b>(cancelled before the end)</b>" if r.get("cancelled") else "")],
+         + (" <b>(cancelled before the end)</b>" if r.get("cancelled") else "")
+         + (" <b>(stopped before the end: " + esc(scrub_text(str((r.get("failures") or {})["stopped"])))
+            + ")</b>" if not r.get("cancelled") and (r.get("failures") or {}).get("stopped") else "")],
         ["Collection", esc(" ".join(collection_lines(r)))],
         ["Retrieval", esc(retrieval_line(r))],
         ["Answers", esc(freshness_line(r))],

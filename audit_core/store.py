@@ -55,7 +55,7 @@ from audit_core.target.base import ChatRequest, Completion, TargetError
 
 #: bump when the schema changes; older files are migrated (``_MIGRATIONS``), newer ones refused
 SCHEMA_VERSION = 2
-RUN_STATUSES = ("running", "finished", "cancelled", "failed")
+RUN_STATUSES = ("running", "finished", "cancelled", "stopped", "failed")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (

@@ -431,3 +431,41 @@ def test_a_rate_the_shadow_sizes_cannot_reach_is_said_before_start(app):
     app.radio(key="fpr").set_value(0.01).run()
     assert not app.exception
     assert "at least 99 shadow non-members" in " ".join(w.value for w in app.warning)
+
+
+def test_results_say_when_an_audit_stopped_on_a_fatal_target_error():
+    from streamlit.testing.v1 import AppTest
+
+    def page():
+        import streamlit as st
+
+        from app.tab_results import _header
+
+        _header(st.session_state["shown"])
+
+    at = AppTest.from_function(page)
+    at.session_state["shown"] = {"documents": [{"id": "a", "text": "t"}], "verdicts": [], "config": {},
+                                 "failures": {"stopped": "authentication failed: 401 (8 document(s) not audited)"}}
+    at.run()
+    assert not at.exception
+    assert "stopped before it finished: authentication failed: 401" in " ".join(e.value for e in at.error)
+
+
+def test_results_show_the_collection_tests_note_and_do_not_settle_a_p_value_from_rewritten_controls():
+    from streamlit.testing.v1 import AppTest
+
+    def page():
+        import streamlit as st
+
+        from app.tab_results import _header
+
+        _header(st.session_state["shown"])
+
+    at = AppTest.from_function(page)
+    collection = {"p_value": 0.01, "n_documents": 20, "n_controls": 20, "power": 0.8, "alpha": 0.05,
+                  "method": "srag", "controls_kind": "generated", "effect_size": 0.7,
+                  "note": "measured bias of rewritten controls: 12.5% false rejections on one draw"}
+    at.session_state["shown"] = {"documents": [], "verdicts": [], "config": {}, "collection": collection}
+    at.run()
+    assert not at.exception and not at.success
+    assert "measured bias of rewritten controls" in " ".join(c.value for c in at.caption)

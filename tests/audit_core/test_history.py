@@ -57,6 +57,22 @@ def test_cancelled_audit_is_marked_cancelled(tmp_path):
     assert history_rows(store)[0]["status"] == "cancelled"
 
 
+def test_an_audit_stopped_by_a_fatal_target_error_is_marked_stopped_and_resumed_when_run_again(tmp_path):
+    """Saved as 'finished' it could not be resumed, so running it again after the fix asked everything again."""
+    from audit_core.history import resume_or_start_run
+
+    store = Store(tmp_path / "h.sqlite")
+    run_id = start_run(store, DOCS, "http://127.0.0.1:1/v1 · m", CONFIG)
+    d = _audit_dict()
+    d["failures"] = {"stopped": "authentication failed: 401", "documents_audited": 2}
+    save_audit(store, run_id, d)
+    assert history_rows(store)[0]["status"] == "stopped"
+    assert resume_or_start_run(store, DOCS, "http://127.0.0.1:1/v1 · m", CONFIG) == (run_id, True)
+    save_audit(store, run_id, _audit_dict())
+    assert history_rows(store)[0]["status"] == "finished"
+    assert resume_or_start_run(store, DOCS, "http://127.0.0.1:1/v1 · m", CONFIG)[1] is False
+
+
 def test_failed_run_is_rebuilt_from_rows_saved_as_they_arrived(tmp_path):
     store = Store(tmp_path / "h.sqlite")
     run_id = start_run(store, DOCS, "http://u:pw@host/v1 · m", CONFIG)
