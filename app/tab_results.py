@@ -225,16 +225,17 @@ def _detail(result: dict, key: str) -> None:
     doc_id = st.selectbox("Document", list(verdicts), key=f"{key}-doc")
     v = verdicts[doc_id]
     st.markdown(f"**Verdict: {v['verdict']}** — {v['reason']}")
-    st.write(explain_verdict(v))
+    st.markdown(_md(explain_verdict(v)))  # ids and reasons quote the owner's text: shown as written
     texts = {d["id"]: d["text"] for d in result.get("documents", [])}
     with st.expander("Document text"):
-        st.write(texts.get(doc_id, ""))
+        st.text(texts.get(doc_id, ""))
     _srag_detail(result, doc_id, key)
     _mba_detail(result, doc_id)
     _verbatim_detail(result, doc_id)
 
 
 def _verbatim_detail(result: dict, doc_id: str) -> None:
+    from audit_core.plots import method_result
     from audit_core.report import COPIED_NOTE, SIMILARITY_NOTE, verbatim_reproduction
 
     got = verbatim_reproduction(result, doc_id)
@@ -247,6 +248,9 @@ def _verbatim_detail(result: dict, doc_id: str) -> None:
                    "of this kind contains is not.")
         if got.get("ngrams"):
             st.caption(COPIED_NOTE.format(got["ngrams"]))
+    elif (method_result(result, doc_id, "verbatim") or {}).get("score") is None:
+        reason = (method_result(result, doc_id, "verbatim") or {}).get("reason") or "no reason recorded"
+        st.caption(f"No reading: {_md(reason)}")  # refusals, empty answers: said, never "reproduced nothing"
     else:
         st.caption("The target reproduced no run of four words or more from the unseen part.")
     if got.get("similarity") is not None:

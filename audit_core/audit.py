@@ -222,10 +222,10 @@ def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | No
             progress(LOADING_STAGE, i, len(cfg.methods))
         m = create_method(name, **cfg.method_params.get(name, {}))
         if m.requires_logprobs and not caps.logprobs:
-            not_run[name] = "cannot run: no logprobs (the target returns text only; this method reads token probabilities)"
+            not_run[name] = "no logprobs (the target returns text only; this method reads token probabilities)"
             continue
         if m.requires_sources and not caps.sources:
-            not_run[name] = ("cannot run: the target's answers carry no sources (this method reads the passages a "
+            not_run[name] = ("the target's answers carry no sources (this method reads the passages a "
                              "service cites; a target file names them with sources_path)")
             continue
         mc = getattr(m, "config", None)

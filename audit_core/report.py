@@ -775,7 +775,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     story.append(_table(facts, [3.2 * cm, width - 3.2 * cm], st, header=False))
     story.append(Spacer(1, 6))
     for m, why in no_signal.items():
-        story.append(P(f"<b>{esc(method_label(m))} had no signal:</b> {esc(why)}. Its results are shown but do not "
+        story.append(P(f"<b>{esc(method_label(m))}:</b> {esc(why)}. Its results are shown but do not "
                        "count towards any verdict.", "small"))
     story.append(P("Per document", "h2"))
     if verdicts:

@@ -414,7 +414,7 @@ def test_first_page_is_the_summary_with_hashes_and_version():
     for needed in ("What was audited", "4 document(s)", "started 2025-05-01T10:00:00+00:00",
                    "duration 12 min 5 s", "1 member, 1 not found, 2 inconclusive", "What this shows",
                    "What it does not prove", f"RAG Provenance Auditor {__version__}", "Per document", "doc-2",
-                   "Collection-level test: not computed", "Answer freshness: not computed", "MBA had no signal",
+                   "Collection-level test: not computed", "Answer freshness: not computed", "MBA: no signal",
                    "Retrieval known (demo target) or stated by the operator"):
         assert needed in first, needed
     unknown = {**r, "config": {**r["config"], "verdict": {}}}  # an endpoint nobody vouched for

@@ -57,7 +57,7 @@ def test_srag_cannot_run_without_logprobs_and_says_why():
     cfg = AuditConfig(methods=["srag", "mba"])
     runnable, not_run = select_methods(cfg, Capabilities(True, False, 0))
     assert [m.name for m in runnable] == ["mba"]
-    assert not_run["srag"].startswith("cannot run: no logprobs")
+    assert not_run["srag"].startswith("no logprobs")
 
 
 class _Recorder(Target):
