@@ -469,3 +469,26 @@ def test_results_show_the_collection_tests_note_and_do_not_settle_a_p_value_from
     at.run()
     assert not at.exception and not at.success
     assert "measured bias of rewritten controls" in " ".join(c.value for c in at.caption)
+
+
+def test_a_verbatim_reading_without_a_score_says_why_and_not_that_nothing_was_reproduced():
+    from streamlit.testing.v1 import AppTest
+
+    def page():
+        import streamlit as st
+
+        from app.tab_results import _verbatim_detail
+
+        _verbatim_detail(st.session_state["shown"], "d1")
+
+    ev = {"longest_reproduction": "", "reproduced_share": None,
+          "probes": [{"template": "quote", "answer": "I cannot share that.", "non_answer": "refusal"},
+                     {"template": "continue", "answer": "", "non_answer": "empty"}]}
+    at = AppTest.from_function(page)
+    at.session_state["shown"] = {"results": {"d1": {"verbatim": {
+        "method": "verbatim", "score": None, "decision": None, "evidence": ev,
+        "reason": "too many non-answers: 2 of 2 replies were refusals or empty"}}}}
+    at.run()
+    assert not at.exception
+    shown = " ".join(c.value for c in at.caption)
+    assert "No reading: too many non" in shown and "reproduced no run" not in shown
