@@ -37,23 +37,28 @@ def _method_cell(result: dict, method: str, shown: str | None) -> str | None:
     return shown
 
 
+#: what a method's cell in the verdict table holds, where it is not its score
+_CELL_NAMES = {"srag": "S-RAG probability", "mba": "MBA accuracy"}
+
+
 def _verdict_rows(result: dict) -> list[dict]:
+    """One row per document: its verdict, reason, and a column for each method that ran (its score)."""
+    from audit_core.methods import LABELS
     from audit_core.report import mba_accuracy
 
+    config = result.get("config") or {}
+    ran = [m for m in config.get("methods") or [] if m not in (result.get("not_run") or {})]
     rows = []
     against = (result.get("collection") or {}).get("document_p_values") or {}
     for v in result.get("verdicts", []):
         methods = v.get("methods") or {}
-        srag = methods.get("srag") or {}
-        acc = mba_accuracy(result, v["doc_id"])
-        mba = f"{acc[0]}/{acc[1]}" if acc else _fmt((methods.get("mba") or {}).get("score"))
-        row = {
-            "document": v["doc_id"],
-            "verdict": v["verdict"],
-            "reason": v["reason"],
-            "S-RAG probability": _method_cell(result, "srag", _fmt(srag.get("score"))),
-            "MBA accuracy": _method_cell(result, "mba", mba),
-        }
+        row = {"document": v["doc_id"], "verdict": v["verdict"], "reason": v["reason"]}
+        for m in ran:
+            shown = _fmt((methods.get(m) or {}).get("score"))
+            if m == "mba":
+                acc = mba_accuracy(result, v["doc_id"])
+                shown = f"{acc[0]}/{acc[1]}" if acc else shown
+            row[_CELL_NAMES.get(m, LABELS.get(m, m))] = _method_cell(result, m, shown) or "n/a"
         if against:  # the document's conformal p-value against the owner's own controls
             row["p against your controls"] = _fmt(against.get(v["doc_id"]), 3)
         rows.append(row)

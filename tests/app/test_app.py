@@ -492,3 +492,17 @@ def test_a_verbatim_reading_without_a_score_says_why_and_not_that_nothing_was_re
     assert not at.exception
     shown = " ".join(c.value for c in at.caption)
     assert "No reading: too many non" in shown and "reproduced no run" not in shown
+
+
+def test_the_verdict_table_has_a_column_for_each_method_that_ran():
+    from app.tab_results import _verdict_rows
+
+    result = {"config": {"methods": ["srag", "verbatim", "rag_mia"]}, "not_run": {"srag": "no logprobs"},
+              "no_signal": {"rag_mia": "no signal: chance on the shadow"},
+              "verdicts": [{"doc_id": "a", "verdict": "member", "reason": "r",
+                            "methods": {"verbatim": {"score": 7.0}, "rag_mia": {"score": 0.5}}},
+                           {"doc_id": "b", "verdict": "inconclusive", "reason": "r", "methods": {}}]}
+    rows = _verdict_rows(result)
+    assert "S-RAG probability" not in rows[0]
+    assert rows[0]["Verbatim continuation"] == "7.00" and rows[1]["Verbatim continuation"] == "n/a"
+    assert rows[0]["RAG-MIA"] == "0.50 (no signal, not counted)"
