@@ -75,6 +75,7 @@ def per_document_sentence(collection: dict) -> str:
     basis = ("a rate that holds by construction when the controls are drawn like the documents"
              if collection.get("controls_kind") != "generated" else
              "rewritten controls are biased, as the note says")
-    leads = "; these calls lead the verdicts" if collection.get("leads_verdicts") else ""
+    leads = ("; these calls lead the verdicts, and another method's call on its own shadow can still make a "
+             "document a member" if collection.get("leads_verdicts") else "")
     return (f" Against the controls alone, {called} of {len(pv)} documents are called members at {fpr:.0%} "
             f"(each one's p-value against the controls; {basis}{leads}).")
