@@ -48,11 +48,21 @@ def _estimate(settings: Settings, docs, controls=()) -> None:
                "completion tokens are the most each answer may use. Preparing the shadow RAG runs locally and "
                "is cached after the first run. Answers already received (an audit cancelled and started "
                f"again) are not sent again. Counted for a target that answers in {styled.target_style} style "
-               f"({styled.target_style_source}); the connection check adds 4 to 5 short queries.")
+               f"({_style_source(settings, styled)}); the connection check adds 4 to 5 short queries.")
     if controls:
         per_method = [estimate_audit(controls, [m], params).queries for m in settings.methods]
         st.caption(f"The {len(controls)} controls add at most {max(per_method)} queries: they are probed with one "
                    "method only, the first that decides (primary, then second opinion, text-only, baselines).")
+
+
+def _style_source(settings: Settings, styled) -> str:
+    """Where the estimate's style comes from, before any probe: the check's finding, the user's choice, the
+    demo's own style, or (an endpoint not checked yet) the chat style as the upper bound."""
+    if _known_capabilities(settings) is not None or styled.target_style_source == "chosen by the user":
+        return styled.target_style_source
+    if settings.target_kind == DEMO:
+        return "the built-in demo target's style"
+    return "not checked yet: the upper bound until Check connection finds the style"
 
 
 def _styled_params(settings: Settings):

@@ -506,3 +506,13 @@ def test_the_verdict_table_has_a_column_for_each_method_that_ran():
     assert "S-RAG probability" not in rows[0]
     assert rows[0]["Verbatim continuation"] == "7.00" and rows[1]["Verbatim continuation"] == "n/a"
     assert rows[0]["RAG-MIA"] == "0.50 (no signal, not counted)"
+
+
+def test_the_estimate_says_where_its_answer_style_comes_from_before_any_probe(app):
+    app.text_area(key="pasted").input(LONG_1 + "\n\n" + LONG_2).run()
+    captions = " ".join(c.value for c in app.caption)
+    assert "(the built-in demo target's style)" in captions and "capability probe" not in captions
+    app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+    app.text_input(key="base_url").input("http://127.0.0.1:9/v1")
+    app.text_input(key="model").input("m").run()
+    assert "not checked yet: the upper bound" in " ".join(c.value for c in app.caption)
