@@ -131,7 +131,8 @@ def _header(result: dict) -> None:
             st.caption("A method calls a document a member where at most the chosen share of its shadow's "
                        "non-members score as high; it says \"not found\" only where at most 5% of its shadow's "
                        "members score as low. In between it is inconclusive (\"not cleared\").")
-            st.dataframe([dict(zip(power[0], row)) for row in power[1:]], hide_index=True)
+            st.dataframe([dict(zip(power[0], [LABELS.get(row[0], row[0]), *row[1:]])) for row in power[1:]],
+                         hide_index=True)
 
 
 def _account(result: dict) -> None:
@@ -309,7 +310,11 @@ def render_result(result: dict, live: bool = False) -> None:
 
     key = "live" if live else result_key(result)
     _header(result)
-    st.dataframe(_verdict_rows(result), hide_index=True)
+    rows = _verdict_rows(result)
+    if rows:
+        st.dataframe(rows, hide_index=True)
+    else:
+        st.info("No document has a verdict yet." if live else "No document was audited, so there is no verdict.")
     st.markdown(WHAT_IT_PROVES)
     with st.expander("What this audit does and does not prove"):
         for line in LIMITATIONS:

@@ -634,6 +634,17 @@ def _duration(start: str | None, end: str | None) -> str:
     return (f"{h} h {m} min" if h else f"{m} min {s_} s" if m else f"{s_} s")
 
 
+def calls_line(result: dict) -> str:
+    """The false-positive rate every per-document "member" call was made at, and where it was set."""
+    fpr = (result.get("config") or {}).get("fpr")
+    if fpr is None:
+        return "made at each method's balanced threshold on its shadow (an audit from before false-positive control)"
+    led = " or, where your controls lead (rule R0), on your controls" if (
+        (result.get("collection") or {}).get("leads_verdicts")) else ""
+    return (f"each 'member' call is made at a {float(fpr):.0%} false-positive rate, set on the shadow's "
+            f"non-members{led}; each method's power at that rate is in the table of methods")
+
+
 def collection_lines(result: dict) -> list[str]:
     """The collection-level conclusion (a test over all documents at once), or why there is none.
 
@@ -767,6 +778,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
          + (" <b>(stopped before the end: " + esc(scrub_text(str((r.get("failures") or {})["stopped"])))
             + ")</b>" if not r.get("cancelled") and (r.get("failures") or {}).get("stopped") else "")],
         ["Collection", esc(" ".join(collection_lines(r)))],
+        ["Calls", esc(calls_line(r))],
         ["Retrieval", esc(retrieval_line(r))],
         ["Answers", esc(freshness_line(r))],
         ["Report", esc(f"generated {now} by RAG Provenance Auditor {tool_version()}; document texts "

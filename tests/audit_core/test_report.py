@@ -607,3 +607,15 @@ def test_the_collection_note_is_a_sentence_of_its_own():
     lines = report.collection_lines({"collection": c})
     assert lines[1].endswith("limits it.") and report.collection_lines(
         {"collection": {**c, "note": "ends well."}})[1] == "ends well."
+
+
+def test_the_summary_states_the_false_positive_rate_of_the_calls_with_or_without_controls():
+    r = _shared_result()
+    r["config"] = {**r["config"], "fpr": 0.01}
+    first = _pages(report.pdf_report(r))[0]
+    assert "made at a 1% false-positive rate" in first.replace("\n", " ")
+    assert "rule R0" not in report.calls_line(r)
+    led = {**r, "collection": {"leads_verdicts": True}}
+    assert "your controls lead (rule R0)" in report.calls_line(led)
+    old = {**r, "config": {k: v for k, v in r["config"].items() if k != "fpr"}}
+    assert "before false-positive control" in report.calls_line(old)
