@@ -826,8 +826,10 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     style = (r.get("config") or {}).get("target_style")
     if style:
         source = (r.get("config") or {}).get("target_style_source") or ""
+        ran = set((r.get("config") or {}).get("methods") or []) - set(r.get("not_run") or {})
+        srag = ", and S-RAG read the target," if "srag" in ran else ""
         story.append(P(f"Answer style: {esc(style)}{' (' + esc(source) + ')' if source else ''}. The shadow RAG "
-                       "answered, and S-RAG read the target, in this style.", "small"))
+                       f"answered{srag} in this style.", "small"))
 
     # -- methods ---------------------------------------------------------------
     story.append(P("Methods and parameters", "h1"))

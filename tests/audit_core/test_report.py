@@ -619,3 +619,13 @@ def test_the_summary_states_the_false_positive_rate_of_the_calls_with_or_without
     assert "your controls lead (rule R0)" in report.calls_line(led)
     old = {**r, "config": {k: v for k, v in r["config"].items() if k != "fpr"}}
     assert "before false-positive control" in report.calls_line(old)
+
+
+def test_the_answer_style_line_names_s_rag_only_when_it_ran():
+    r = _shared_result()
+    r["config"] = {**r["config"], "target_style": "chat", "target_style_source": "chosen by the user"}
+    text = " ".join(_pages(report.pdf_report(r))).replace("\n", " ")
+    assert ("S-RAG read the target" in text) == ("srag" in r["config"]["methods"] and "srag" not in r.get("not_run", {}))
+    r["config"]["methods"] = ["verbatim"]
+    text = " ".join(_pages(report.pdf_report(r))).replace("\n", " ")
+    assert "The shadow RAG answered in this style" in text and "S-RAG read the target" not in text
