@@ -462,8 +462,9 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
             for path in _write_report(saved, Path(args.report_dir), redact=not args.no_redact):
                 print(f"report written: {path}", file=sys.stderr)
     except OSError as exc:  # the verdicts above and the store keep the audit; only the file is missing
-        print(f"error: an output could not be written: {exc.strerror or exc} ({exc.filename}); the audit is in "
-              "the store, and running the same command again reuses its answers", file=sys.stderr)
+        print(f"error: an output could not be written: {exc.strerror or exc} ({exc.filename}); the audit is saved "
+              "in the store (the app's History shows it), and the same command with --reuse-days 1 writes the "
+              "outputs again from its answers", file=sys.stderr)
         written = False
     if store is not None:
         store.close()

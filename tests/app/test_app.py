@@ -433,62 +433,46 @@ def test_a_rate_the_shadow_sizes_cannot_reach_is_said_before_start(app):
     assert "at least 99 shadow non-members" in " ".join(w.value for w in app.warning)
 
 
-def test_results_say_when_an_audit_stopped_on_a_fatal_target_error():
+def _results_part(part: str, shown: dict, *args):
+    """One drawing function of the Results tab (app.tab_results) run alone on ``shown``, as AppTest sees it."""
     from streamlit.testing.v1 import AppTest
 
     def page():
         import streamlit as st
 
-        from app.tab_results import _header
+        import app.tab_results as tab
 
-        _header(st.session_state["shown"])
+        getattr(tab, st.session_state["part"])(st.session_state["shown"], *st.session_state["args"])
 
     at = AppTest.from_function(page)
-    at.session_state["shown"] = {"documents": [{"id": "a", "text": "t"}], "verdicts": [], "config": {},
-                                 "failures": {"stopped": "authentication failed: 401 (8 document(s) not audited)"}}
+    at.session_state["part"], at.session_state["shown"], at.session_state["args"] = part, shown, list(args)
     at.run()
+    return at
+
+
+def test_results_say_when_an_audit_stopped_on_a_fatal_target_error():
+    at = _results_part("_header", {"documents": [{"id": "a", "text": "t"}], "verdicts": [], "config": {},
+                                   "failures": {"stopped": "authentication failed: 401 (8 document(s) not audited)"}})
     assert not at.exception
     assert "stopped before it finished: authentication failed: 401" in " ".join(e.value for e in at.error)
 
 
 def test_results_show_the_collection_tests_note_and_do_not_settle_a_p_value_from_rewritten_controls():
-    from streamlit.testing.v1 import AppTest
-
-    def page():
-        import streamlit as st
-
-        from app.tab_results import _header
-
-        _header(st.session_state["shown"])
-
-    at = AppTest.from_function(page)
     collection = {"p_value": 0.01, "n_documents": 20, "n_controls": 20, "power": 0.8, "alpha": 0.05,
                   "method": "srag", "controls_kind": "generated", "effect_size": 0.7,
                   "note": "measured bias of rewritten controls: 12.5% false rejections on one draw"}
-    at.session_state["shown"] = {"documents": [], "verdicts": [], "config": {}, "collection": collection}
-    at.run()
+    at = _results_part("_header", {"documents": [], "verdicts": [], "config": {}, "collection": collection})
     assert not at.exception and not at.success
     assert "measured bias of rewritten controls" in " ".join(c.value for c in at.caption)
 
 
 def test_a_verbatim_reading_without_a_score_says_why_and_not_that_nothing_was_reproduced():
-    from streamlit.testing.v1 import AppTest
-
-    def page():
-        import streamlit as st
-
-        from app.tab_results import _verbatim_detail
-
-        _verbatim_detail(st.session_state["shown"], "d1")
-
     ev = {"longest_reproduction": "", "reproduced_share": None,
           "probes": [{"template": "quote", "answer": "I cannot share that.", "non_answer": "refusal"},
                      {"template": "continue", "answer": "", "non_answer": "empty"}]}
-    at = AppTest.from_function(page)
-    at.session_state["shown"] = {"results": {"d1": {"verbatim": {
+    at = _results_part("_verbatim_detail", {"results": {"d1": {"verbatim": {
         "method": "verbatim", "score": None, "decision": None, "evidence": ev,
-        "reason": "too many non-answers: 2 of 2 replies were refusals or empty"}}}}
-    at.run()
+        "reason": "too many non-answers: 2 of 2 replies were refusals or empty"}}}}, "d1")
     assert not at.exception
     shown = " ".join(c.value for c in at.caption)
     assert "No reading: too many non" in shown and "reproduced no run" not in shown
