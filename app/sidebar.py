@@ -313,6 +313,14 @@ def _aux_corpus() -> str:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+    from shadow.corpus import CorpusError, load_corpus
+
+    try:  # read now, so that a file without texts is said here and not when the audit starts
+        n = len(load_corpus(path))
+    except CorpusError as exc:
+        st.error(f"This corpus cannot be used: {exc}. The shipped corpus is used instead.")
+        return str(DEFAULT_AUX_CORPUS)
+    st.caption(f"{n} public texts read.")
     return str(path)
 
 

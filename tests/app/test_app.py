@@ -500,3 +500,12 @@ def test_the_estimate_says_where_its_answer_style_comes_from_before_any_probe(ap
     app.text_input(key="base_url").input("http://127.0.0.1:9/v1")
     app.text_input(key="model").input("m").run()
     assert "not checked yet: the upper bound" in " ".join(c.value for c in app.caption)
+
+
+def test_a_public_corpus_without_texts_is_refused_when_uploaded(app, tmp_path, monkeypatch):
+    monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path))
+    app.radio(key="aux_choice").set_value("Upload a public corpus").run()
+    app.file_uploader(key="aux_upload").set_value(("corpus.jsonl", b'{"title": "no text here"}\n',
+                                                    "application/json")).run()
+    assert not app.exception
+    assert "This corpus cannot be used" in " ".join(e.value for e in app.error)
