@@ -10,23 +10,8 @@ URL is no loss.
 from __future__ import annotations
 
 from typing import MutableMapping, Sequence
-from urllib.parse import urlsplit
 
-#: default ports, so that https://h and https://h:443 are one origin
-_PORTS = {"http": 80, "https": 443}
-
-
-def origin(url: str) -> str:
-    """scheme://host:port of a URL, lower-cased; "" when it names no host (or cannot be parsed)."""
-    try:
-        parts = urlsplit((url or "").strip())
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return ""
-    if not host:
-        return ""
-    scheme = parts.scheme.lower()
-    return f"{scheme}://{host.lower()}:{port or _PORTS.get(scheme, '')}"
+from audit_core.target.base import url_origin as origin
 
 
 def bind_to_origin(state: MutableMapping, slot: str, url: str, cleared: dict[str, object]) -> str | None:

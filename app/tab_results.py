@@ -254,9 +254,9 @@ def _verbatim_detail(result: dict, doc_id: str) -> None:
                    "of this kind contains is not.")
         if got.get("ngrams"):
             st.caption(COPIED_NOTE.format(got["ngrams"]))
-    elif (method_result(result, doc_id, "verbatim") or {}).get("score") is None:
-        reason = (method_result(result, doc_id, "verbatim") or {}).get("reason") or "no reason recorded"
-        st.caption(f"No reading: {_md(reason)}")  # refusals, empty answers: said, never "reproduced nothing"
+    elif (res := method_result(result, doc_id, "verbatim") or {}).get("score") is None:
+        # refusals, empty answers: said, never "reproduced nothing"
+        st.caption(f"No reading: {_md(res.get('reason') or 'no reason recorded')}")
     else:
         st.caption("The target reproduced no run of four words or more from the unseen part.")
     if got.get("similarity") is not None:

@@ -245,6 +245,11 @@ def read_csv_bytes(data: bytes) -> pd.DataFrame:
     ',' ';' tab '|'. Nothing is coerced: "NA", "0012" and "1e5" stay text.
     Raises DocumentInputError for empty, binary or unparseable input.
     """
+    return _csv_table(_text_of(data))
+
+
+def _text_of(data: bytes) -> str:
+    """An upload's text: not empty, not binary, decoded (``_decode``), without a byte-order mark."""
     if not data or not data.strip():
         raise DocumentInputError("The file is empty.")
     _check_not_binary(data)
@@ -253,6 +258,11 @@ def read_csv_bytes(data: bytes) -> pd.DataFrame:
     text = text.lstrip("\ufeff")
     if not text.strip():
         raise DocumentInputError("The file is empty.")
+    return text
+
+
+def _csv_table(text: str) -> pd.DataFrame:
+    """``read_csv_bytes`` on decoded text."""
     delimiter = _detect_delimiter(text)
     headerless = False
     if not delimiter:
@@ -332,16 +342,13 @@ def read_table_bytes(data: bytes, name: str = "") -> pd.DataFrame:
     JSONL is told by its name (.jsonl, .ndjson) or by a first line that is a JSON
     object; everything else is read by ``read_csv_bytes``.
     """
-    if not data or not data.strip():
-        raise DocumentInputError("The file is empty.")
-    _check_not_binary(data)
-    text = _decode(data).lstrip("\ufeff")
+    text = _text_of(data)  # decoded once, for either reader
     if name.lower().endswith((".jsonl", ".ndjson")) or _looks_like_jsonl(text):
         df = _jsonl_table(text)
         if df.empty:
             raise DocumentInputError("The JSONL file has no records.")
         return df
-    return read_csv_bytes(data)
+    return _csv_table(text)
 
 
 def guess_text_column(df: pd.DataFrame) -> str:

@@ -136,7 +136,7 @@ class Capabilities:
     sources: bool = False
 
 
-# --------------------------------------------------------------------------- errors
+# --------------------------------------------------------------------------- service addresses
 
 
 def check_service_url(url: object, field: str) -> None:
@@ -170,6 +170,29 @@ def display_url(url: str) -> str:
     except ValueError:
         return "(not a valid URL)"
     return f"{p.scheme}://{p.netloc.rsplit('@', 1)[-1]}{p.path}"
+
+
+#: default ports, so that https://h and https://h:443 are one origin
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def url_origin(url: str) -> str:
+    """scheme://host:port of a URL, lower-cased; "" when it names no host (or cannot be parsed).
+
+    Where a secret may go: a key given for one origin is never sent to another.
+    """
+    try:
+        parts = urlsplit((url or "").strip())
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return ""
+    if not host:
+        return ""
+    scheme = parts.scheme.lower()
+    return f"{scheme}://{host.lower()}:{port or _DEFAULT_PORTS.get(scheme, '')}"
+
+
+# --------------------------------------------------------------------------- errors
 
 
 class TargetError(RuntimeError):

@@ -76,6 +76,7 @@ from audit_core.target.base import (
     Usage,
     check_service_url,
     display_url,
+    url_origin,
 )
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 from audit_core.target.openai_compat import (
@@ -229,11 +230,6 @@ def fill_template(template: Any, values: Mapping[str, Any]) -> Any:
     if isinstance(template, list):
         return [fill_template(v, values) for v in template]
     return template
-
-
-def _origin(url: str) -> tuple[str, str, int]:
-    p = urlsplit(url)
-    return p.scheme, (p.hostname or "").lower(), p.port or (443 if p.scheme == "https" else 80)
 
 
 # --------------------------------------------------------------------------- the target
@@ -402,7 +398,7 @@ class HttpTarget(RetryingConnector, Target):
         """The next URL of a redirect, only if it stays on the configured origin."""
         location = resp.headers.get("location", "")
         nxt = urljoin(url, location)
-        if resp.status_code == 303 or _origin(nxt) != _origin(self.config.url):
+        if resp.status_code == 303 or url_origin(nxt) != url_origin(self.config.url):
             where = self._scrub(display_url(nxt)) if location else "nowhere"
             raise _Failed(_Attempt(RedirectRefused(
                 f"{self.url} redirected (HTTP {resp.status_code}) to {where}; it was not followed, so the "
