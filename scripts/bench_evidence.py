@@ -279,6 +279,31 @@ def simulate_collections(members: list[float], nonmembers: list[float], n_sim: i
             "draws": "with replacement (pool too small)" if replace else "without replacement"}
 
 
+def oracle_log_lr(members: list[float], nonmembers: list[float]) -> tuple[list[float], list[float]]:
+    """Each score's log-likelihood ratio member / non-member read off the draw's OWN labels: an upper bound.
+
+    An isotonic fit of the label on the raw score over the pooled draw (members
+    and non-members in equal numbers, so its odds are the likelihood ratio),
+    clipped half a document from 0 and 1. Weighted with ``LOG_ODDS`` this gives
+    the collection test the statistic that is most powerful against a
+    quarter-member collection if the draw's own distributions were the truth.
+    No audit can have it (it uses the labels it would have to find), and it is
+    fitted on the documents it is then tested on, so its power is optimistic:
+    where even it stays under a target, no statistic of these scores reaches it.
+    """
+    from scipy.special import logit
+    from sklearn.isotonic import IsotonicRegression
+
+    m, n = np.asarray(members, float), np.asarray(nonmembers, float)
+    k = min(len(m), len(n))  # a balanced pool: prior odds 1
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.permutation(m)[:k], rng.permutation(n)[:k]]
+    y = np.r_[np.ones(k), np.zeros(k)]
+    eps = 0.5 / (k + 1)
+    iso = IsotonicRegression(y_min=eps, y_max=1 - eps, out_of_bounds="clip").fit(x, y)
+    return [float(v) for v in logit(iso.predict(m))], [float(v) for v in logit(iso.predict(n))]
+
+
 # --------------------------------------------------------------------------- (c)
 
 
@@ -415,8 +440,9 @@ def markdown(res: dict) -> str:
             lambda r: f"{r['calibration_nonmembers']} + {r['test_nonmembers']}")
     b = res.get("b")
     if b:
-        how = ("log-likelihood-ratio (member odds from the shadow)" if b.get("weights") == "likelihood ratio"
-               else "Savage-score")
+        how = {"likelihood ratio": "log-likelihood-ratio (member odds from the shadow)",
+               "oracle": "log-likelihood-ratio (odds read off the draw's own labels: an upper bound, not a method)",
+               }.get(b.get("weights"), "Savage-score")
         lines += [f"**(b) Collection test** (one-sided {how} permutation test on {b['method']}'s score, {b['pool']}; "
                   f"{b['draws']}; pool {b['pool_members']} members, {b['pool_nonmembers']} non-members): "
                   f"false-positive rate over {b['n_collections']:,} collections of 20 non-members against "
@@ -464,9 +490,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--collections", type=int, default=1000)
     ap.add_argument("--controls", default="20",
                     help="(b): controls per collection, comma-separated (e.g. 20,30,40,60: power against M)")
-    ap.add_argument("--weights", choices=["lr", "savage"], default="lr",
-                    help="(b): the test's statistic: the shadow's likelihood ratio (as the audit uses), or Savage "
-                         "ranks (the statistic before session 14, for comparison)")
+    ap.add_argument("--weights", choices=["lr", "savage", "oracle"], default="lr",
+                    help="(b): the test's statistic: the shadow's likelihood ratio (as the audit uses), Savage "
+                         "ranks (the statistic before session 14, for comparison), or an upper bound no audit can "
+                         "use: the likelihood ratio read off the draw's own labels (oracle_log_lr; --pool target)")
     ap.add_argument("--canaries", type=int, default=0, help="(c): n published-role + n siblings (0: skip)")
     ap.add_argument("--canary-shadow-size", type=int, default=40, help="shadow per class for S-RAG in (c)")
     ap.add_argument("--splits", type=int, default=1000)
@@ -476,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench-evidence.json"))
     ap.add_argument("--update-benchmarks-md", action="store_true")
     args = ap.parse_args(argv)
+    if args.weights == "oracle" and args.pool != "target":
+        ap.error("--weights oracle reads the labels of the target's held-out rows: use it with --pool target")
 
     import os
 
@@ -513,6 +542,14 @@ def main(argv: list[str] | None = None) -> int:
         platt = ev.get("platt")
     if args.weights == "savage":
         platt = None
+    elif args.weights == "oracle" and b_pool:
+        from shadow.bench.report import ranking_score
+
+        prim = [r for r in rows if r["method"] == args.primary and ranking_score(r) is not None]
+        b_pool = (*oracle_log_lr([ranking_score(r) for r in prim if r["label"] == 1],
+                                 [ranking_score(r) for r in prim if r["label"] == 0]),
+                  b_pool[2] + ", weighted by the likelihood ratio of the draw's own labels (an upper bound)")
+        platt = LOG_ODDS
     if b_pool and b_pool[0] and len(b_pool[1]) >= 2:
         t0 = time.time()
         counts = [int(x) for x in args.controls.split(",") if x]
@@ -522,6 +559,9 @@ def main(argv: list[str] | None = None) -> int:
         if len(counts) > 1:
             res["b_controls"] = {str(m): simulate_collections(b_pool[0], b_pool[1], args.collections, n_controls=m,
                                                               platt=platt) for m in counts}
+        if args.weights == "oracle":
+            for b in [res["b"], *res.get("b_controls", {}).values()]:
+                b["weights"] = "oracle"
     if args.canaries:
         res["c"] = canary_experiment(args.canaries, args.canary_shadow_size, args.splits)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

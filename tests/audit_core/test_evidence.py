@@ -957,3 +957,19 @@ def test_the_evidence_benchmark_calls_documents_against_held_out_controls_at_the
     res = bench.control_calibrated_fpr(rows, n_controls=20, splits=300)
     assert 0.02 < res["x"]["mean_fpr"] < 0.08 and res["x"]["mean_tpr"] > 0.8
     assert res["x"]["tested_nonmembers"] == 40 and "too few" in res["y"]["reason"]
+
+
+def test_the_evidence_benchmarks_oracle_weighs_by_the_draws_own_likelihood_ratio():
+    """The upper bound reads a monotone, clipped log-LR off the labels; it outscores the shadow's fit where both apply."""
+    from audit_core.evidence.collection import LOG_ODDS
+
+    bench = _script()
+    m, n = _separated(50, shift=2.0, seed=4)
+    lm, ln = bench.oracle_log_lr(m, n)
+    pairs = sorted(zip(m + n, lm + ln))
+    assert all(b[1] >= a[1] - 1e-12 for a, b in zip(pairs, pairs[1:]))  # never runs against the score
+    bound = math.log((1 - 0.5 / 51) / (0.5 / 51))
+    assert max(map(abs, lm + ln)) <= bound + 1e-9 and np.mean(lm) > 1 > -1 > np.mean(ln)
+    oracle = bench.simulate_collections(lm, ln, 200, platt=LOG_ODDS)
+    ranks = bench.simulate_collections(m, n, 200, platt=None)
+    assert oracle["power_5_of_20"] > ranks["power_5_of_20"]
