@@ -361,6 +361,9 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
     if getattr(args, "report_dir", None) and Path(args.report_dir).exists() and not Path(args.report_dir).is_dir():
         print(f"error: --report-dir {args.report_dir} is a file; give a folder", file=sys.stderr)
         return 2
+    if getattr(args, "store", None) and Path(args.store).is_dir():
+        print(f"error: --store {args.store} is a folder; give the file name of the answer store", file=sys.stderr)
+        return 2
     if args.estimate_only:
         return 0
     store = run_id = None
@@ -468,31 +471,35 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
         written = False
     if store is not None:
         store.close()
-    if not written:
-        return 2
     if result.failures.get("stopped"):
         return 3
-    return _ci_outputs(args, saved)
+    return _ci_outputs(args, saved, written)
 
 
-def _ci_outputs(args, saved: dict) -> int:
-    """--junit and --fail-on: the report and exit status a scheduled job reads (``audit_core.ci_gate``)."""
+def _ci_outputs(args, saved: dict, written: bool = True) -> int:
+    """--junit and --fail-on: the report and exit status a scheduled job reads (``audit_core.ci_gate``).
+
+    A finding ``--fail-on`` names exits 1 even when an output file could not be
+    written: a job that watches a service must not read a member call as a disk
+    problem. Without such a finding, a missing output exits 3 (the run did not
+    do all it was asked), never 0 and never 2, which says "nothing was sent".
+    """
     from audit_core.ci_gate import gate_failures, junit_xml
 
     if getattr(args, "junit", None):
         try:
             Path(args.junit).write_bytes(junit_xml(saved))
+            print(f"JUnit report written to {args.junit}", file=sys.stderr)
         except OSError as exc:  # the verdicts above and the store keep the audit; only this file is missing
             print(f"error: the JUnit report could not be written to {args.junit}: {exc.strerror or exc}",
                   file=sys.stderr)
-            return 2
-        print(f"JUnit report written to {args.junit}", file=sys.stderr)
-    if not getattr(args, "fail_on", None):
-        return 0
-    causes = gate_failures(saved, args.fail_on)
+            written = False
+    causes = gate_failures(saved, args.fail_on) if getattr(args, "fail_on", None) else []
     for cause in causes:
         print(f"gate (--fail-on {args.fail_on}): {cause}", file=sys.stderr)
-    return GATE_FAILED if causes else 0
+    if causes:
+        return GATE_FAILED
+    return 0 if written else 3
 
 
 def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
@@ -717,7 +724,15 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_prepare)
 
     args = ap.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except Exception as exc:  # noqa: BLE001 -- a crash must not exit 1, which --fail-on reserves for a finding
+        from audit_core.report import scrub_text
+
+        print(f"error: unexpected failure ({type(exc).__name__}: {scrub_text(str(exc))}); this is a bug in the "
+              "auditor, please report it with the command you ran. Answers received so far are kept in the "
+              "store, and the same command resumes without sending them again.", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

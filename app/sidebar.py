@@ -405,12 +405,10 @@ def _warn_too_few_nonmembers(methods, shadow, fpr: float) -> None:
     """Said before Start: a method whose shadow has too few non-members for the rate will not decide."""
     from audit_core.evidence.calibration import min_nonmembers
     from audit_core.methods import LABELS
-    from shadow.prepare import FULL_SIZE_METHODS
+    from shadow.prepare import shadow_sizes
 
     need = min_nonmembers(fpr)
-    short = [LABELS[m] for m in methods
-             if (shadow.n_nonmembers if m in FULL_SIZE_METHODS
-                 else min(shadow.n_per_class_generative, shadow.n_nonmembers)) < need]
+    short = [LABELS[m] for m in methods if shadow_sizes(m, shadow)[1] < need]
     if short:
         st.warning(f"At {fpr:.0%} a method needs at least {need} shadow non-members to decide; with these shadow "
                    f"sizes {', '.join(short)} will abstain. Choose a larger shadow size or a higher rate.")

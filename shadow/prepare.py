@@ -122,13 +122,18 @@ def preparation_key(method: MembershipMethod, cfg: ShadowConfig, corpus_hash: st
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-#: methods whose shadow has the full ``n_members`` + ``n_nonmembers``: their probes are one or a few
-#: tokens each, cheap at that size; the generative ones get ``n_per_class_generative`` per class
-FULL_SIZE_METHODS = ("srag", "rag_mia", "mink", "cited_sources")
+def shadow_sizes(name: str, cfg: ShadowConfig) -> tuple[int, int]:
+    """How many shadow members and non-members method ``name`` is prepared on.
 
+    The full ``n_members`` + ``n_nonmembers`` where its registry entry says so
+    (``MethodSpec.full_size_shadow``: probes of one or a few answer tokens);
+    ``n_per_class_generative`` per class for the methods that decode whole answers
+    (and for a method outside the registry, as a test's).
+    """
+    from audit_core.methods import METHODS
 
-def _sizes(method: MembershipMethod, cfg: ShadowConfig) -> tuple[int, int]:
-    if method.name in FULL_SIZE_METHODS:
+    spec = METHODS.get(name)
+    if spec is not None and spec.full_size_shadow:
         return cfg.n_members, cfg.n_nonmembers
     n = cfg.n_per_class_generative
     return min(n, cfg.n_members), min(n, cfg.n_nonmembers)
@@ -174,7 +179,8 @@ def prepare_shadow(
     #: observations probed in this call, by what determines the probes
     probed: dict[str, tuple[list[Observation], list[Observation]]] = {}
     for method in methods:
-        probe_key = json.dumps([method.probe_scope, method.version, _config_of(method), _sizes(method, cfg)],
+        sizes = shadow_sizes(method.name, cfg)
+        probe_key = json.dumps([method.probe_scope, method.version, _config_of(method), sizes],
                                sort_keys=True, default=str)
         key = preparation_key(method, cfg, chash)
         prep.keys[method.name] = key
@@ -208,7 +214,7 @@ def prepare_shadow(
                 rag = build_shadow_rag(cfg, kb)
                 if progress:
                     progress("building the shadow RAG", 1, 1)
-            n_m, n_n = _sizes(method, cfg)
+            n_m, n_n = shadow_sizes(method.name, cfg)
             import random
 
             rnd = random.Random(cfg.seed + 1)

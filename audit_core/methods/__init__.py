@@ -41,6 +41,10 @@ class MethodSpec:
     no_clearing: str | None = None
     #: the target's answers must carry the sources they cite (``Capabilities.sources``)
     requires_sources: bool = False
+    #: the shadow probes the full ``ShadowConfig.n_members`` + ``n_nonmembers`` documents (one or a few
+    #: answer tokens per probe, cheap at that size); False: ``n_per_class_generative`` per class, for
+    #: methods that decode whole answers (``shadow.prepare``)
+    full_size_shadow: bool = False
 
     def config_class(self) -> type:
         return getattr(importlib.import_module(self.module), self.config)
@@ -58,7 +62,7 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                description='asks the target to continue the document from just before hard-to-guess words and reads the '
                            'probability it gives to the true next word; a classifier trained on a shadow RAG turns the '
                            'histogram of these probabilities into a membership probability',
-               suggested_for=("logprobs",)),
+               suggested_for=("logprobs",), full_size_shadow=True),
     MethodSpec("mba", "MBA", _M + "mba", "MbaMethod", "MbaConfig", False, "second opinion",
                "1 fill-in request, or one per hidden word",
                description='hides selected words of the document and asks the target to fill them in; a RAG that retrieved '
@@ -66,7 +70,7 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                suggested_for=("logprobs", "text only")),
     MethodSpec("rag_mia", "RAG-MIA", _M + "rag_mia", "RagMiaMethod", "RagMiaConfig", False, "baseline",
                "1 yes/no question",
-               description='asks the target directly whether the text appears in its context'),
+               description='asks the target directly whether the text appears in its context', full_size_shadow=True),
     MethodSpec("s2mia_t", "S2MIA-T", _M + "s2mia", "S2miaThresholdMethod", "S2miaConfig", False, "baseline",
                "1 continuation (shared with S2MIA-M)",
                description='gives the target the first half of the document and compares its continuation with the true '
@@ -77,7 +81,8 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                            'second half (semantic similarity and perplexity)'),
     MethodSpec("mink", "Min-k% Prob", _M + "mink", "MinKMethod", "MinKConfig", True, "baseline",
                "1 continuation with logprobs",
-               description='averages the lowest token probabilities the target assigns to the document'),
+               description='averages the lowest token probabilities the target assigns to the document',
+               full_size_shadow=True),
     # text-only methods, in voting order (audit_core.verdict). Cited sources first where a target cites
     # them: it observes retrieval itself, with no model between the document and the evidence (chosen
     # before it was measured on any target). Then verbatim, the strongest on the chat profile in its
@@ -89,7 +94,7 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                            'document as questions, again led by up to 80 words of the most similar other document (which '
                            'gets past the Mirabel defense), and measures how much of its text is in the passages the '
                            'service cites',
-               requires_sources=True,
+               requires_sources=True, full_size_shadow=True,
                no_clearing='Cited sources says no "not found": its shadow cites whole documents, so where a service '
                            'cites chunks or snippets of a document it holds, the share of the document in them is '
                            'smaller than the shadow taught, and only member calls are safe (BENCHMARKS.md, session 27)'),

@@ -69,9 +69,11 @@ def test_not_found_may_stand_only_where_the_target_retrieves_with_queries_as_sen
                  ["--target", "http://127.0.0.1:9/v1", "--model", "m", "--retrieval-as-sent"]):
         assert main(["audit", "--docs", "x.csv", *argv]) == 0
     assert [c.verdict.retrieval_as_sent for c in parsed] == [True, True, False, False, False, True]
-    monkeypatch.setattr("app.cli.cmd_audit", lambda args: _audit_config(args))
+    seen = []
+    monkeypatch.setattr("app.cli.cmd_audit", lambda args: seen.append(args) or 0)
+    main(["audit", "--docs", "x.csv", "--target", "demo", "--demo-defense", "paraphrase", "--retrieval-as-sent"])
     with pytest.raises(ValueError, match="does not retrieve with queries as sent"):
-        main(["audit", "--docs", "x.csv", "--target", "demo", "--demo-defense", "paraphrase", "--retrieval-as-sent"])
+        _audit_config(seen[0])  # which the audit says as bad input, exit 2, before anything is sent
 
 
 def test_the_cli_tells_the_owner_how_withheld_documents_can_be_cleared():
@@ -146,9 +148,32 @@ def test_a_junit_file_that_cannot_be_written_is_said_without_a_traceback(tmp_pat
 
     folder = tmp_path / "a-folder"
     folder.mkdir()
-    assert _ci_outputs(argparse.Namespace(junit=str(folder), fail_on=None), make_result()) == 2  # a folder, not a file
+    assert _ci_outputs(argparse.Namespace(junit=str(folder), fail_on=None), make_result()) == 3  # a folder, not a file
     err = capsys.readouterr().err
     assert "the JUnit report could not be written" in err and "Traceback" not in err
+    # a member finding is never hidden behind a file that could not be written
+    assert _ci_outputs(argparse.Namespace(junit=str(folder), fail_on="member"), make_result()) == 1
+    assert _ci_outputs(argparse.Namespace(junit=None, fail_on=None), make_result(), written=False) == 3
+
+
+def test_a_crash_exits_3_not_the_1_that_fail_on_reserves_and_a_store_folder_is_bad_input(
+        tmp_path, capsys, monkeypatch):
+    import app.cli
+
+    def crash(args):
+        raise RuntimeError("disk on fire, key sk-abcdefghijklmnop")
+
+    monkeypatch.setattr("app.cli.cmd_audit", crash)
+    assert app.cli.main(["audit", "--target", "demo", "--docs", "x.csv", "--fail-on", "member"]) == 3
+    err = capsys.readouterr().err
+    assert "unexpected failure (RuntimeError: disk on fire" in err and "sk-abcdefghijklmnop" not in err
+    monkeypatch.undo()
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    assert app.cli.main(["audit", "--target", "demo", "--docs", _docs_csv(tmp_path), "--method", "rag_mia",
+                         "--store", str(folder), "--fail-on", "member"]) == 2
+    err = capsys.readouterr().err
+    assert f"--store {folder} is a folder" in err and "Traceback" not in err
 
 
 def _docs_csv(tmp_path):

@@ -18,9 +18,10 @@ from dataclasses import replace
 import pytest
 
 import shadow.prepare as prepare
+from audit_core.methods import METHODS
 from audit_core.methods.base import Calibration, Observation
 from shadow import shipped
-from shadow.prepare import FULL_SIZE_METHODS, ShadowConfig, prepare_shadow
+from shadow.prepare import ShadowConfig, prepare_shadow
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ def test_every_shipped_key_is_the_key_of_its_configuration_today(manifest, corpu
             raw = json.load(fh)
         assert raw["key"] == key
         n_m, n_n, n_g = shipped.SHIPPED_SIZES[entry["size"]]
-        want = (n_m, n_n) if entry["method"] in FULL_SIZE_METHODS else (n_g, n_g)
+        want = (n_m, n_n) if METHODS[entry["method"]].full_size_shadow else (n_g, n_g)
         assert (len(raw["members"]), len(raw["nonmembers"])) == want
     assert not stale, ("these shipped preparations no longer match the code (a method's probes, version or "
                        "defaults changed): run scripts/build_default_preparation.py -- " + "; ".join(stale))
