@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
 import logging
 import os
@@ -53,6 +54,7 @@ import random
 import re
 import string
 import threading
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Mapping
 from urllib.parse import urljoin, urlsplit
@@ -85,6 +87,7 @@ from audit_core.target.openai_compat import (
     RetryPolicy,
     _Attempt,
     _Secret,
+    header_safe,
     parse_retry_after,
     scrub_json,
     tokens_from_logprob_entries,
@@ -102,6 +105,8 @@ _METHODS = ("POST", "PUT", "PATCH", "GET")
 MAX_REDIRECTS = 3
 #: how much of a server's error text is quoted in our messages
 _MAX_QUOTED_CHARS = 300
+#: header values from the environment shorter than this are not treated as secrets in answers (``_scrub``)
+MIN_SECRET_CHARS = 8
 
 
 class _Failed(Exception):
@@ -256,8 +261,14 @@ class HttpTarget(RetryingConnector, Target):
                 raise AuthenticationFailed(
                     f"the target file's header {k!r} reads ${missing[0]} from the environment, and it is not set "
                     f"(set it before running; the key for {self.url} is never written into the file)")
-            secrets += [env[n] for n in string.Template(v).get_identifiers()]
-            headers[k] = string.Template(v).substitute(env)
+            values = {n: env[n].strip() for n in string.Template(v).get_identifiers()}
+            bad = [n for n, value in values.items() if not header_safe(value)]
+            if bad:  # said without the value: httpx would quote it in its own error
+                raise AuthenticationFailed(
+                    f"${bad[0]} (for the target file's header {k!r}) has characters no key has (a space, a line "
+                    "break or a non-ASCII letter): set it again, copied from the provider")
+            secrets += list(values.values())
+            headers[k] = string.Template(v).substitute(values)
         lowered = {k.lower() for k in headers}
         if config.method != "GET" and "content-type" not in lowered:
             headers["Content-Type"] = "application/json"
@@ -267,7 +278,10 @@ class HttpTarget(RetryingConnector, Target):
                 "127.0.0.1", "localhost", "::1"):
             log.warning("%s: the target file sends a key over plain http; anyone on the way can read it", self.url)
         self._headers = _Secret(headers)  # type: ignore[arg-type] - holds the expanded headers, never shown
-        self._secrets = _Secret(sorted({s for s in secrets if s}, key=len, reverse=True))  # type: ignore[arg-type]
+        # values too short to be keys (a tenant "a", an API version "2") are not scrubbed from answers, where
+        # masking them would garble every word they occur in
+        self._secrets = _Secret(sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len,
+                                       reverse=True))  # type: ignore[arg-type]
         self._answer = compile_jsonpath(config.answer_path, "answer_path")
         self._logprobs = None if config.logprobs_path is None else compile_jsonpath(config.logprobs_path,
                                                                                      "logprobs_path")
@@ -368,6 +382,7 @@ class HttpTarget(RetryingConnector, Target):
         kwargs: dict[str, Any] = ({"params": {k: v if isinstance(v, str) else json.dumps(v)
                                               for k, v in payload.items()}}
                                   if c.method == "GET" else {"content": json.dumps(payload).encode()})
+        deadline = time.monotonic() + self.timeout_s
         for _ in range(MAX_REDIRECTS + 1):
             try:
                 with self._client.stream(c.method, url, headers=self._headers.reveal(), **kwargs) as resp:
@@ -377,10 +392,10 @@ class HttpTarget(RetryingConnector, Target):
                     if resp.status_code >= 400:
                         resp.read()
                         raise _Failed(self._status_error(resp))
-                    if c.stream and resp.headers.get("content-type", "").startswith("text/event-stream"):
-                        return self._from_events(list(self._events(resp)))
-                    resp.read()
-                    return self._from_json(self._decode(resp.content))
+                    kind = resp.headers.get("content-type", "").lower()
+                    if c.stream and kind.startswith("text/event-stream"):
+                        return self._from_events(list(self._events(resp, deadline)))
+                    return self._from_json(self._decode(self._body(resp, deadline)))
             except httpx.TimeoutException:
                 raise _Failed(_Attempt(Unreachable(f"{self.url} did not answer within {self.timeout_s:g}s"),
                                        retryable=True)) from None
@@ -408,27 +423,62 @@ class HttpTarget(RetryingConnector, Target):
 
     # ------------------------------------------------------------------ response
 
+    def _late(self, deadline: float) -> None:
+        """``timeout_s`` bounds the whole answer, not each read: a server that trickles bytes or sends
+        keep-alive comments forever would otherwise hold the audit without end."""
+        if time.monotonic() > deadline:
+            raise _Failed(_Attempt(Unreachable(f"{self.url} did not finish its answer within {self.timeout_s:g}s"),
+                                   retryable=True))
+
+    def _body(self, resp: httpx.Response, deadline: float) -> bytes:
+        chunks = []
+        for chunk in resp.iter_bytes():
+            chunks.append(chunk)
+            self._late(deadline)
+        return b"".join(chunks)
+
     def _decode(self, body: bytes) -> Any:
         try:
             return json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            snippet = self._scrub(body[:120].decode("utf-8", "replace"))
+            snippet = self._scrub(body.decode("utf-8", "replace"))[:120]  # scrubbed before it is cut
             raise BadResponse(f"{self.url} sent a body that is not valid JSON: {snippet!r}") from None
 
-    def _events(self, resp: httpx.Response) -> Iterator[Any]:
-        """The JSON data of each server-sent event, until the stream ends or sends [DONE]."""
+    def _events(self, resp: httpx.Response, deadline: float = float("inf")) -> Iterator[Any]:
+        """The JSON data of each server-sent event, until the stream ends or sends [DONE].
+
+        An error event (``event: error``, or data with a top-level ``error``, as vLLM and
+        OpenAI-style servers send when generation fails midway) fails the request: the text
+        streamed before it is not a whole answer.
+        """
         data: list[str] = []
-        for line in [*resp.iter_lines(), ""]:
+        event = ""
+        for i, line in enumerate(itertools.chain(resp.iter_lines(), [""])):  # read as it arrives
+            self._late(deadline)
+            if i == 0:
+                line = line.lstrip("\ufeff")
             if line.startswith("data:"):
                 data.append(line[5:][1:] if line[5:6] == " " else line[5:])
-            elif line == "" and data:
-                text, data = "\n".join(data), []
+            elif line.startswith("event:"):
+                event = line[6:].strip()
+            elif line == "" and (data or event):
+                text, data, kind, event = "\n".join(data), [], event, ""
                 if text.strip() == "[DONE]":
                     return
-                yield self._decode(text.encode())
+                decoded = self._decode(text.encode()) if text.strip() else None
+                if kind == "error" or (isinstance(decoded, dict) and decoded.get("error")):
+                    said = self._scrub(text.strip())[:_MAX_QUOTED_CHARS]
+                    raise _Failed(_Attempt(ServerError(f"{self.url} broke off its streamed answer with an error "
+                                                       f"event: {said}"), retryable=True))
+                if decoded is not None:
+                    yield decoded
 
     def _matches(self, expr: Any, data: Any) -> list[Any]:
-        return [m.value for m in expr.find(data)]
+        try:
+            return [m.value for m in expr.find(data)]
+        except Exception as exc:  # noqa: BLE001 - a path that cannot be applied to this answer's shape
+            raise BadResponse(f"a JSONPath of the target file could not be applied to the answer from {self.url} "
+                              f"({type(exc).__name__}); check answer_path, logprobs_path and sources_path") from None
 
     def _from_json(self, data: Any) -> Completion:
         found = self._matches(self._answer, data)
@@ -468,7 +518,18 @@ class HttpTarget(RetryingConnector, Target):
         return [v for v in found if v is not None]
 
     def _text(self, pieces: list[Any]) -> str:
-        return "".join("" if p is None else p if isinstance(p, str) else json.dumps(p) for p in pieces)
+        """The answer's text; null is an empty answer (a non-answer downstream).
+
+        Anything else that is not a string is refused: an object read as its JSON text
+        (``{"role": "assistant", ...}``) would look to the style probe like a model that
+        continues text, and an error object would be read as an answer.
+        """
+        odd = [p for p in pieces if p is not None and not isinstance(p, str)]
+        if odd:
+            kind = {dict: "an object", list: "a list", bool: "true/false"}.get(type(odd[0]), "a number")
+            raise BadResponse(f"the answer_path {self.config.answer_path} found {kind} in the answer from "
+                              f"{self.url}, not text; point it at the text itself (e.g. its .content)")
+        return "".join(p or "" for p in pieces)
 
     def _completion(self, text: str, entries: list[Any] | None, raw: Any, sources: list[str] | None) -> Completion:
         tokens = None if entries is None else tokens_from_logprob_entries(entries, self._scrub, self.url)
@@ -485,7 +546,7 @@ class HttpTarget(RetryingConnector, Target):
     def _status_error(self, resp: httpx.Response) -> _Attempt:
         """An HTTP error status -> the typed error, retryable when retry_on lists it."""
         status = resp.status_code
-        said = self._scrub(resp.text.strip()[:_MAX_QUOTED_CHARS])
+        said = self._scrub(resp.text.strip())[:_MAX_QUOTED_CHARS]  # scrubbed before it is cut
         quote = f": {said}" if said else ""
         if status in (401, 403):
             err: TargetError = AuthenticationFailed(f"the key was rejected by {self.url} (HTTP {status}){quote}")

@@ -19,6 +19,7 @@ import hmac
 import json
 import logging
 import math
+import os
 import random
 import re
 import threading
@@ -157,6 +158,17 @@ def tokens_from_logprob_entries(content: Any, scrub: Callable[[str], str], sourc
     except (KeyError, TypeError, ValueError, AttributeError):
         raise BadResponse(f"{source} sent a logprobs entry without token or logprob") from None
     return tokens
+
+
+def header_safe(value: str) -> bool:
+    """Whether a secret can go into an HTTP header as it is: printable ASCII without spaces.
+
+    Checked before anything is sent, so that the error can name where the
+    value came from without quoting it: httpx would fail on it with a codec or
+    header error that quotes the value (a key pasted with a line break or a
+    typographic quote).
+    """
+    return value.isascii() and value.isprintable() and " " not in value
 
 
 def scrub_json(obj: Any, scrub: Callable[[str], str]) -> Any:
@@ -335,7 +347,7 @@ class OpenAITarget(RetryingConnector, Target):
         #: $.choices[0].message.context.citations); None: the endpoint cites none
         self._sources = None if sources_path is None else compile_jsonpath(sources_path, "sources_path")
         key = (api_key or "").strip()
-        if key and not (key.isascii() and key.isprintable() and " " not in key):
+        if key and not header_safe(key):
             # said without the key: httpx would fail on it with a codec or header error naming neither
             raise ValueError("the API key has characters no key has (a space, a line break or a non-ASCII "
                              "letter): copy it again from the provider")
@@ -350,8 +362,12 @@ class OpenAITarget(RetryingConnector, Target):
                                  bad_response_retries=bad_response_retries)
         # The client's retries are off: ours count every attempt and share rate-limit waits.
         # Redirects are not followed (see the class docstring); a 3xx becomes a RequestRejected naming it.
+        # organization and project are given as None and their headers omitted: the openai client would
+        # otherwise read OPENAI_ORG_ID and OPENAI_PROJECT_ID from the environment and send them to any host
         self._client = openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key or _NO_KEY_PLACEHOLDER,
-                                     timeout=self.timeout_s, max_retries=0,
+                                     organization=None, project=None, timeout=self.timeout_s, max_retries=0,
+                                     default_headers={"OpenAI-Organization": openai.Omit(),
+                                                      "OpenAI-Project": openai.Omit()},
                                      http_client=openai.DefaultHttpxClient(follow_redirects=False))
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._rng = random.Random()
@@ -463,7 +479,7 @@ class OpenAITarget(RetryingConnector, Target):
         try:
             return json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            snippet = body[:120].decode("utf-8", "replace")
+            snippet = self._scrub(body.decode("utf-8", "replace"))[:120]
             raise BadResponse(f"{self.base_url} sent a body that is not valid JSON: {snippet!r}") from None
 
     def _to_completion(self, data: Any) -> Completion:
@@ -578,24 +594,27 @@ class OpenAITarget(RetryingConnector, Target):
         return _Attempt(RequestRejected(self._scrub(f"{url} rejected the request (HTTP {status}){quote}")),
                         retryable=False)
 
-    @staticmethod
-    def _server_message(exc: openai.APIStatusError) -> tuple[str, str | None]:
-        """The server's own explanation, from OpenAI's error envelope or the raw body."""
-        body = exc.body
+    def _server_message(self, exc: openai.APIStatusError) -> tuple[str, str | None]:
+        """The server's own explanation, from OpenAI's error envelope or the raw body, scrubbed, then cut.
+
+        Scrubbed before it is cut: a key cut in two would no longer match, and its first half would stay.
+        """
+        body, code = exc.body, exc.code
         if isinstance(body, dict):
             inner = body.get("error", body)
             if isinstance(inner, dict):
-                msg = inner.get("message") or inner.get("detail") or ""
-                code = inner.get("code")
-                return str(msg)[:_MAX_QUOTED_CHARS], (str(code) if code is not None else exc.code)
-            return str(inner)[:_MAX_QUOTED_CHARS], exc.code
-        if isinstance(body, str):
-            return body.strip()[:_MAX_QUOTED_CHARS], exc.code
-        try:
-            text = exc.response.text
-        except Exception:  # noqa: BLE001 - a body we cannot read is simply not quoted
-            text = ""
-        return text.strip()[:_MAX_QUOTED_CHARS], exc.code
+                text = str(inner.get("message") or inner.get("detail") or "")
+                code = str(inner["code"]) if inner.get("code") is not None else exc.code
+            else:
+                text = str(inner)
+        elif isinstance(body, str):
+            text = body
+        else:
+            try:
+                text = exc.response.text
+            except Exception:  # noqa: BLE001 - a body we cannot read is simply not quoted
+                text = ""
+        return self._scrub(text.strip())[:_MAX_QUOTED_CHARS], code
 
     # ------------------------------------------------------------------ secrecy
 

@@ -15,7 +15,8 @@ import pytest
 
 from audit_core.target import TargetFileError, create_target, load_target_file, parse_target_file
 from audit_core.target.base import (AuthenticationFailed, BadResponse, ChatRequest, Completion, NoLogprobs,
-                                    RateLimited, Target, TokenLogprob, Usage)
+                                    RateLimited, ServerError, Target, TokenLogprob, Unreachable,
+                                    Usage)
 from audit_core.target.http_api import HttpTarget, HttpTargetConfig, RedirectRefused
 from shadow.serve import serve_in_thread
 from tests.fake_openai_server import FakeOpenAIServer, Reply
@@ -285,3 +286,113 @@ def test_the_cli_offers_cited_sources_only_for_a_target_that_lists_its_sources(c
     err = capsys.readouterr().err
     assert rc == 3 and "stopped before the audit" in err
     assert ("add --method cited_sources" in err) is cites
+
+
+def test_a_secret_that_cannot_go_into_a_header_is_refused_by_name_without_its_value():
+    """A key pasted with a line break or a typographic quote: httpx quoted it in its error, which was stored."""
+    for bad in ("sk-live-ABCDEF123456\r\nX: y", "sk-live-ABC\u201dDEF123456", "sk live ABCDEF123456"):
+        cfg = HttpTargetConfig(url="http://127.0.0.1:9/ask", body={"q": "{{prompt}}"}, answer_path="$.a",
+                               headers={"Authorization": "Bearer $RAG_KEY"})
+        with pytest.raises(AuthenticationFailed) as exc:
+            HttpTarget(cfg, {"RAG_KEY": bad})
+        assert "$RAG_KEY" in str(exc.value) and "ABCDEF" not in str(exc.value) and "DEF123456" not in str(exc.value)
+    # a trailing line break (echo "$KEY" > file) is stripped, not refused
+    ok = HttpTarget(cfg, {"RAG_KEY": "sk-live-ABCDEF123456\n"})
+    assert ok._headers.reveal()["Authorization"] == "Bearer sk-live-ABCDEF123456"
+
+
+def test_a_key_the_server_echoes_is_scrubbed_before_its_message_is_cut():
+    """Cut first, the key's first half no longer matched and stayed in the error (and the store)."""
+    long_key = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    env = {"RPA_SERVE_API_KEY": long_key}
+    with FakeOpenAIServer() as srv:
+        for at in range(280, 300, 4):
+            echo = "x" * at + f"Authorization: Bearer {long_key}"
+            srv.script(Reply(status=500, body=echo, content_type="text/plain"), path="/ask")
+            cfg = HttpTargetConfig(url=f"http://127.0.0.1:{srv.port}/ask", body={"q": "{{prompt}}"},
+                                   answer_path="$.a", headers={"X-Api-Key": "$RPA_SERVE_API_KEY"}, timeout_s=5,
+                                   retry_on=())
+            with pytest.raises(ServerError) as exc:
+                HttpTarget(cfg, env).complete(_chat())
+            assert "sk-proj-AbCd" not in str(exc.value), at
+            srv.script(Reply(status=200, body="y" * 100 + long_key, content_type="text/plain"), path="/ask")
+            with pytest.raises(BadResponse) as exc:
+                HttpTarget(cfg, env, bad_response_retries=0).complete(_chat())
+            assert "sk-proj" not in str(exc.value)
+
+
+def test_an_answer_path_that_finds_an_object_or_a_number_is_not_read_as_text():
+    """An object read as its JSON text made a chat model look like one that continues text."""
+    with FakeOpenAIServer() as srv:
+        for found, said in (({"role": "assistant", "content": "Sure!"}, "an object"), (42, "a number"),
+                            ([], "a list")):
+            srv.script(*[Reply.json(200, {"data": {"answer": found}})] * 3, path="/ask")
+            with pytest.raises(BadResponse, match=f"found {said}.*not text"):
+                _scripted(srv).complete(_chat())
+        srv.script(Reply.json(200, {"data": {"answer": None}}), path="/ask")
+        assert _scripted(srv).complete(_chat()).text == ""  # null: an empty answer, a non-answer downstream
+
+
+def test_short_header_values_are_not_scrubbed_out_of_answers():
+    """A tenant "a" masked every a in every answer; values of key length still are."""
+    with FakeOpenAIServer() as srv:
+        srv.script(Reply.json(200, {"data": {"answer": f"a patient was admitted. {KEY}"}}), path="/ask")
+        cfg = HttpTargetConfig(url=f"http://127.0.0.1:{srv.port}/ask", body={"q": "{{prompt}}"},
+                               answer_path="$.data.answer", timeout_s=5,
+                               headers={"X-Tenant": "$TENANT", "X-Api-Key": "$RPA_SERVE_API_KEY"})
+        text = HttpTarget(cfg, {"TENANT": "a", **ENV}).complete(_chat()).text
+    assert text == "a patient was admitted. ***"
+
+
+def _sse(*events: str) -> Reply:
+    return Reply(status=200, body="".join(events), content_type="text/event-stream")
+
+
+def test_a_stream_that_breaks_off_with_an_error_event_is_no_answer():
+    """vLLM-style: some text, then an error event, then [DONE]. It was read as a whole answer."""
+    with FakeOpenAIServer() as srv:
+        cfg = HttpTargetConfig(url=f"http://127.0.0.1:{srv.port}/ask", body={"q": "{{prompt}}"},
+                               answer_path="$.delta", stream=True, timeout_s=5, max_retries=0)
+        ok = 'data: {"delta": "The patient"}\n\ndata: {"delta": " was"}\n\ndata: [DONE]\n\n'
+        for broken in ('data: {"delta": "The patient was"}\n\ndata: {"error": {"message": "engine overloaded"}}\n\n'
+                       'data: [DONE]\n\n',
+                       'data: {"delta": "The patient was"}\n\nevent: error\ndata: {"message": "overloaded"}\n\n'):
+            srv.script(_sse(broken), path="/ask")
+            with pytest.raises(ServerError, match="error event.*overloaded"):
+                HttpTarget(cfg, {}).complete(_chat())
+        srv.script(_sse("\ufeff" + ok), path="/ask")  # a byte-order mark lost the first event
+        assert HttpTarget(cfg, {}).complete(_chat()).text == "The patient was"
+        srv.script(Reply(status=200, body=ok, content_type="Text/Event-Stream"), path="/ask")
+        assert HttpTarget(cfg, {}).complete(_chat()).text == "The patient was"
+
+
+def test_timeout_bounds_the_whole_answer_not_each_read():
+    """A stream of keep-alive comments held the audit for as long as the server liked."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def serve():
+        conn, _ = srv.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        try:
+            for _ in range(40):
+                conn.sendall(b"9\r\n: ping\n\n\n\r\n")
+                time.sleep(0.25)
+        except OSError:
+            pass
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    cfg = HttpTargetConfig(url=f"http://127.0.0.1:{port}/ask", body={"q": "{{prompt}}"}, answer_path="$.delta",
+                           stream=True, timeout_s=1, max_retries=0)
+    t0 = time.monotonic()
+    with pytest.raises(Unreachable, match="did not finish its answer within 1s"):
+        HttpTarget(cfg, {}).complete(_chat())
+    assert time.monotonic() - t0 < 4
+    srv.close()

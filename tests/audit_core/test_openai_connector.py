@@ -408,3 +408,32 @@ def test_an_endpoint_that_cites_sources_beside_the_message_is_read_where_the_fil
     assert OpenAITarget(server.base_url, "fake-model", KEY).complete(ask()).sources is None  # not asked: not read
     with pytest.raises(ValueError, match="sources_path"):
         target_config({"type": "openai", "base_url": server.base_url, "model": "m", "sources_path": "$["})
+
+
+def test_organization_and_project_are_not_read_from_the_environment(server, monkeypatch):
+    """The openai client read OPENAI_ORG_ID / OPENAI_PROJECT_ID itself and sent them to any base URL."""
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-AcmeCorpInternal")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj_abc123")
+    server.reset_stats()
+    OpenAITarget(server.base_url, "fake-model", KEY).complete(ask())
+    sent = [r for r in server.requests if r["path"].endswith("/chat/completions")][0]["header_names"]
+    assert "authorization" in sent and "openai-organization" not in sent and "openai-project" not in sent
+
+
+def test_a_key_echoed_late_in_an_error_is_scrubbed_before_the_message_is_cut(server):
+    """Cut at 300 characters first, a key straddling the cut kept its first half in the message and the store."""
+    for at in range(270, 300, 3):
+        server.script(Reply.error(400, "x" * at + f" Authorization: Bearer {KEY}"))
+        with pytest.raises(TargetError) as info:
+            OpenAITarget(server.base_url, "fake-model", KEY, **FAST).complete(ask())
+        assert KEY[:4] not in str(info.value), at
+
+
+def test_an_openai_target_file_reads_its_key_from_the_process_environment(server, monkeypatch):
+    """from_config without an environment mapping (as the CLI calls it) failed with NameError: os."""
+    from audit_core.target import create_target, target_config
+
+    monkeypatch.setenv("MY_ENDPOINT_KEY", KEY)
+    spec, cfg = target_config({"type": "openai", "base_url": server.base_url, "model": "fake-model",
+                               "api_key_env": "MY_ENDPOINT_KEY"})
+    assert create_target(spec, cfg).complete(ask()).text == "Hello there world"
