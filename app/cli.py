@@ -555,12 +555,27 @@ def cmd_canaries_make(args) -> int:
     if Path(args.kit).exists() and not args.force:
         print(f"error: {args.kit} exists; a kit's seed is its only copy (use --force to replace it)", file=sys.stderr)
         return 2
+    if args.out:  # checked before the kit is made: a kit left behind by a failed run blocks the next one
+        out = Path(args.out).resolve()
+        if out == Path(args.kit).resolve():
+            print("error: --out is the kit file itself; the canaries would overwrite the seed", file=sys.stderr)
+            return 2
+        if out.exists() and not args.force:
+            print(f"error: {args.out} exists (use --force to replace it)", file=sys.stderr)
+            return 2
+        if not out.parent.is_dir():
+            print(f"error: --out {args.out}: the folder {out.parent} does not exist", file=sys.stderr)
+            return 2
     kit = new_kit(args.n)
-    save_kit(kit, args.kit)
     text = "\n\n".join(d.text for d in kit.published())
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    else:
+    try:
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+        save_kit(kit, args.kit)
+    except OSError as exc:
+        print(f"error: {exc.filename or args.kit} could not be written: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    if not args.out:
         print(text)
     print(f"kit {kit.kit_id}: {kit.n} canaries to publish{' written to ' + args.out if args.out else ' above'}; "
           f"their {kit.n} never-published siblings are regenerated from {args.kit} at audit time. Keep that file "
@@ -624,6 +639,8 @@ def retrieval_flag(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from audit_core.evidence.canaries import MIN_CANARIES
+
     ap = argparse.ArgumentParser(prog="rpa", description="RAG Provenance Auditor command line")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
@@ -697,7 +714,9 @@ def main(argv: list[str] | None = None) -> int:
     csub = c.add_subparsers(dest="canaries_cmd", required=True)
     cm = csub.add_parser("make", help="make a kit: canaries to publish and a private seed file")
     cm.add_argument("--kit", required=True, help="where to write the kit (keep it private: it holds the seed)")
-    cm.add_argument("--n", type=_positive, default=20, help="canaries to publish (as many siblings stay unpublished)")
+    cm.add_argument("--n", type=_at_least(MIN_CANARIES), default=20,
+                    help=f"canaries to publish, at least {MIN_CANARIES} (as many siblings stay unpublished; 20 or "
+                         "more let each canary be called at a 5%% false-positive rate)")
     cm.add_argument("--out", help="write the canaries to publish here (default: print them)")
     cm.add_argument("--force", action="store_true", help="replace an existing kit file")
     cm.set_defaults(func=cmd_canaries_make)

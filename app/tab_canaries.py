@@ -16,7 +16,7 @@ def _jsonl(docs) -> bytes:
 
 
 def render_canaries_tab() -> None:
-    from audit_core.evidence.canaries import kits_dir, load_kit, new_kit, save_kit
+    from audit_core.evidence.canaries import MIN_CANARIES, kits_dir, load_kit, new_kit, save_kit
 
     st.subheader("Canaries: evidence you can prepare before you publish")
     st.write(
@@ -26,12 +26,13 @@ def render_canaries_tab() -> None:
         "is evidence it ingested your publications, with a false-positive rate that holds by construction: "
         "which canaries were published was decided at random."
     )
-    n = st.number_input("Canaries to publish", 10, 200, 20, step=10, key="canary_n",
+    n = st.number_input("Canaries to publish", MIN_CANARIES, 200, 20, step=10, key="canary_n",
                         help="As many siblings stay unpublished. 20 or more lets a 5% false-positive rate be used.")
     if st.button("Make a new canary kit", key="canary_make"):
         kit = new_kit(int(n))
         save_kit(kit, kits_dir() / f"{kit.kit_id}.json")
         st.session_state["canary_kit"] = kit.kit_id
+        st.session_state["canary_choice"] = kit.kit_id  # the keyed selectbox keeps its own choice otherwise
         st.success(f"Kit {kit.kit_id} saved on this computer. Its seed never leaves it.")
 
     kits = sorted(p.stem for p in kits_dir().glob("*.json"))

@@ -366,6 +366,10 @@ def run_audit(
     """
     if prepare is None:
         raise ValueError("run_audit needs a shadow preparation function (shadow.prepare.prepare_shadow)")
+    ids = [d.id for d in [*docs, *controls]]
+    if len(set(ids)) < len(ids):  # results are kept by id: a repeated one would count one score twice
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"documents and controls need distinct ids; repeated: {', '.join(twice[:5])}")
     cfg = cfg or AuditConfig()
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")  # the start, preparation included
     if capabilities is None and progress:
@@ -385,7 +389,7 @@ def run_audit(
                for name, why in no_signal.items() if name not in cfg.run_without_signal}
     top_k = min(caps.max_top_logprobs or 0, 20)
     for m in methods:
-        m.use_collection([d.text for d in [*docs, *controls]])
+        m.use_collection([d.text for d in [*docs, *(controls if m.collection_takes_controls else ())]])
 
     results: dict[str, dict[str, MethodResult]] = {}
     observations: dict[str, dict[str, Observation]] = {}

@@ -497,9 +497,19 @@ def controls_apart(controls: Sequence[Document], documents: Sequence[Document]) 
 
     A text on both sides of the collection test would be compared with itself:
     it stays a document (it is audited) and is not used as a control.
+    Controls merged from two sources (a ``control`` column and a second upload,
+    both without an id column) can share ids; each keeps its text and gets an
+    id of its own, since results are kept by id.
     """
     audited = {normalize_whitespace(d.text) for d in documents}
-    kept = [c for c in controls if normalize_whitespace(c.text) not in audited]
+    used = {d.id for d in documents}
+    kept = []
+    for c in controls:
+        if normalize_whitespace(c.text) in audited:
+            continue
+        cid = _unique_id(c.id, used)
+        used.add(cid)
+        kept.append(c if cid == c.id else Document(cid, c.text))
     return kept, len(controls) - len(kept)
 
 

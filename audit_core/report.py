@@ -663,8 +663,10 @@ def collection_lines(result: dict) -> list[str]:
             parts.append(f"{c.get(key)} {label}")
     if c.get("effect_size") is not None:
         parts.append(f"effect size {_fmt(c.get('effect_size'))}")
-    if c.get("power") is not None:
-        parts.append(f"power {_fmt(c.get('power'))}")
+    from audit_core.evidence.statement import power_phrase
+
+    if power_phrase(c):
+        parts.append(power_phrase(c))
     out = ["Collection-level test: " + ("; ".join(parts) or "computed") + "."]
     note = str(c.get("note") or "").strip()
     if note:  # a sentence of its own: the PDF sets these lines one after the other

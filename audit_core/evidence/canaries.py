@@ -33,6 +33,7 @@ import hmac
 import json
 import os
 import random
+import re
 import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -117,6 +118,12 @@ def canary_text(seed: str, index: int) -> str:
     return " ".join(p.format(**slots) for p in parts)
 
 
+#: the fewest canaries a kit makes: with fewer, even every canary found gives little evidence (the best
+#: p-value of n published against n siblings is 1 / C(2n, n): 0.17 at n = 2), and each canary is called
+#: at 5% only from 19 siblings on
+MIN_CANARIES = 10
+
+
 @dataclass(frozen=True)
 class CanaryKit:
     """A seed and how many canaries it makes: ``n`` to publish and ``n`` never-published siblings."""
@@ -126,9 +133,18 @@ class CanaryKit:
     created: str = ""
 
     def __post_init__(self) -> None:
-        bytes.fromhex(self.seed)  # raises on a malformed seed
-        if self.n < 1:
-            raise ValueError("a canary kit needs at least one canary to publish")
+        # exactly what new_kit makes: an empty or short seed lets anyone with this code regenerate the
+        # canaries and which were published; another spelling of it would give the kit another id
+        if not (isinstance(self.seed, str) and re.fullmatch(r"[0-9a-f]{32}", self.seed)):
+            raise ValueError("a canary kit's seed is 32 lowercase hex digits")
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
+            raise ValueError("a canary kit needs a whole number of canaries to publish, at least one")
+
+    @property
+    def check(self) -> str:
+        """A keyed digest of (seed, n), saved with the kit: an edited ``n`` would silently move published
+        canaries among the never-published controls, so a kit whose check does not match is refused."""
+        return hmac.new(bytes.fromhex(self.seed), f"kit-check:{self.n}".encode(), hashlib.sha256).hexdigest()[:16]
 
     @property
     def kit_id(self) -> str:
@@ -154,11 +170,16 @@ class CanaryKit:
         return self._docs([i for i in range(2 * self.n) if i not in pub])
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"check": self.check}
 
     @classmethod
     def from_json(cls, d: dict) -> "CanaryKit":
-        return cls(seed=d["seed"], n=int(d["n"]), created=d.get("created", ""))
+        """A saved kit; one whose ``check`` does not match its seed and n was edited and is refused
+        (kits saved before the check existed have none and are read as they are)."""
+        kit = cls(seed=d["seed"], n=d["n"], created=d.get("created", ""))
+        if "check" in d and d["check"] != kit.check:
+            raise ValueError("its seed or number of canaries was changed after it was made")
+        return kit
 
 
 def new_kit(n: int = 20) -> CanaryKit:
@@ -180,8 +201,10 @@ def save_kit(kit: CanaryKit, path: str | Path) -> Path:
 def load_kit(path: str | Path) -> CanaryKit:
     try:
         return CanaryKit.from_json(json.loads(Path(path).read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path} is not a canary kit file ({e.__class__.__name__})") from None
+    except ValueError as e:
+        raise ValueError(f"{path} is not a usable canary kit: {e}") from None
 
 
 def kits_dir() -> Path:

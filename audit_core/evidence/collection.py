@@ -253,7 +253,7 @@ def simulated_power(member_raw: Sequence[float], nonmember_raw: Sequence[float],
     if n < 1 or m < 1 or len(mem) == 0 or len(non) == 0:
         return None
     rng = np.random.default_rng(seed)
-    k = int(round(member_share * n))
+    k = min(n, max(1, math.ceil(member_share * n - 1e-9)))  # "a quarter" of 2 is 1 member, not round()'s 0
     hits = 0
     for i in range(n_sim):
         docs = np.concatenate([rng.choice(mem, size=k), rng.choice(non, size=n - k)])

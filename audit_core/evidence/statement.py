@@ -14,24 +14,45 @@ def what_this_shows(fpr: float | None, collection: dict | None) -> str:
         "and a method's power (the share of shadow members it finds at that rate) says how often that happens.",
         "Membership inference cannot by itself prove that a system used a document; it gives evidence whose "
         "false-positive rate is stated. The strongest evidence is a test of your whole collection against "
-        "controls that were never published (documents you kept back, or canary siblings), because there the "
-        "false-positive rate holds by construction.",
+        "controls that were never published: canary siblings, for which the false-positive rate holds by "
+        "construction (which canaries were published was decided at random), or documents you kept back, for "
+        "which it holds as far as they resemble the documents you published.",
     ]
     if collection and collection.get("leads_verdicts"):
+        held = ("holds by construction on your own kind of text, since which canaries were published was decided "
+                "at random" if collection.get("controls_kind") == "canaries" else
+                "holds on your own kind of text as far as your controls are drawn like your documents and were "
+                "truly never published")
         parts.insert(1, "In this audit your never-published controls set that rate instead of the shadow: each "
-                        "document's call against them leads its verdict, and there the rate holds by construction "
-                        "on your own kind of text.")
+                        f"document's call against them leads its verdict, and there the rate {held}.")
     if collection and collection.get("p_value") is not None:
         parts.append(f"Your collection: p = {collection['p_value']:.2g} from {collection.get('n_documents')} "
                      f"documents against {collection.get('n_controls')} controls ({collection.get('controls_kind')}).")
     return " ".join(parts)
 
 
+def power_phrase(collection: dict) -> str:
+    """The test's power in words, "" where it is unknown.
+
+    Both figures: the power if every document were a member reads as clearance
+    beside a large p-value, while a collection of which only a quarter is held
+    is found far less often, and that is the case an owner most often has.
+    """
+    full, quarter = collection.get("power"), collection.get("power_quarter_members")
+    if full is None:
+        return ""
+    at = f"at p <= {collection.get('alpha', 0.05):g}"
+    if quarter is None:
+        return f"power {full:.2f} {at} if every document were a member"
+    return f"power {at}: {full:.2f} if every document were a member, {quarter:.2f} if a quarter were"
+
+
 def collection_sentence(collection: dict | None) -> str | None:
     """The collection-level conclusion in one line, shown before anything else (app, CLI); None without a test.
 
     "Your collection: member evidence p = 0.003, from 20 documents against 20
-    controls (declared, S-RAG; effect size 0.81; power 0.90 at p <= 0.05)".
+    controls (declared, S-RAG; effect size 0.81; power at p <= 0.05: 0.99 if every document were a member,
+    0.62 if a quarter were)".
     Without a p-value the line says why there is none (the test's note).
     """
     if not collection:
@@ -43,8 +64,8 @@ def collection_sentence(collection: dict | None) -> str | None:
     from audit_core.methods import LABELS
 
     method = collection.get("method")
-    power = collection.get("power")
-    pw = "" if power is None else f"; power {power:.2f} at p <= {collection.get('alpha', 0.05):g}"
+    pw = power_phrase(collection)
+    pw = f"; {pw}" if pw else ""
     eff = collection.get("effect_size")
     es = "" if eff is None else f"; effect size {eff:.2f}"
     return (f"Your collection: member evidence p = {collection['p_value']:.2g}, from {n} documents against {m} "
@@ -72,9 +93,10 @@ def per_document_sentence(collection: dict) -> str:
     if called is None:
         return (f" No document can be called a member against the controls alone at {fpr:.0%}: that needs at "
                 f"least {min_nonmembers(fpr)} scored controls.")
-    basis = ("a rate that holds by construction when the controls are drawn like the documents"
-             if collection.get("controls_kind") != "generated" else
-             "rewritten controls are biased, as the note says")
+    kind = collection.get("controls_kind")
+    basis = {"canaries": "a rate that holds by construction: which canaries were published was decided at random",
+             "generated": "rewritten controls are biased, as the note says",
+             }.get(kind, "a rate that holds as far as the controls are drawn like the documents")
     leads = ("; these calls lead the verdicts, and another method's call on its own shadow can still make a "
              "document a member" if collection.get("leads_verdicts") else "")
     return (f" Against the controls alone, {called} of {len(pv)} documents are called members at {fpr:.0%} "

@@ -131,6 +131,10 @@ class MembershipMethod:
     #: scope, so a benchmark stores their target answers once and shadow
     #: preparation probes once for both; empty means the method's own name
     shared_probe_scope: str = ""
+    #: whether ``use_collection`` is given the controls' texts beside the documents'. False for a method
+    #: that sends collection texts inside other documents' questions (Cited sources' leads): a control
+    #: the owner never published is then not sent, nor kept in the exports, as part of another's probe
+    collection_takes_controls: bool = True
 
     @property
     def probe_scope(self) -> str:

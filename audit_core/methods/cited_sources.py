@@ -126,6 +126,7 @@ class CitedSourcesMethod(ThresholdTextMethod):
     version = "2"
     requires_sources = True
     min_words = 8  # each question needs a few words of its own to retrieve by
+    collection_takes_controls = False  # leads are other audited documents, never a never-published control
 
     def __init__(self, config: CitedSourcesConfig | None = None) -> None:
         self.config = config or CitedSourcesConfig()

@@ -125,3 +125,40 @@ def test_the_audit_gives_verbatim_the_owners_collection_so_shared_phrases_are_no
     for d in DOCS:  # the sentence ends every one of the owner's documents: it proves nothing about one
         res = together.results[d.id]["verbatim"]
         assert res.decision is None and res.reason.startswith("nothing distinctive"), res
+
+
+def test_a_repeated_id_among_documents_and_controls_is_refused_before_anything_is_sent():
+    """Results are kept by id: a control id used twice counted one control's score twice in the test."""
+    import pytest
+
+    target = CountingTarget()
+    controls = [Document("c1", DOCS[0].text + " one"), Document("c1", DOCS[0].text + " two")]
+    with pytest.raises(ValueError, match="distinct ids; repeated: c1"):
+        run_audit(DOCS, target, AuditConfig(methods=["rag_mia"]), _prepare(0.9), capabilities=CAPS,
+                  controls=controls)
+    assert target.sent == []
+
+
+def test_cited_sources_leads_no_question_with_a_never_published_control(monkeypatch):
+    """Its leads are other audited documents; a control's text went out inside a document's question (and into
+    unredacted exports). Verbatim still gets the controls, whose phrases tell the genre's from a document's."""
+    import audit_core.audit as audit_mod
+    from audit_core.methods import create_method
+
+    given: dict[str, list[str]] = {}
+    real = audit_mod.create_method
+
+    def spying(name, **kw):
+        m = real(name, **kw)
+        keep = m.use_collection
+        monkeypatch.setattr(m, "use_collection", lambda texts: given.setdefault(name, list(texts)) and keep(texts))
+        return m
+
+    monkeypatch.setattr(audit_mod, "create_method", spying)
+    secret = "A never published draft about my knee, the stairs at work and the ice that helps a little at night."
+    caps = Capabilities(True, False, 0, sources=True)
+    run_audit(DOCS, StockAnswerTarget(), AuditConfig(methods=["cited_sources", "verbatim"],
+                                                     run_without_signal=["cited_sources", "verbatim"]),
+              _prepare(0.9), capabilities=caps, controls=[Document("c1", secret)])
+    assert secret not in given["cited_sources"] and secret in given["verbatim"]
+    assert create_method("cited_sources").collection_takes_controls is False

@@ -317,6 +317,17 @@ def test_a_control_with_the_text_of_an_audited_document_is_left_out_of_the_contr
     assert same == 1 and [c.id for c in kept] == ["control-y"]
 
 
+def test_controls_merged_from_a_column_and_an_upload_keep_one_id_each():
+    """Both without an id column, the two batches' controls shared ids, and one score counted twice."""
+    from audit_core.documents import Document, as_controls, controls_apart
+
+    column = as_controls([Document("doc-5", "first never published text"), Document("doc-6", "second one")])
+    upload = as_controls([Document("doc-5", "third never published text"), Document("doc-6", "fourth one")])
+    kept, same = controls_apart(column + upload, [Document("control-doc-6-2", "an audited document")])
+    assert same == 0 and [c.text for c in kept] == [c.text for c in column + upload]
+    assert [c.id for c in kept] == ["control-doc-5", "control-doc-6", "control-doc-5-2", "control-doc-6-3"]
+
+
 def test_rows_keep_their_file_numbers_when_control_rows_are_taken_out():
     from audit_core.documents import split_control_rows
 

@@ -741,6 +741,18 @@ def test_report_json_states_fpr_power_and_what_the_audit_shows():
     assert method_power_rows({}) == []
     text = what_this_shows(0.05, {"p_value": 0.003, "n_documents": 20, "n_controls": 20, "controls_kind": "declared"})
     assert "at most 5%" in text and "cannot by itself prove" in text and "p = 0.003" in text
+    led = {"p_value": 0.003, "n_documents": 20, "n_controls": 20, "leads_verdicts": True}
+    declared = what_this_shows(0.05, led | {"controls_kind": "declared"})
+    assert "the rate holds on your own kind of text as far as your controls are drawn like" in declared
+    assert "the rate holds by construction" in what_this_shows(0.05, led | {"controls_kind": "canaries"})
+
+
+def test_a_quarter_of_a_small_collection_is_at_least_one_member():
+    """round(0.25 * 2) is 0: the "quarter" power was the false-positive rate, and the note blamed the method."""
+    from audit_core.evidence.collection import simulated_power
+
+    m, n = _separated(60, shift=4.0, seed=3)
+    assert simulated_power(m, n, 2, 20, 0.25, n_sim=200) > 0.2
 
 
 def test_cli_prints_the_collection_line_first_and_makes_a_private_kit(tmp_path, capsys):
@@ -751,11 +763,48 @@ def test_cli_prints_the_collection_line_first_and_makes_a_private_kit(tmp_path, 
     out = capsys.readouterr().out
     assert out.startswith("your collection: member evidence p = 0.0042, from 20 documents against 18 controls")
     kit_file, pub = tmp_path / "kit.json", tmp_path / "pub.txt"
-    assert cli.main(["canaries", "make", "--kit", str(kit_file), "--n", "4", "--out", str(pub)]) == 0
+    assert cli.main(["canaries", "make", "--kit", str(kit_file), "--n", "10", "--out", str(pub)]) == 0
     kit = load_kit(kit_file)
     assert pub.read_text().strip().split("\n\n") == [d.text for d in kit.published()]
     assert kit.seed not in capsys.readouterr().err
     assert cli.main(["canaries", "make", "--kit", str(kit_file)]) == 2  # never overwrite a seed silently
+
+
+def test_canaries_make_never_destroys_a_seed_and_leaves_no_kit_behind_on_bad_output(tmp_path, capsys):
+    """--out equal to --kit overwrote the seed (exit 0); a missing --out folder crashed after saving the kit."""
+    from app import cli
+
+    kit_file = tmp_path / "k.json"
+    assert cli.main(["canaries", "make", "--kit", str(kit_file), "--out", str(kit_file)]) == 2
+    assert "would overwrite the seed" in capsys.readouterr().err and not kit_file.exists()
+    assert cli.main(["canaries", "make", "--kit", str(kit_file), "--out", str(tmp_path / "no" / "p.txt")]) == 2
+    assert "does not exist" in capsys.readouterr().err and not kit_file.exists()
+    other = tmp_path / "other-kit.json"
+    save_kit(new_kit(10), other)
+    before = other.read_text()
+    assert cli.main(["canaries", "make", "--kit", str(kit_file), "--out", str(other)]) == 2
+    assert other.read_text() == before and not kit_file.exists()
+    with pytest.raises(SystemExit) as stop:  # fewer than MIN_CANARIES: argparse refuses, exit 2
+        cli.main(["canaries", "make", "--kit", str(kit_file), "--n", "2"])
+    assert stop.value.code == 2 and "10 or more" in capsys.readouterr().err
+
+
+def test_a_kit_with_a_weak_seed_or_an_edited_count_is_refused(tmp_path):
+    """An empty seed made the canaries public; an edited n moved published canaries among the controls."""
+    for seed in ("", "00", "AB" * 16, " ".join(["ab"] * 16)):
+        with pytest.raises(ValueError, match="32 lowercase hex"):
+            CanaryKit(seed, 10)
+    for n in (0, 2.9, "20", True):
+        with pytest.raises(ValueError, match="whole number"):
+            CanaryKit("ab" * 16, n)
+    path = save_kit(new_kit(20), tmp_path / "kit.json")
+    saved = json.loads(path.read_text())
+    assert load_kit(path).n == 20 and "check" in saved
+    path.write_text(json.dumps(saved | {"n": 21}))
+    with pytest.raises(ValueError, match="not a usable canary kit: its seed or number of canaries was changed"):
+        load_kit(path)
+    path.write_text(json.dumps({k: v for k, v in saved.items() if k != "check"}))  # a kit from before the check
+    assert load_kit(path).n == 20
 
 
 def test_a_cached_srag_calibration_from_before_fpr_control_abstains(monkeypatch):
@@ -911,7 +960,12 @@ def test_each_document_gets_its_p_value_against_the_controls_and_the_line_counts
     assert out["called_members"] == 2
     line = collection_sentence(out)
     assert "Against the controls alone, 2 of 3 documents are called members at 5%" in line
-    assert "holds by construction" in line
+    # declared controls: as strong as the declaration; only canaries' random assignment holds by construction
+    assert "holds by construction" not in line and "as far as the controls are drawn like the documents" in line
+    assert "holds by construction" in collection_sentence({**out, "controls_kind": "canaries"})
+    # both powers: the all-member figure alone read as clearance beside a large p-value
+    assert f"{out['power']:.2f} if every document were a member, {out['power_quarter_members']:.2f} if a quarter" \
+        in line and any(f"if a quarter were" in x for x in collection_lines({"collection": out}))
     assert any("Called: d0, d2." in x for x in collection_lines({"collection": out}))
     # 18 controls are too few for a call at 5%: p-values, but no call, and the line says what is needed
     few = collection_summary(docs, results, ctls[:18], ctl_results, "srag", {"srag": cal}, AuditConfig())
