@@ -214,8 +214,13 @@ def connection_id(settings: Settings) -> str:
     """What a connection check's message is about: target, model and key (hashed, in memory only).
 
     A message shown for other settings is stale: it disappears as soon as the
-    URL, the model or the key changes.
+    URL, the model or the key changes, and for a target file as soon as
+    anything in the file or any of its secrets changes.
     """
+    if settings.target_kind == HTTP_FILE:
+        from app.target_file import file_target_digest
+
+        return f"{settings.target_label}|{file_target_digest()}"
     key = chosen_api_key() if settings.target_kind == ENDPOINT else None
     digest = hashlib.sha256((key or "").encode()).hexdigest()[:16]
     return f"{settings.target_label}|{digest}"

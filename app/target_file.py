@@ -10,8 +10,10 @@ someone else cannot send this computer's keys to a host of their choice.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-from dataclasses import replace
+from dataclasses import asdict, replace
 from urllib.parse import urlsplit
 
 import streamlit as st
@@ -75,6 +77,23 @@ def target_file_section() -> tuple[str, str]:
                         key=f"tf_env_{var}")
     label = getattr(config, "name", "") or getattr(config, "model", "") or spec.name
     return url, label
+
+
+def file_target_digest() -> str:
+    """A hash of everything that makes the current file's target what it is: the whole file as parsed and
+    each secret's source and value (hashed, in memory only). A connection check's result belongs to it,
+    so it goes stale when the body, a path or a secret changes, not only the URL."""
+    parsed = st.session_state.get(_PARSED)
+    if not parsed:
+        return ""
+    kind, config = parsed
+    parts = [kind, json.dumps(asdict(config), sort_keys=True, default=str)]
+    for var in config.env_vars():
+        typed = (st.session_state.get(f"tf_secret_{var}") or "").strip()
+        allowed = bool(st.session_state.get(f"tf_env_{var}"))
+        value = typed or (os.environ.get(var, "") if allowed else "")
+        parts.append(f"{var}|{bool(typed)}|{allowed}|{hashlib.sha256(value.encode()).hexdigest()}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def build_file_target(for_check: bool = False):

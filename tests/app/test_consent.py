@@ -128,3 +128,22 @@ def test_a_pasted_key_with_a_trailing_newline_is_sent_without_it(app, recording_
     assert not app.exception and "Bearer sk-pasted-key" in seen
     assert "header" not in " ".join(e.value for e in app.error).lower()
 
+
+
+def test_a_connection_check_goes_stale_when_the_target_file_changes_at_the_same_url(
+        app, recording_server, monkeypatch):  # noqa: F811
+    """Only the URL and the name identified a file's check: another body or answer path kept the old result."""
+    url, seen = recording_server
+    monkeypatch.setenv("RPA_TEST_RAG_KEY", SECRET)
+    file = FILE.replace("URL", url + "/ask")
+    app.radio(key="target_kind").set_value("Any HTTP API (target file)").run()
+    app.text_area(key="target_file_text").input(file).run()
+    app.checkbox(key="tf_env_RPA_TEST_RAG_KEY").check().run()
+    app.button(key="check_connection").click().run(timeout=60)
+    said = lambda: " ".join(x.value for x in [*app.success, *app.warning, *app.error])  # noqa: E731
+    assert not app.exception and "Connected" in said()
+    app.text_area(key="target_file_text").input(file.replace("$.answer", "$.reply")).run()
+    assert "Connected" not in said()  # another answer path: the old result is no longer shown
+    app.text_area(key="target_file_text").input(file).run()
+    app.text_input(key="tf_secret_RPA_TEST_RAG_KEY").input("another-key-typed").run()
+    assert "Connected" not in said()  # another secret: stale too
