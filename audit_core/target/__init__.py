@@ -124,12 +124,31 @@ def target_config(data: Mapping[str, Any], source: str = "the target file") -> t
         raise TargetFileError(f"{source}: {exc}") from None
 
 
+def _unique_key_loader() -> type:
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the last one silently:
+    a second ``url`` or header would replace the first without a word)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
+                                                            key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
 def parse_target_file(text: str, source: str = "the target file") -> tuple[TargetSpec, Any]:
     """A target file's text (YAML, or JSON, which YAML reads too) -> (spec, config)."""
     import yaml
 
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}" if where is not None else ""

@@ -167,6 +167,13 @@ class HttpTargetConfig:
                              f"known: {', '.join('{{' + p + '}}' for p in PLACEHOLDERS)}")
         if "prompt" not in used:
             raise ValueError("body must contain the placeholder {{prompt}} where the question goes")
+        keyed = _template_keys(self.body)
+        if any(_PLACEHOLDER.search(k) for k in keyed):
+            raise ValueError("body: placeholders go in values, not in field names (a name is sent as written)")
+        var = next((v for v in _template_strings(self.body) if _ENV_VAR.search(v)), None)
+        if var is not None:
+            raise ValueError(f"body: {_ENV_VAR.search(var).group(0)!r} would be sent as written; a secret from the "
+                             "environment goes in a header ($NAME is read only there)")
         if not isinstance(self.headers, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items()):
             raise ValueError("headers must map header names to text values")
@@ -205,6 +212,27 @@ class HttpTargetConfig:
             shape["sources_path"] = self.sources_path
         blob = json.dumps(shape, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:8]
+
+
+#: what reads like an environment variable in a body string ($NAME, ${NAME}); "$.a" or "$5" do not
+_ENV_VAR = re.compile(r"\$(?:\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _template_strings(template: Any) -> list[str]:
+    """Every string value of a JSON template."""
+    if isinstance(template, str):
+        return [template]
+    items = template.values() if isinstance(template, dict) else template if isinstance(template, list) else []
+    return [s for v in items for s in _template_strings(v)]
+
+
+def _template_keys(template: Any) -> list[str]:
+    """Every field name of a JSON template, at any depth."""
+    if isinstance(template, dict):
+        return [str(k) for k in template] + [k for v in template.values() for k in _template_keys(v)]
+    if isinstance(template, list):
+        return [k for v in template for k in _template_keys(v)]
+    return []
 
 
 def template_placeholders(template: Any) -> set[str]:

@@ -666,6 +666,17 @@ class OpenAITargetConfig:
 
     def __post_init__(self) -> None:
         check_service_url(self.base_url, "base_url")
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError("model must name the model the endpoint serves")
+        if not isinstance(self.api_key_env, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
+            raise ValueError("api_key_env must be the name of an environment variable (letters, digits, _)")
+        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or self.timeout_s <= 0:
+            raise ValueError("timeout_s must be a positive number of seconds")
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError("max_retries must be a whole number, 0 or more")
+        if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) \
+                or self.max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
         if self.sources_path is not None:
             compile_jsonpath(self.sources_path, "sources_path")
 

@@ -220,6 +220,12 @@ def test_bad_answers_are_bad_responses_with_a_clear_message():
     ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}", "needs answer_path"),
     ("type: grpc\nurl: x", "unknown target type 'grpc'"),
     ("url: [unclosed", "not valid YAML or JSON"),
+    ("type: http\nurl: http://h/ask\nurl: http://other/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a",
+     "the key 'url' is given twice"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}', k: $MY_KEY}\nanswer_path: $.a", "would be sent as written"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}', '{{system}}': x}\nanswer_path: $.a", "not in field names"),
+    ("type: openai\nbase_url: http://h/v1\nmodel: ''", "model must name"),
+    ("type: openai\nbase_url: http://h/v1\nmodel: m\ntimeout_s: -1", "timeout_s must be a positive"),
 ])
 def test_bad_target_files_get_clear_messages(text, message):
     with pytest.raises(TargetFileError) as exc:
