@@ -467,7 +467,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="omit the rpa_retrieval vendor field and endpoint (as a real target would)")
     p.add_argument("--persist-dir", default=None, help="chromadb directory (default: the project cache)")
     p.add_argument("--profile", default=None,
-                   help="target profile of shadow.profiles (completion, chat, chat-nologprobs, chunked): sets the "
+                   help="target profile of shadow.profiles (completion, chat, chat-nologprobs, chunked, http-custom, "
+                        "chunked-custom; the -custom ones serve the non-OpenAI JSON API): sets the "
                         "model, prompt style, system prompt, top-k, chunking and logprobs; --model/--top-k are ignored")
     p.add_argument("--debug-retrieval", action="store_true",
                    help="serve GET /v1/rpa/last_retrieval (each client sees its own last request only)")

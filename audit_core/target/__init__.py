@@ -4,8 +4,10 @@
 auditor can reach: each entry names the module and class that implement it,
 the configuration dataclass a target file is read into, the label a person
 reads, and what such a target can return. Adding a type is one new module in
-this package (a ``Target`` subclass with ``from_config(config, environ)``) and
-one line in ``TARGET_TYPES``.
+this package (a ``Target`` subclass with ``from_config(config, environ)``, and
+its configuration dataclass with a ``url`` or ``base_url`` field, where the
+requests go, and ``env_vars()``, the environment variables it sends, which the
+app asks consent for and the CLI names) and one line in ``TARGET_TYPES``.
 
 A target file is a small YAML or JSON mapping: ``type`` picks the entry, the
 other keys are the fields of its configuration dataclass. Files name

@@ -18,6 +18,8 @@ def test_every_type_resolves_to_a_target_class_and_a_config_dataclass(name):
     cls, config = spec.target_class(), spec.config_class()
     assert spec.name == name and issubclass(cls, Target) and callable(cls.from_config)
     assert dataclasses.is_dataclass(config) and callable(config.env_vars)
+    # where the requests go: the CLI and the app name this host before any secret is sent
+    assert {"url", "base_url"} & {f.name for f in dataclasses.fields(config)}
     assert config.__module__ == cls.__module__ == spec.module and spec.label and spec.returns
 
 
