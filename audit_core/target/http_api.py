@@ -427,6 +427,9 @@ class HttpTarget(RetryingConnector, Target):
             except httpx.TimeoutException:
                 raise _Failed(_Attempt(Unreachable(f"{self.url} did not answer within {self.timeout_s:g}s"),
                                        retryable=True)) from None
+            except httpx.DecodingError:  # a body whose compression is broken: an answer, not a connection
+                raise _Failed(_Attempt(BadResponse(f"{self.url} sent a compressed body that could not be "
+                                                   "decompressed"), retryable=True)) from None
             except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
                 raise _Failed(_Attempt(Unreachable(self._scrub(
                     f"the answer from {self.url} broke off before it was complete: {type(exc).__name__}")),

@@ -402,3 +402,12 @@ def test_timeout_bounds_the_whole_answer_not_each_read():
         HttpTarget(cfg, {}).complete(_chat())
     assert time.monotonic() - t0 < 4
     srv.close()
+
+
+def test_a_broken_compressed_body_is_a_bad_answer_not_a_connection_failure():
+    with FakeOpenAIServer() as srv:
+        srv.script(*[Reply(status=200, body=b"\x1f\x8b\x08not-really-gzip", headers={"Content-Encoding": "gzip"})] * 3,
+                   path="/ask")
+        with pytest.raises(BadResponse, match="could not be decompressed"):
+            _scripted(srv).complete(_chat())
+        assert len(srv.requests) == 3  # a bad answer is asked again twice, not five times as a network failure
