@@ -15,14 +15,14 @@ and model), and the store strips URL credentials from it.
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Callable, Sequence
 
 from audit_core.documents import Document
 from audit_core.methods.base import MethodResult, Observation
 from audit_core.report import target_label
 from audit_core.store import RunInfo, Store
-from audit_core.verdict import VerdictConfig, decide
+from audit_core.verdict import INCONCLUSIVE, NOT_FOUND, VerdictConfig, decide
 
 #: on_result(doc_id, method, observation, result), as ``audit_core.audit.run_audit`` calls it
 OnResult = Callable[[str, str, Observation, MethodResult], None]
@@ -138,6 +138,19 @@ def load_audit(store: Store, run_id: str) -> dict[str, Any]:
     return _rebuild(record)
 
 
+def _rebuilt_verdict(doc_id: str, results: dict[str, dict], probing: set[str], vcfg: VerdictConfig) -> dict:
+    """A document's verdict from its saved rows. One whose rows lack a method that probed other documents
+    was cut off mid-way: a "not found" may not stand on the methods that came first (the missing one might
+    have called it a member, or not cleared it), so it is inconclusive with that reason."""
+    v = decide(doc_id, [MethodResult(**res) for res in results.values()], vcfg)
+    missing = sorted(probing - set(results))
+    if missing and v.verdict == NOT_FOUND:
+        v = replace(v, verdict=INCONCLUSIVE, rule="R1",
+                    reason=f"the audit stopped before {', '.join(missing)} probed this document, so it is not "
+                           f"cleared ({v.reason})")
+    return v.to_json()
+
+
 def _rebuild(record) -> dict[str, Any]:
     """An ``AuditResult.to_json()``-shaped dict from per-result rows (no calibrations)."""
     info = record.info
@@ -150,9 +163,8 @@ def _rebuild(record) -> dict[str, Any]:
         if r.observation is not None:
             observations.setdefault(r.doc_id, {})[r.method] = r.observation.to_json()
     docs = [d for d in record.documents if d.id in results]
-    verdicts = [
-        decide(d.id, [MethodResult(**res) for res in results[d.id].values()], vcfg).to_json() for d in docs
-    ]
+    verdicts = [_rebuilt_verdict(d.id, results[d.id], {m for per in results.values() for m in per}, vcfg)
+                for d in docs]
     return {
         "target": target_label({"target": info.target_id}),
         "created": info.created,

@@ -27,11 +27,15 @@ R2    the first voter says member                 member          a member call 
 R3    every voter says not found, and the         not found       --
       target is known to retrieve with queries
       as sent (``retrieval_as_sent``)
-R4    the first voter says not found, a later     inconclusive    "methods disagree": calling it member
-      voter says member                                           would let either method's false
-                                                                  positives through (up to twice the
+R4    the first voter says not found, and a       inconclusive    "methods disagree": calling it member
+      later voter, or any other method that                       would let either method's false
+      decided, says member                                        positives through (up to twice the
                                                                   FPR); calling it not found would hide
-                                                                  a calibrated member call
+                                                                  a calibrated member call (a method
+                                                                  outside the vote cannot make a member
+                                                                  verdict, but its member call, such as
+                                                                  Extraction's reproduced e-mail
+                                                                  address, still stops a clearing)
 R5    every voter says not found, but nobody      inconclusive    "not cleared": a target that rewrites
       stated that the target retrieves with                       queries or withholds documents from
       queries as sent                                             probes that resemble them hides the
@@ -91,6 +95,7 @@ is not counted. Rows R1-R6 then apply unchanged.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Sequence
 
@@ -165,7 +170,7 @@ def control_call(result: MethodResult, p: float, fpr: float, n_controls: int) ->
     of text that call would not keep its rate).
     """
     ev = {**(result.evidence or {}), "fpr": fpr, "calibrated_on": "controls", "control_p_value": p,
-          "n_controls": n_controls}
+          "n_controls": n_controls, "shadow_member": bool(result.decision)}
     against = f"p = {p:.2g} against your {n_controls} controls"
     if p <= fpr:
         return replace(result, decision=True, reason=f"{against} (at most {fpr:.0%})", evidence=ev)
@@ -189,7 +194,7 @@ def decide_with_controls(doc_id: str, results: Sequence[MethodResult], collectio
     p = (collection.get("document_p_values") or {}).get(doc_id)
     if not controls_lead(collection) or p is None or not any(r.method == method for r in results):
         return decide(doc_id, results, cfg)
-    n = sum(v is not None for v in (collection.get("control_scores") or {}).values())
+    n = sum(isinstance(v, (int, float)) and math.isfinite(v) for v in (collection.get("control_scores") or {}).values())
     fpr = collection.get("fpr") or 0.05
     swapped = [control_call(r, p, fpr, n) if r.method == method else r for r in results]
     return decide(doc_id, swapped, cfg, lead=method)
@@ -226,7 +231,7 @@ def withholds_clearance(result: MethodResult) -> str | None:
         if p <= CLEAR_RULE.max_miss_rate:  # the test ``evidence.calibration.clear_threshold`` sets its threshold by
             return None
         fallback = f"{p:.0%} of its shadow's members score this low or lower"
-    elif ev.get("calibrated_on") == "controls":
+    elif ev.get("calibrated_on") == "controls" and ev.get("shadow_member", True):  # rows before the flag: as then
         fallback = "its shadow called it a member"
     else:
         return None
@@ -247,12 +252,15 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
     if (first.evidence or {}).get("calibrated_on") == "controls":
         at += f" against your {first.evidence['n_controls']} controls"
     alone = "" if first.method in (cfg.primary, cfg.second, lead) else " alone"
+    # a "not found" is the shadow's clearing (a miss rate), never a false-positive rate or a call against controls
+    cleared = f" (at most {CLEAR_RULE.max_miss_rate:.0%} of its shadow's members score this low)"
     if first.decision:  # R2
         dissent = [r.method for r in others if not r.decision]
         note = f"; {', '.join(dissent)} did not find it" if dissent else (
             f"; {', '.join(r.method for r in others)} agrees" if others else "")
         return Verdict(doc_id, MEMBER, f"{first.method}{alone} calls it a member{at}{note}", first.score, summary, "R2")
-    dissent = [r for r in others if r.decision]
+    # every member call stands against a "not found", a voter's or not (R4)
+    dissent = [r for r in others if r.decision] + [r for r in results if r.decision and r not in vote]
     if not dissent:
         agree = f"; {', '.join(r.method for r in others)} agrees" if others else ""
         pool = dict.fromkeys((lead, cfg.primary, cfg.second))
@@ -263,13 +271,13 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
             # "not found" it overrides (the highest, where two object)
             shown = max((summary[m]["score"] for m, _ in held if summary[m]["score"] is not None),
                         default=first.score)
-            return Verdict(doc_id, INCONCLUSIVE, f"not cleared: {first.method}{alone} did not find it{at}{agree}, "
+            return Verdict(doc_id, INCONCLUSIVE, f"not cleared: {first.method}{alone} did not find it{cleared}{agree}, "
                            f"but {objections}", shown, summary, "R6")
         if cfg.retrieval_as_sent:  # R3
-            return Verdict(doc_id, NOT_FOUND, f"{first.method}{alone} did not find it{at}{agree}", first.score,
+            return Verdict(doc_id, NOT_FOUND, f"{first.method}{alone} did not find it{cleared}{agree}", first.score,
                            summary, "R3")
         return Verdict(doc_id, INCONCLUSIVE,  # R5
-                       f"not cleared: {first.method}{alone} did not find it{at}{agree}, but nobody stated that the "
+                       f"not cleared: {first.method}{alone} did not find it{cleared}{agree}, but nobody stated that the "
                        f"target retrieves with queries as sent, and {REWRITING_EVIDENCE}", first.score, summary, "R5")
     return Verdict(doc_id, INCONCLUSIVE,  # R4
                    f"methods disagree: {first.method} did not find it, {', '.join(r.method for r in dissent)} "

@@ -341,7 +341,14 @@ def abstain_reason(cal) -> str | None:
 
 
 def decide_raw(raw: float, cal) -> Decision:
-    """Decide one audited document from its raw score; the calibration is only read."""
+    """Decide one audited document from its raw score; the calibration is only read.
+
+    A score that is not a finite number (a NaN logprob from a target) decides nothing: compared with
+    a threshold it is neither above nor below, and its Platt probability would read 0.
+    """
+    if not isinstance(raw, (int, float)) or not math.isfinite(raw):
+        return Decision(None, None, "no usable score: the method's reading of the target's answers is not a "
+                                    "number (the target sent a value such as NaN)", {"raw_score": None})
     ev = (cal.params or {}).get("evidence")
     if ev is None:  # hand-built: threshold on the raw score, no FPR statement
         evidence = {"raw_score": raw, "threshold": cal.threshold}

@@ -31,6 +31,7 @@ import datetime as _dt
 import hashlib
 import hmac
 import json
+import math
 import os
 import random
 import re
@@ -226,10 +227,13 @@ def sibling_calls(canary_scores: Sequence[float | None], sibling_scores: Sequenc
     """
     from audit_core.evidence.calibration import conformal_p_value, min_nonmembers
 
-    sib = np.asarray([float(s) for s in sibling_scores if s is not None], dtype=float)
+    def usable(x: float | None) -> bool:  # a NaN would get the smallest p-value, and count as a scored sibling
+        return x is not None and math.isfinite(float(x))
+
+    sib = np.asarray([float(s) for s in sibling_scores if usable(s)], dtype=float)
     out: list[tuple[float | None, bool | None]] = []
     for s in canary_scores:
-        if s is None:
+        if not usable(s):
             out.append((None, None))
             continue
         p = conformal_p_value(float(s), sib)

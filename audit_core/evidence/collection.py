@@ -368,7 +368,9 @@ def choose_method(ran: Sequence[str], calibrations: dict, order: Sequence[str], 
 
 
 def raw_score(result) -> float | None:
-    """The raw score a method decided from (its calibrated probability when no raw one was kept)."""
+    """The raw score a method decided from (its calibrated probability when no raw one was kept); None where
+    there is none or it is not a finite number (a NaN sorts anywhere and would be counted as scored)."""
     if result is None or result.score is None:
         return None
-    return (result.evidence or {}).get("raw_score", result.score)
+    raw = (result.evidence or {}).get("raw_score", result.score)
+    return float(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else None

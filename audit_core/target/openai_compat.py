@@ -59,6 +59,8 @@ T = TypeVar("T")
 
 #: how much of a server's error text is quoted in our messages
 _MAX_QUOTED_CHARS = 300
+#: how far above 0 a logprob may come from a server's float rounding before it is refused
+_LOGPROB_SLACK = 1e-3
 #: a query string (it may hold a token) is not quoted from a redirect's Location
 _URL_QUERY_RE = re.compile(r"\?.*$")
 
@@ -157,6 +159,11 @@ def tokens_from_logprob_entries(content: Any, scrub: Callable[[str], str], sourc
             tokens.append(TokenLogprob(scrub(str(entry["token"])), float(entry["logprob"]), top))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise BadResponse(f"{source} sent a logprobs entry without token or logprob") from None
+    def odd(lp: float) -> bool:  # at most 0, with room for a server's rounding; NaN (JSON parsers accept it)
+        return math.isnan(lp) or lp > _LOGPROB_SLACK  # would sort anywhere and decide at random
+
+    if any(odd(t.logprob) or any(odd(lp) for _, lp in t.top) for t in tokens):
+        raise BadResponse(f"{source} sent a logprob that is not a log-probability (NaN, or above 0)")
     return tokens
 
 

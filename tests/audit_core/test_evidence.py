@@ -452,7 +452,11 @@ def _uncleared(method, member_share):
      MEMBER, "R2"),
     # R3: every voter says not found (the target retrieves with queries as sent: AS_SENT below)
     ([_r("srag", False, 0.1)], NOT_FOUND, "R3"),
-    ([_r("srag", False, 0.1), _r("mba", False, 0.2), _r("rag_mia", True, 0.9)], NOT_FOUND, "R3"),  # baselines do not vote
+    # R4: the first voter says not found, a later one member
+    ([_r("srag", False, 0.1), _r("mba", False, 0.2), _r("rag_mia", True, 0.9)], INCONCLUSIVE, "R4"),  # not a voter,
+    # but its member call stops the clearing: a reproduced e-mail address (Extraction) was cleared that way
+    ([_r("mba", False, 0.2), _r("extraction", True, 0.33)], INCONCLUSIVE, "R4"),
+    ([_r("srag", None, reason="x"), _r("interrogation", False, 0.1), _r("extraction", True, 0.3)], INCONCLUSIVE, "R4"),
     ([_r("srag", None, reason="x"), _r("mba", False, 0.3)], NOT_FOUND, "R3"),
     ([_r("srag", None, reason="x"), _r("mba", None, reason="y"), _r("interrogation", False, 0.1)], NOT_FOUND, "R3"),
     # R4: the first voter says not found, a later one member
@@ -500,7 +504,7 @@ def test_an_r6_verdict_shows_the_probability_of_the_method_that_does_not_clear()
 
 @pytest.mark.parametrize("results", [
     [_r("srag", False, 0.1)],
-    [_r("srag", False, 0.1), _r("mba", False, 0.2), _r("rag_mia", True, 0.9)],
+    [_r("srag", False, 0.1), _r("mba", False, 0.2), _r("rag_mia", False, 0.3)],
     [_r("srag", None, reason="no logprobs"), _r("mba", None, reason="y"), _r("interrogation", False, 0.1)],
 ])
 def test_verdict_r5_no_clearing_unless_the_target_retrieves_with_queries_as_sent(results):
@@ -1027,3 +1031,44 @@ def test_the_evidence_benchmarks_oracle_weighs_by_the_draws_own_likelihood_ratio
     oracle = bench.simulate_collections(lm, ln, 200, platt=LOG_ODDS)
     ranks = bench.simulate_collections(m, n, 200, platt=None)
     assert oracle["power_5_of_20"] > ranks["power_5_of_20"]
+
+
+def test_a_score_that_is_not_a_number_decides_nothing_and_counts_as_no_score():
+    """A NaN became a member call against the controls (smallest p-value) and a "not cleared" reading 0."""
+    from audit_core.evidence.canaries import sibling_calls
+    from audit_core.evidence.collection import raw_score
+
+    m, n = _separated(60)
+    cal = C.apply_evidence(Calibration("x"), C.fit_evidence(m, n, source="t"))
+    d = C.decide_raw(float("nan"), cal)
+    assert d.decision is None and d.score is None and d.reason.startswith("no usable score")
+    calls = sibling_calls([float("nan"), 0.5], [float("nan")] * 19 + [0.2], 0.05)
+    assert calls[0] == (None, None) and calls[1] == (pytest.approx(1 / 2), None)  # one scored control: no call
+    assert raw_score(MethodResult("x", "d", 0.3, None, None, {"raw_score": float("nan")})) is None
+
+
+def test_a_target_logprob_that_is_nan_or_positive_is_a_bad_response():
+    from audit_core.target.base import BadResponse
+    from audit_core.target.openai_compat import tokens_from_logprob_entries
+
+    ok = [{"token": "a", "logprob": -0.5, "top_logprobs": [{"token": "a", "logprob": -0.5}]}]
+    assert tokens_from_logprob_entries(ok, str, "t")[0].logprob == -0.5
+    assert tokens_from_logprob_entries([{"token": "a", "logprob": 1e-7}], str, "t")  # rounding: kept
+    for bad in (float("nan"), 0.7):
+        with pytest.raises(BadResponse, match="not a log-probability"):
+            tokens_from_logprob_entries([{"token": "a", "logprob": bad}], str, "t")
+
+
+def test_an_abstaining_lead_under_r0_does_not_object_and_a_not_found_states_the_miss_rate():
+    """R0 turned a lead without signal into an R6 objection; "not found" reasons named a false-positive rate."""
+    from audit_core.verdict import decide_with_controls
+
+    lead = MethodResult("srag", "d", 0.4, None, "no signal: on the shadow RAG this method's AUC is 0.55", {"fpr": 0.05})
+    coll = {"controls_kind": "declared", "called_members": 0, "method": "srag", "fpr": 0.01,
+            "document_p_values": {"d": 0.5}, "control_scores": {f"c{i}": 0.1 * i for i in range(120)}}
+    v = decide_with_controls("d", [lead, _r("mba", False, 0.2)], coll, AS_SENT)
+    assert (v.verdict, v.rule) == (NOT_FOUND, "R3"), v.reason
+    assert v.reason == "mba did not find it (at most 5% of its shadow's members score this low)"
+    # a shadow member call the controls do not confirm still objects
+    called = MethodResult("srag", "d", 0.9, True, None, {"fpr": 0.01})
+    assert decide_with_controls("d", [called, _r("mba", False, 0.2)], coll, AS_SENT).rule == "R6"

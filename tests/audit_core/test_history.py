@@ -119,3 +119,17 @@ def test_a_resumed_audit_keeps_its_first_start_and_the_report_says_when_it_resum
     # a run that was not resumed keeps the start run_audit gave it
     fresh = start_run(store, DOCS, "t2", CONFIG)
     assert save_audit(store, fresh, part)["created"] == "2099-01-01T10:00:00+00:00"
+
+
+def test_a_document_cut_off_mid_way_is_not_cleared_by_the_methods_that_came_first(tmp_path):
+    """Rebuilt from its rows, a crashed audit called a document "not found" on S-RAG alone, MBA never having run."""
+    store = Store(tmp_path / "h.sqlite")
+    run_id = start_run(store, DOCS, "t", CONFIG)
+    record = result_recorder(store, run_id)
+    for m, r in _results()["a"].items():
+        record("a", m, Observation(m, "a"), r)
+    record("b", "srag", Observation("srag", "b"), MethodResult("srag", "b", 0.1, False))  # then it crashed
+    mark_failed(store, run_id, "killed")
+    v = {x["doc_id"]: x for x in load_audit(store, run_id)["verdicts"]}
+    assert v["a"]["verdict"] == "member"
+    assert v["b"]["verdict"] == "inconclusive" and "stopped before mba probed this document" in v["b"]["reason"]
