@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from audit_core.documents import Document
+from audit_core.evidence.answers import non_answer, too_many_non_answers
 from audit_core.methods.base import Observation
 from audit_core.methods.questions import EMPTY, IDK, QuestionConfig, answer_counts, read_answer
 from audit_core.methods.text_edits import split_sentences
@@ -118,6 +119,10 @@ class EntailmentMethod(QuestionMethod):
             return None, ev, "no_answers: every question failed"
         if counts[EMPTY] == len(labels):
             return None, ev, "no signal: every answer was empty"
+        too_many = too_many_non_answers([non_answer(a) or {IDK: "I don't know", EMPTY: "empty"}.get(lab)
+                                         for (_, a), lab in zip(pairs, labels)])
+        if too_many is not None:  # refusals and "I don't know"s are no evidence either way
+            return None, ev, too_many
         said = [(q, a) for (q, a), lab in zip(pairs, labels) if lab not in (IDK, EMPTY)]
         c = self.config
         if c.support == "copied":

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from audit_core.documents import Document
+from audit_core.evidence.answers import non_answer, too_many_non_answers
 from audit_core.methods.base import Calibration, MethodResult, Observation, QueryCost, template_words
 from audit_core.methods.s2mia import PROMPT
 from audit_core.methods.baseline_common import unusable
@@ -147,8 +148,9 @@ class ExtractionMethod(ThresholdTextMethod):
         ev: dict[str, Any] = {"items": rows}
         if not rows:
             return None, ev, "target_error: every query failed"
-        if not any(r["answer"].strip() for r in rows):
-            return None, ev, "no signal: every answer was empty"
+        too_many = too_many_non_answers([non_answer(r["answer"]) for r in rows])
+        if too_many is not None:  # a refusal reproduces nothing, and shows nothing either
+            return None, ev, too_many
         share = sum(r["reproduced"] for r in rows) / len(rows)
         ev["reproduced_share"] = share
         return share, ev, None

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from audit_core.evidence.answers import non_answer, too_many_non_answers
 from audit_core.methods.base import Observation
 from audit_core.methods.questions import EMPTY, IDK, OTHER, QuestionConfig, answer_counts, read_answer
 from audit_core.methods.textonly_base import YES_NO_SUFFIX, QuestionMethod, answers
@@ -36,6 +37,10 @@ class InterrogationConfig:
     #: fewest questions a document must yield to be scored
     min_questions: int = 2
     questions: QuestionConfig = field(default_factory=QuestionConfig)
+
+
+#: how an answer read as neither yes nor no counts among the non-answers
+_KIND = {IDK: "I don't know", EMPTY: "empty", OTHER: "unparseable"}
 
 
 class InterrogationMethod(QuestionMethod):
@@ -65,6 +70,11 @@ class InterrogationMethod(QuestionMethod):
         if counts[EMPTY] + counts[OTHER] == len(labels):
             return None, ev, ("no signal: the target answered none of the questions with yes, no or "
                               "'I don't know' (empty or unreadable answers)")
+        # the paper's penalty reads a few "I don't know"s; mostly non-answers (refusals, "I don't know", empty,
+        # unreadable) are no evidence either way, and never a "not found"
+        too_many = too_many_non_answers([non_answer(r["answer"]) or _KIND.get(r["read_as"]) for r in rows])
+        if too_many is not None:
+            return None, ev, too_many
         n = len(labels)
         correct = sum(1 for r in rows if r["read_as"] == r["expected"]) / n
         idk = counts[IDK] / n

@@ -248,6 +248,9 @@ class MbaMethod(MembershipMethod):
                 rows.append({"mask": mask_label(a.index), "expected": a.accepted, "predicted": pred,
                              "correct": continuation_correct(text, a.accepted), "read_as": "continuation"})
         correct = sum(r["correct"] for r in rows)
+        # a non-answer is not a wrong fill-in: the share is of the masks the target answered (too many
+        # non-answers make the document inconclusive below)
+        scored = sum(k is None for k in kinds) or plan.n_masks
         evidence.update({
             "rows": rows,
             "correct": correct,
@@ -256,12 +259,12 @@ class MbaMethod(MembershipMethod):
             "elicitation": elicitation,
             "raw_answer": raw,
             "finish_reason": response.get("finish_reason"),
-            "accuracy": correct / plan.n_masks,
+            "accuracy": correct / scored,
         })
         too_many = too_many_non_answers(kinds)
         if too_many is not None:
             return None, evidence, too_many
-        return correct / plan.n_masks, evidence, None
+        return correct / scored, evidence, None
 
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:
         """Fraction of masks filled in correctly, decided at the calibration's false-positive rate;

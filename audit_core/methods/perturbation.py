@@ -104,8 +104,9 @@ class PerturbationMethod(ThresholdTextMethod):
                               "f_original": f_o, "f_perturbed": f_p, "read": [how_o, how_p]}
         if f_o is None or f_p is None:
             return None, ev, "target_error: one of the two questions failed"
-        if how_o == "unsure" and how_p == "unsure":
-            return None, ev, "no signal: neither answer said yes or no (empty, refused or unreadable)"
+        if "unsure" in (how_o, how_p):  # a difference needs two answers; a non-answer is not a 0.5
+            return None, ev, ("non-answer: " + ("neither answer" if how_o == how_p else "one of the two answers")
+                              + " said yes or no (empty, refused or unreadable)")
         d = f_o - f_p
         ev["difference"] = d
         return (d + 1) / 2, ev, None

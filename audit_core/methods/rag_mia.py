@@ -31,7 +31,8 @@ _NEG_PHRASE = re.compile(
 )
 _POS_PHRASE = re.compile(r"\b(?:does appear|appears in|is present|is included|is part of|is in the context)\b")
 _HEDGE = re.compile(r"^\s*no\s+(?:idea|way\s+to\s+(?:know|tell|say))\b")
-_UNSURE = re.compile(r"\b(?:not sure|unsure|uncertain|cannot|can't|unable|don't know|do not know|not certain)\b")
+_UNSURE = re.compile(r"\b(?:not sure|unsure|uncertain|cannot|can't|unable|don't know|do not know|not certain"
+                     r"|not able|impossible|(?:can|could) not|couldn't|no way to)\b")
 #: characters a tokenizer may leave around a word token ("▁Yes", "ĠYes", "Yes.")
 _TOKEN_STRIP = " \t\n\r\u2581\u0120\"'*.,:;!?()[]`_"
 
@@ -174,8 +175,9 @@ class RagMiaMethod(MembershipMethod):
         yes/no answer the same way for targets without logprobs (``params["evidence_text"]``)."""
         from audit_core.evidence.calibration import fit_evidence
 
-        ms = [self.observation_score(o) for o in members]
-        ns = [self.observation_score(o) for o in nonmembers]
+        # the shadow's replies are read as the audit reads the target's: a refusal or "I don't know" is no score
+        ms = [self.observation_score(o) for o in members if unusable(self.name, o) is None]
+        ns = [self.observation_score(o) for o in nonmembers if unusable(self.name, o) is None]
         lm = [s for s, e in ms if e["mode"] == "logprobs"]
         ln = [s for s, e in ns if e["mode"] == "logprobs"]
         cal = fit_threshold(self.name, lm, ln, self.config.default_threshold)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from audit_core.documents import Document
+from audit_core.evidence.answers import non_answer
 from audit_core.methods.base import Observation, QueryCost, template_words
 from audit_core.methods.baseline_common import split_halves
 from audit_core.methods.s2mia import PROMPT
@@ -62,8 +63,11 @@ class RobustnessMethod(ThresholdTextMethod):
         ev: dict[str, Any] = {"answers": a, "dropped": obs.data.get("dropped")}
         if any(x is None for x in a):
             return None, ev, "target_error: one of the two queries failed"
-        if not all(x.strip() for x in a):
-            return None, ev, "no signal: an answer was empty"
+        kinds = [non_answer(x) for x in a]
+        kind = next((k for k in kinds if k is not None), None)
+        if kind is not None:  # two refusals are as alike as two answers from the document: no evidence
+            return None, ev, f"non-answer ({kind}): one of the two answers is not an answer, so there is nothing " \
+                             "to compare"
         from audit_core.models import embed
 
         emb = embed(a, self.config.embedder)

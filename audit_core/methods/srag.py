@@ -28,6 +28,8 @@ Data in RAG Systems" (../shared/papers/s-rag-shadow-rag-audit.txt), sections
 """
 from __future__ import annotations
 
+from audit_core.evidence.answers import non_answer
+
 import math
 import re
 import unicodedata
@@ -436,6 +438,10 @@ def observe_word(word: str, completion: Completion, prefix: str | None = None) -
     """
     if not completion.tokens:
         return WordObservation(word, None, error="no_logprobs: the target returned no logprobs")
+    kind = non_answer(completion.text) if completion.text else None
+    if kind is not None and kind != "empty":  # a refusal's first token is no reading of the word (it read 0)
+        return WordObservation(word, None, aligned="not_aligned", first_token=completion.tokens[0].token,
+                               error=f"non_answer ({kind}): the target did not answer")
     toks = [t.token for t in completion.tokens]
     if prefix is None:
         how, i = "first", 0
@@ -476,6 +482,11 @@ def unaligned_features(words: Sequence[WordObservation], cfg: SragConfig
     read = [w.prob for w in words if w.prob is not None]
     n_un = len(words) - len(read)
     if not read or n_un / len(words) > cfg.max_unaligned_share:
+        kinds = [w.error.split(")")[0].removeprefix("non_answer (") for w in words
+                 if w.prob is None and (w.error or "").startswith("non_answer (")]
+        if kinds and len(kinds) * 2 > n_un:  # mostly refusals, "I don't know"s or empty replies
+            return None, (f"too many non-answers: {len(kinds)} of {len(words)} probes got no answer "
+                          f"({', '.join(sorted(set(kinds)))}), too few readings to compare with the shadow"), list(words)
         return None, (f"not aligned: in {n_un} of {len(words)} probes the target's answer never reached the "
                       f"probed word (it restated or rephrased the text instead), too few readings to compare "
                       f"with the shadow"), list(words)

@@ -29,6 +29,8 @@ only adds misses.
 """
 from __future__ import annotations
 
+from audit_core.evidence.answers import non_answer
+
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -147,8 +149,10 @@ class SragSampledMethod(SragMethod):
             if not comps:
                 out.append(WordObservation(p["word"], None, error=next((e for e in errs if e), "no response")))
                 continue
-            if not any(c.text.strip() for c in comps):
-                out.append(WordObservation(p["word"], None, error="empty_answer: the target answered with no text"))
+            kinds = [non_answer(c.text) for c in comps]
+            if all(k is not None for k in kinds):
+                out.append(WordObservation(p["word"], None, aligned="not_aligned",
+                                           error=f"non_answer ({kinds[0]}): the target did not answer"))
                 continue
             shown = re.sub(r"\s+", " ", comps[0].text.strip())[:40]
             if self.config.style == "chat":

@@ -670,3 +670,21 @@ def test_a_documents_observation_does_not_depend_on_the_others_probed_with_it(mb
         alone = mba_continue.probe_many([doc], BatchSensitiveTarget(MEMBERS))[0]
         assert obs.to_json() == alone.to_json()
     assert mba_continue.score(batch[0], Calibration("mba", threshold=0.5)).score == 1.0
+
+
+class HalfRefusingTarget(ContinuingTarget):
+    """Continues the text it holds, but refuses every other request."""
+
+    def complete(self, request: ChatRequest) -> Completion:
+        comp = super().complete(request)
+        if self.calls % 2 == 0:
+            return Completion(text="I'm sorry, I can't help with that.", tokens=None, usage=comp.usage)
+        return comp
+
+
+def test_continue_elicitation_scores_the_masks_answered_not_the_refused_ones(mba_continue):
+    """5 right and 5 refused read 0.5, a refusal counted as a wrong fill-in, and cleared the document."""
+    res = mba_continue.score(mba_continue.probe(Document("m0", MEMBERS[0]), HalfRefusingTarget(MEMBERS)),
+                             Calibration("mba", threshold=0.7))
+    ev = res.evidence
+    assert ev["non_answers"] == 5 and ev["correct"] == 5 and ev["accuracy"] == 1.0 and res.score == 1.0

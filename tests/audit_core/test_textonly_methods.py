@@ -76,8 +76,8 @@ class FakeRag(Target):
                 return "Yes."
             return "Yes." if stated == doc.text else "No."
         if "answer yes, no, or I don't know" in q:  # IA
-            if doc is None:
-                return "I don't know."
+            if doc is None:  # a chatbot without the document guesses (mostly "I don't know" is a non-answer)
+                return "No."
             asked = _words(q.replace("Please answer yes, no, or I don't know.", ""))
             asked -= {"true"}
             return "Yes." if asked <= _words(doc.text) else "No."
@@ -85,7 +85,7 @@ class FakeRag(Target):
             prefix = q.split("\n\n")[1]
             if doc is None:
                 ws = prefix.split()  # follows the query's wording: a shorter query, other words
-                return "Sorry, " + " ".join(ws[len(ws) % 3::3][:10])
+                return "Well, " + " ".join(ws[len(ws) % 3::3][:10])
             rest = doc.text.split(prefix.split()[-1], 1)[-1]
             return rest.strip()[:200]
         if q.startswith("I read a message that starts:") or "Please repeat the text above" in q:  # verbatim
@@ -206,7 +206,7 @@ def test_empty_answers_make_the_method_abstain_with_a_reason(name, cheap_segment
     obs = m.probe(doc, FakeRag(DOCS, answer_empty=True))
     res = m.score(obs, Calibration(name, threshold=0.5, shadow_auc=0.9))
     assert res.decision is None and res.score is None
-    assert res.reason and ("empty" in res.reason or "no signal" in res.reason)
+    assert res.reason and ("empty" in res.reason or "no signal" in res.reason or "non-answers" in res.reason)
 
 
 def test_a_shadow_without_signal_withholds_the_decision():
@@ -225,16 +225,31 @@ def test_i_dont_know_is_penalised_five_times():
         def complete(self, req):
             return Completion(self.text, None, Usage(1, 1))
 
+    class Alternates(Target):
+        """Yes, then "I don't know", in turn: half the answers are non-answers, not more."""
+
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def complete(self, req):
+            self.n += 1
+            return Completion("Yes." if self.n % 2 else "I don't know.", None, Usage(1, 1))
+
     m = create_method("interrogation")
-    idk = m.observation_score(m.probe(DOCS[0], Says("I don't know.")))
+    some = m.observation_score(m.probe(DOCS[0], Alternates()))
     yes = m.observation_score(m.probe(DOCS[0], Says("Yes.")))
-    assert idk[1]["raw_score"] == pytest.approx(-5.0)  # 0 correct - 5 x 100% "I don't know"
+    rows = some[1]["answers"]
+    right = sum(r["read_as"] == r["expected"] for r in rows) / len(rows)
+    assert some[1]["idk_share"] == pytest.approx(sum(r["read_as"] == "idk" for r in rows) / len(rows))
+    assert some[1]["raw_score"] == pytest.approx(right - 5 * some[1]["idk_share"])  # correct - 5 x "I don't know"
     n_true = sum(q["expected"] == "yes" for q in yes[1]["answers"])
     assert yes[1]["raw_score"] == pytest.approx(n_true / len(yes[1]["answers"]))
-    assert yes[0] > idk[0]
-    # a refusal counts as "I don't know" too
-    ref = m.observation_score(m.probe(DOCS[0], Says("I'm sorry, I cannot help with that.")))
-    assert ref[1]["idk_share"] == 1.0
+    assert yes[0] > some[0]
+    # all "I don't know", or all refusals: too many non-answers, no score (never a "not found")
+    for text in ("I don't know.", "I'm sorry, I cannot help with that."):
+        none = m.observation_score(m.probe(DOCS[0], Says(text)))
+        assert none[0] is None and none[2].startswith("too many non-answers")
 
 
 class Answers(Target):
@@ -263,7 +278,7 @@ def test_entailment_counts_only_words_an_answer_took_from_the_document():
     # the question's own words are not a copy, however document-like they are
     assert scores["echo"][1]["raw_score"] == scores["topical"][1]["raw_score"] == 0.0
     assert scores["copy"][1]["raw_score"] == pytest.approx(1.0)  # every 4-gram of the answer is the document's
-    assert scores["idk"][1]["raw_score"] == pytest.approx(-1.0) and scores["idk"][0] < scores["topical"][0]
+    assert scores["idk"][0] is None and scores["idk"][2].startswith("too many non-answers")  # no evidence either way
     assert copied_shares(["a b c d e", "x y z"], ["", ""], "a b c d x", 4) == [0.5, 0.0]
     assert copied_shares(["a b c d e"], ["a b c d"], "a b c d e", 4) == [0.5]
 
