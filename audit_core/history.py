@@ -86,10 +86,21 @@ def delete_audit(store: Store, run_id: str, running: Sequence[str] = ()) -> bool
 
 
 def delete_all_history(store: Store, running: Sequence[str] = ()) -> bool:
-    """Delete every past audit and every stored target answer (refused while an audit runs)."""
+    """Delete every past audit and every stored target answer (refused while an audit runs), and the
+    questions made from audited documents (Interrogation's and Entailment's cache, which quotes them)."""
     if running:
         raise ValueError("an audit is still running: cancel it or let it finish first")
-    return store.delete_all()
+    import shutil
+
+    from audit_core.methods.questions import QUESTIONS_DIR
+
+    from audit_core.models import cache_dir
+
+    deleted = store.delete_all()
+    folder = cache_dir() / QUESTIONS_DIR
+    if store.path.parent.resolve() == cache_dir().resolve() and folder.is_dir():  # the app's own store
+        shutil.rmtree(folder, ignore_errors=True)
+    return deleted
 
 
 def result_recorder(store: Store, run_id: str) -> OnResult:

@@ -138,7 +138,9 @@ DEFAULT_EMBEDDER = "all-minilm-l6-v2"
 def cache_dir() -> Path:
     """Root of every on-disk cache of the project (user-settable via RPA_CACHE_DIR)."""
     root = Path(os.environ.get("RPA_CACHE_DIR", Path.home() / ".cache" / "rag-provenance-auditor"))
-    root.mkdir(parents=True, exist_ok=True)
+    if not root.exists():  # made private: it holds the owner's texts, the target's answers and canary seeds
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(root, 0o700)
     return root
 
 

@@ -244,6 +244,10 @@ class Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        # readable by its owner only: it holds documents, prompts and answers. SQLite gives the -wal and
+        # -shm files the main file's mode, so the main file is made private before SQLite opens it
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        os.chmod(self.path, 0o600)
         self._conn: sqlite3.Connection | None = sqlite3.connect(
             str(self.path), timeout=timeout_s, check_same_thread=False, isolation_level=None
         )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 import time
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
@@ -29,6 +30,8 @@ from typing import Callable, Sequence
 from audit_core.documents import Document
 from audit_core.methods.base import Calibration, MembershipMethod, Observation
 from audit_core.models import cache_dir
+
+log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_AUX_CORPUS = ROOT / "assets" / "aux_medquad.jsonl"
@@ -104,7 +107,18 @@ def _config_of(method: MembershipMethod) -> dict:
             if (f.metadata.get("scoring_only") or (f.metadata.get("chat_only") and d.get("style") != "chat")
                     or (f.metadata.get("added_later") and d.get(f.name) == f.default)):
                 d.pop(f.name, None)
+    if isinstance(d.get("decoy_questions"), str):  # what the questions say, not where the file lies
+        d["decoy_questions"] = _file_digest(d["decoy_questions"])
     return d
+
+
+def _file_digest(path: str) -> str:
+    """``sha256:<hex>`` of a file a configuration names, so that a key follows its contents (two projects'
+    files of one name, or one file edited in place, are two shadows); the path itself where it is unreadable."""
+    try:
+        return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return path
 
 
 def preparation_key(method: MembershipMethod, cfg: ShadowConfig, corpus_hash: str) -> str:
@@ -189,8 +203,8 @@ def prepare_shadow(
         if force and folder.exists():
             shutil.rmtree(folder)
         obs_file = folder / "observations.json"
-        if obs_file.exists():
-            raw = json.loads(obs_file.read_text())
+        raw = _read_observations(obs_file)
+        if raw is not None:
             mem = [Observation.from_json(o) for o in raw["members"]]
             non = [Observation.from_json(o) for o in raw["nonmembers"]]
             prep.from_cache[method.name] = True
@@ -253,15 +267,29 @@ def prepare_shadow(
     return prep
 
 
+def _read_observations(obs_file: Path) -> dict | None:
+    """A cached observations file, or None where there is none or it cannot be read (it is then made again
+    rather than failing every later audit with this key)."""
+    try:
+        raw = json.loads(obs_file.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        log.warning("%s could not be read; the shadow is prepared again", obs_file)
+        return None
+    return raw if isinstance(raw, dict) and "members" in raw and "nonmembers" in raw else None
+
+
 def _write_observations(obs_file: Path, mem: Sequence[Observation], non: Sequence[Observation]) -> None:
     _write_json(obs_file, {"members": [o.to_json() for o in mem], "nonmembers": [o.to_json() for o in non]})
 
 
 def _write_json(path: Path, data: dict) -> None:
-    """Write atomically: a crash leaves the old file or none, never half of one."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, default=str))
-    tmp.replace(path)
+    """Write atomically: a crash leaves the old file or none, never half of one. Each writer has a temporary
+    file of its own, so two processes preparing the same key cannot rename each other's half-written file."""
+    from audit_core.io import write_private_atomic
+
+    write_private_atomic(path, json.dumps(data, default=str))
 
 
 def shadow_top_logprobs(method: MembershipMethod, cfg: ShadowConfig) -> int:

@@ -56,6 +56,9 @@ _REFUSAL = re.compile(
     r"\b(?:i'm sorry|i am sorry|sorry, (?:but )?i|i cannot help|i can't help|as an ai|i (?:cannot|can't) provide|"
     r"i'm not able|i am not able|i'm unable|i am unable)\b", re.I)
 
+#: the folder of the question cache, under the cache directory (``history.delete_all_history`` empties it)
+QUESTIONS_DIR = "questions"
+
 #: how an answer was read
 YES, NO, IDK, EMPTY, OTHER = "yes", "no", "idk", "empty", "other"
 
@@ -246,7 +249,7 @@ def _cache_file(text: str, kind: str, n: int, cfg: QuestionConfig, root: Path | 
 
     shape = kind if phrases == 1 else f"{kind}:{phrases}"  # the one-phrase questions keep the keys they had
     key = hashlib.sha256(json.dumps([shape, n, cfg.identity(), text]).encode("utf-8")).hexdigest()[:32]
-    return (root or cache_dir() / "questions") / f"{key}.json"
+    return (root or cache_dir() / QUESTIONS_DIR) / f"{key}.json"
 
 
 def questions_for(text: str, kind: str, n: int, cfg: QuestionConfig | None = None, *,
@@ -279,11 +282,10 @@ def questions_for(text: str, kind: str, n: int, cfg: QuestionConfig | None = Non
             raise ValueError("the question helper model must not be the audited target itself")
         qs = helper_questions(text, kind, n, helper)
     if cfg.cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"generator": cfg.identity(), "kind": kind,
-                                   "questions": [q.to_json() for q in qs]}))
-        tmp.replace(path)
+        from audit_core.io import write_private_atomic
+
+        write_private_atomic(path, json.dumps({"generator": cfg.identity(), "kind": kind,
+                                               "questions": [q.to_json() for q in qs]}))
     return qs
 
 

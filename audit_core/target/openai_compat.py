@@ -353,6 +353,7 @@ class OpenAITarget(RetryingConnector, Target):
         #: where the response lists the sources the answer cites (e.g. Azure OpenAI's
         #: $.choices[0].message.context.citations); None: the endpoint cites none
         self._sources = None if sources_path is None else compile_jsonpath(sources_path, "sources_path")
+        self._sources_path = sources_path
         key = (api_key or "").strip()
         if key and not header_safe(key):
             # said without the key: httpx would fail on it with a codec or header error naming neither
@@ -386,7 +387,10 @@ class OpenAITarget(RetryingConnector, Target):
 
     @property
     def name(self) -> str:  # type: ignore[override]
-        return f"{self.base_url} · {self.model}"
+        """Base URL and model; and where the sources are read, when set (answers stored without them
+        would otherwise be reused for a file that reads them, and cite nothing)."""
+        where = f" · sources {self._sources_path}" if self._sources_path else ""
+        return f"{self.base_url} · {self.model}{where}"
 
     def __repr__(self) -> str:
         return (f"OpenAITarget(base_url={self.base_url!r}, model={self.model!r}, timeout_s={self.timeout_s}, "

@@ -133,3 +133,20 @@ def test_a_document_cut_off_mid_way_is_not_cleared_by_the_methods_that_came_firs
     v = {x["doc_id"]: x for x in load_audit(store, run_id)["verdicts"]}
     assert v["a"]["verdict"] == "member"
     assert v["b"]["verdict"] == "inconclusive" and "stopped before mba probed this document" in v["b"]["reason"]
+
+
+def test_deleting_all_history_also_deletes_the_questions_made_from_the_documents(tmp_path, monkeypatch):
+    """Interrogation's question cache quoted the documents ("Was Alice ... diagnosed with ...?") after the delete."""
+    from audit_core.history import delete_all_history
+    from audit_core.io import write_private_atomic
+
+    monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path))
+    store = Store(tmp_path / "audits.sqlite")
+    start_run(store, DOCS, "t", CONFIG)
+    q = write_private_atomic(tmp_path / "questions" / "k.json", '{"questions": ["Was Alice diagnosed in 2019?"]}')
+    assert delete_all_history(store) and not q.exists()
+    # a store elsewhere (a test's, a --store of the CLI) leaves the app's cache alone
+    q = write_private_atomic(tmp_path / "questions" / "k.json", "{}")
+    other = Store(tmp_path / "elsewhere" / "s.sqlite")
+    delete_all_history(other)
+    assert q.exists()

@@ -437,3 +437,10 @@ def test_an_openai_target_file_reads_its_key_from_the_process_environment(server
     spec, cfg = target_config({"type": "openai", "base_url": server.base_url, "model": "fake-model",
                                "api_key_env": "MY_ENDPOINT_KEY"})
     assert create_target(spec, cfg).complete(ask()).text == "Hello there world"
+
+
+def test_answers_read_with_a_sources_path_are_not_those_stored_without_one(server):
+    """The identity was base URL and model only: answers stored without sources were reused, citing nothing."""
+    plain = OpenAITarget(server.base_url, "fake-model", KEY)
+    cited = OpenAITarget(server.base_url, "fake-model", KEY, sources_path="$.choices[0].message.context.citations")
+    assert plain.name != cited.name and "sources" in cited.name and KEY not in cited.name

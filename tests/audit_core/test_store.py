@@ -354,3 +354,26 @@ def test_a_stable_identity_finds_answers_given_at_another_address(store):
     other = CachingTarget(EchoTarget(), store, "srag", "1", identity="reference RAG · mirabel")
     other.complete(req("a probe"))
     assert other.sent == 1
+
+
+def test_the_store_and_the_cache_are_readable_by_their_owner_only(tmp_path, monkeypatch):
+    """Under a umask of 022 the store (texts, prompts, answers) and its -wal file were 0644."""
+    import os
+    import stat
+
+    from audit_core.io import write_private_atomic
+    from audit_core.models import cache_dir
+    from audit_core.store import Store
+
+    old = os.umask(0o022)
+    try:
+        monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path / "fresh-cache"))
+        root = cache_dir()
+        Store(root / "audits.sqlite").close()
+        mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+        assert mode(root) == 0o700 and mode(root / "audits.sqlite") == 0o600
+        assert all(mode(p) & 0o077 == 0 for p in root.glob("audits.sqlite*"))
+        f = write_private_atomic(root / "questions" / "q.json", "{}")
+        assert mode(f) == 0o600 and not list(f.parent.glob("*.tmp"))
+    finally:
+        os.umask(old)

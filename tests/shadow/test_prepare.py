@@ -143,3 +143,27 @@ def test_the_shadow_leads_its_questions_with_its_own_documents_never_the_owners(
     assert len(seen) == 2 and seen[0] == seen[1] and len(seen[0]) == 10
     assert set(seen[0]) <= shadow_texts and not set(seen[0]) & set(owner)
     assert list(method.collection) == owner
+
+
+def test_a_decoy_file_keys_the_shadow_by_its_contents_not_its_path(tmp_path):
+    """Two projects' q.txt (or one edited in place) shared one cached shadow and calibration."""
+    from audit_core.methods.verbatim import VerbatimConfig, VerbatimMethod
+
+    a, b = tmp_path / "a" / "q.txt", tmp_path / "b" / "q.txt"
+    for p, text in ((a, "What is a good dose?\n"), (b, "How do I file a tax return?\n")):
+        p.parent.mkdir()
+        p.write_text(text)
+    cfg = ShadowConfig()
+    key = lambda path: prepare.preparation_key(VerbatimMethod(VerbatimConfig(decoy_questions=str(path))), cfg, "c")  # noqa: E731
+    assert key(a) != key(b)
+    b.write_text(a.read_text())
+    assert key(a) == key(b)
+
+
+def test_an_unreadable_cached_observations_file_is_prepared_again(tmp_path):
+    """A torn file failed every later audit with that key until someone ran prepare --force."""
+    broken = tmp_path / "observations.json"
+    broken.write_text('{"members": [')
+    assert prepare._read_observations(broken) is None and prepare._read_observations(tmp_path / "none") is None
+    prepare._write_observations(broken, [], [])
+    assert prepare._read_observations(broken) == {"members": [], "nonmembers": []}
