@@ -317,6 +317,8 @@ def render_result(result: dict, live: bool = False) -> None:
         st.info("No document has a verdict yet." if live else "No document was audited, so there is no verdict.")
     st.markdown(WHAT_IT_PROVES)
     with st.expander("What this audit does and does not prove"):
+        if result.get("what_this_shows"):  # this audit's own statement (rate, controls), as the PDF gives it
+            st.markdown(result["what_this_shows"].replace("$", "\\$"))
         for line in LIMITATIONS:
             st.markdown(f"- {line}")
     _account(result)

@@ -120,12 +120,17 @@ def strip_local_paths(text: str) -> str:
     return _LOCAL_PATH.sub(lambda m: "…/" + (m.group("name") or m.group("wname")), text)
 
 
-def _strip_paths(obj: Any) -> Any:
+#: values that name a document: kept as they are, even when they look like a path (two ids
+#: /a/report.txt and /b/report.txt shortened alike became one document in the PDF)
+_ID_KEYS = frozenset({"doc_id", "id"})
+
+
+def _strip_paths(obj: Any, key: str | None = None) -> Any:
     if isinstance(obj, dict):
-        return {k: _strip_paths(v) for k, v in obj.items()}
+        return {k: _strip_paths(v, k) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_strip_paths(v) for v in obj]
-    return strip_local_paths(obj) if isinstance(obj, str) else obj
+        return [_strip_paths(v, key) for v in obj]
+    return strip_local_paths(obj) if isinstance(obj, str) and key not in _ID_KEYS else obj
 
 
 def redacted_text(text: str) -> str:
@@ -179,6 +184,28 @@ def _redact_answers(ev: dict) -> None:
             probe["answer"] = "[redacted with the document text]"
 
 
+#: evidence fields whose text is the method's own words, never the document's or the target's (kept in a
+#: redacted export); every other text in a method's evidence can quote the document, directly (a second
+#: half, a personal-data item, an altered copy) or through the target's answers, and is redacted
+SAFE_EVIDENCE_TEXT = frozenset({
+    "reason", "decision_rule", "calibrated_on", "mode", "elicitation", "read_as", "kind", "error", "finish_reason",
+    "source", "support_reading", "aligned", "rule", "how", "logprobs_note", "style", "scorer", "weights", "read",
+    "skipped", "abstain_reason", "clear_rule", "shadow_defense", "model", "template", "non_answer", "method", "mask",
+})
+
+
+def _redact_texts(obj: Any, key: str | None = None) -> Any:
+    """``obj`` with every text that may quote a document replaced by ``REDACTED_WORD`` (numbers, flags,
+    the placeholders set by the specific redactions above, and ``SAFE_EVIDENCE_TEXT`` fields kept)."""
+    if isinstance(obj, dict):
+        return {k: _redact_texts(v, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_redact_texts(v, key) for v in obj]
+    if isinstance(obj, str) and key not in SAFE_EVIDENCE_TEXT and obj and not obj.startswith("["):
+        return REDACTED_WORD
+    return obj
+
+
 def shared_view(result: dict, redact: bool = True) -> dict:
     """The audit dict as it may leave this machine: scrubbed of secrets, without local paths,
     the target named as the user named it; with ``redact``, document texts replaced by their
@@ -212,6 +239,7 @@ def shared_view(result: dict, redact: bool = True) -> dict:
                 if isinstance(ev, dict):
                     _redact_words(ev)
                     _redact_answers(ev)
+                    res["evidence"] = _redact_texts(ev)  # what the specific redactions above do not know of
     return r
 
 
@@ -355,9 +383,11 @@ def _fmt(x: Any, nd: int = 2) -> str:
 def _method_sentence(name: str, info: dict) -> str:
     label = method_label(name)
     score, decision, reason = info.get("score"), info.get("decision"), info.get("reason")
-    if decision is None or score is None:
-        return f"{label} gave no answer ({reason or 'no reason recorded'})."
     what = "membership probability" if name == "srag" else "score"
+    if score is None:
+        return f"{label} gave no answer ({reason or 'no reason recorded'})."
+    if decision is None:  # a score that decides nothing (not cleared, no signal) is still a score
+        return f"{label} gave a {what} of {_fmt(score)} but decides nothing ({reason or 'no reason recorded'})."
     if "against your" in str(reason or ""):  # rule R0: the call against the owner's controls, not the shadow's
         return (f"{label} gave a {what} of {_fmt(score)}; against your controls it says "
                 f"“{decision_text(decision)}” ({reason}).")
@@ -942,6 +972,10 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
 
     # -- limitations -----------------------------------------------------------
     story.append(P("Limitations", "h1"))
+    shows = r.get("what_this_shows")
+    if shows:  # the plain statement of what this audit can and cannot show (evidence.statement)
+        story.append(P(esc(shows)))
+        story.append(Spacer(1, 3))
     for text in LIMITATIONS:
         story.append(P("• " + esc(text)))
         story.append(Spacer(1, 3))
@@ -1019,7 +1053,8 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
                              + (" The words and the target's answers are redacted with the document text."
                                 if redacted else ""), "small"))
         if mba.get("reason"):
-            out.append(P(f"MBA gave no answer: {esc(mba.get('reason'))}", "note"))
+            said = "gave no answer" if mba.get("score") is None else "decides nothing"
+            out.append(P(f"MBA {said}: {esc(mba.get('reason'))}", "note"))
 
     out.extend(_verbatim_evidence(r, doc_id, st, width))
 

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 def what_this_shows(fpr: float | None, collection: dict | None) -> str:
     """The plain statement that goes with every result (the report shows it, the JSON keeps it)."""
+    from audit_core.evidence.calibration import CLEAR_RULE
+
     rate = f"{fpr:.0%}" if fpr else "a stated rate"
+    miss = f"{CLEAR_RULE.max_miss_rate:.0%}"
     parts = [
         f"Each 'member' call is made so that, among documents that are NOT in the target's knowledge base, "
         f"at most {rate} would be called members. That rate is set on a shadow RAG we built, so it holds for "
         "the target only as far as the target's answers to documents it does not hold resemble the shadow's; "
         "the benchmark measures how far that goes.",
-        "'Not found' is not 'not used': a system can hold a document and still not retrieve it for our probes, "
-        "and a method's power (the share of shadow members it finds at that rate) says how often that happens.",
+        "'Not found' is not 'not used': a system can hold a document and still not retrieve it for our probes. "
+        "A method's power is the share of the shadow's members it finds at that rate; a member it does not find "
+        "is called 'not found' only where at most " f"{miss} of the shadow's members score as low, and is otherwise "
+        "inconclusive ('not cleared').",
         "Membership inference cannot by itself prove that a system used a document; it gives evidence whose "
         "false-positive rate is stated. The strongest evidence is a test of your whole collection against "
         "controls that were never published: canary siblings, for which the false-positive rate holds by "

@@ -629,3 +629,50 @@ def test_the_answer_style_line_names_s_rag_only_when_it_ran():
     r["config"]["methods"] = ["verbatim"]
     text = " ".join(_pages(report.pdf_report(r))).replace("\n", " ")
     assert "The shadow RAG answered in this style" in text and "S-RAG read the target" not in text
+
+
+def test_a_redacted_export_keeps_no_text_of_any_methods_evidence():
+    """S2MIA's second half, Extraction's e-mail address, Interrogation's answers and Perturbation's edits were
+    left in the redacted JSON: only S-RAG's, MBA's and Verbatim's evidence had specific redactions."""
+    r = _shared_result()
+    secret = "alice.moreau@example.org takes hydrocortisone for her left forearm"
+    r["results"]["doc-1"].update({
+        "s2mia_t": {"method": "s2mia_t", "score": 0.7, "decision": None,
+                    "evidence": {"answer": secret, "second_half": secret, "similarity": 0.61}},
+        "extraction": {"method": "extraction", "score": 0.0, "decision": None,
+                       "evidence": {"items": [{"kind": "email", "value": secret, "reproduced": False}]}},
+        "interrogation": {"method": "interrogation", "score": 0.4, "decision": None,
+                          "evidence": {"answers": [{"question": secret, "expected": "yes", "answer": secret,
+                                                    "read_as": "yes"}], "correct_share": 1.0}},
+        "perturbation": {"method": "perturbation", "score": 0.5, "decision": None,
+                         "evidence": {"edits": [{"old": secret, "new": "x"}], "read": ["text", "text"]}}})
+    data = report.results_json(r, redact=True).decode()
+    assert "alice.moreau" not in data and "hydrocortisone" not in data
+    ev = json.loads(data)["results"]["doc-1"]
+    assert ev["s2mia_t"]["evidence"]["similarity"] == 0.61 and ev["extraction"]["evidence"]["items"][0]["kind"] == "email"
+    assert ev["interrogation"]["evidence"]["answers"][0]["read_as"] == "yes"
+    assert "alice.moreau" in report.results_json(r, redact=False).decode()  # the owner's own export keeps it
+
+
+def test_path_like_ids_stay_two_documents_and_a_score_that_decides_nothing_is_no_non_answer():
+    """Ids /srv/docs/2023/report.txt and /srv/docs/2024/report.txt were shortened alike, and the PDF showed the
+    member's verdict as the other's; an S-RAG probability of 0.41 that decided nothing read "gave no answer"."""
+    r = _shared_result()
+    view = report.shared_view({**r, "verdicts": [{**v, "doc_id": f"/srv/docs/{i}/report.txt"}
+                                                 for i, v in enumerate(r["verdicts"])]}, redact=True)
+    ids = [v["doc_id"] for v in view["verdicts"]]
+    assert len(set(ids)) == len(ids) and ids[0] == "/srv/docs/0/report.txt"
+    said = report._method_sentence("srag", {"score": 0.41, "decision": None, "reason": "not cleared: 13% ..."})
+    assert said.startswith("S-RAG gave a membership probability of 0.41 but decides nothing (not cleared")
+    assert report._method_sentence("mba", {"score": None, "decision": None, "reason": "too many non-answers"}) \
+        == "MBA gave no answer (too many non-answers)."
+
+
+def test_the_pdf_states_what_the_audit_can_and_cannot_show():
+    from audit_core.evidence.statement import what_this_shows
+
+    r = _shared_result()
+    r["what_this_shows"] = what_this_shows(0.05, None)
+    text = " ".join(_pages(report.pdf_report(r, redact=True)))
+    assert "Membership inference cannot by itself prove" in text.replace("\n", " ")
+    assert "is otherwise inconclusive" in r["what_this_shows"] and "says how often" not in r["what_this_shows"]
