@@ -688,9 +688,9 @@ def collection_lines(result: dict) -> list[str]:
     parts = []
     if c.get("p_value") is not None:
         parts.append(f"p-value {_fmt(c.get('p_value'), 4)}")
-    for key, label in (("n_documents", "documents"), ("n_controls", "control documents")):
+    for key, label in (("n_documents", "document"), ("n_controls", "control document")):
         if c.get(key) is not None:
-            parts.append(f"{c.get(key)} {label}")
+            parts.append(f"{c.get(key)} {label}{'' if c.get(key) == 1 else 's'}")
     if c.get("effect_size") is not None:
         parts.append(f"effect size {_fmt(c.get('effect_size'))}")
     from audit_core.evidence.statement import power_phrase
@@ -823,12 +823,18 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                        "count towards any verdict.", "small"))
     story.append(P("Per document", "h2"))
     if verdicts:
+        from audit_core.verdict import REWRITING_EVIDENCE
+
         rows = [["Document", "Verdict", "Why"]]
         colors_ = [None]
-        for v in verdicts:
-            rows.append([esc(v.get("doc_id")), esc(v.get("verdict")), esc(v.get("reason"))])
+        long_r5 = f", and {REWRITING_EVIDENCE}"
+        for v in verdicts:  # R5's evidence is said once under the table, not in every row of the summary
+            why = str(v.get("reason") or "").replace(long_r5, " (rule R5, below)")
+            rows.append([esc(v.get("doc_id")), esc(v.get("verdict")), esc(why)])
             colors_.append(_VERDICT_COLORS.get(v.get("verdict")))
         story.append(_table(rows, [4.0 * cm, 2.4 * cm, width - 6.4 * cm], st, row_colors=colors_))
+        if any(long_r5 in str(v.get("reason") or "") for v in verdicts):
+            story.append(P(f"Rule R5: {esc(REWRITING_EVIDENCE)}.", "small"))
     else:
         story.append(P("No document was audited."))
     story.append(Spacer(1, 6))

@@ -676,3 +676,17 @@ def test_the_pdf_states_what_the_audit_can_and_cannot_show():
     text = " ".join(_pages(report.pdf_report(r, redact=True)))
     assert "Membership inference cannot by itself prove" in text.replace("\n", " ")
     assert "is otherwise inconclusive" in r["what_this_shows"] and "says how often" not in r["what_this_shows"]
+
+
+def test_the_summary_says_rule_r5s_evidence_once_not_in_every_row():
+    """25 R5 rows repeated seven lines each, and the one-page summary ran to four pages."""
+    from audit_core.verdict import REWRITING_EVIDENCE
+
+    r = _shared_result()
+    r5 = f"not cleared: srag did not find it, but nobody stated that the target retrieves with queries as sent, " \
+         f"and {REWRITING_EVIDENCE}"
+    r["verdicts"] = [{**r["verdicts"][0], "doc_id": f"d{i}", "verdict": "inconclusive", "reason": r5, "rule": "R5"}
+                     for i in range(25)]
+    pages = _pages(report.pdf_report(r, redact=True))
+    first = pages[0] + pages[1]
+    assert first.count("(rule R5, below)") >= 20 and first.replace("\n", " ").count("74%") <= 2
