@@ -462,10 +462,13 @@ class HttpTarget(RetryingConnector, Target):
                                    retryable=True))
 
     def _body(self, resp: httpx.Response, deadline: float) -> bytes:
-        chunks = []
+        """The whole body; late only when more of it still arrives after the deadline (a body that was
+        complete when the deadline passed is kept)."""
+        chunks: list[bytes] = []
         for chunk in resp.iter_bytes():
+            if chunks:
+                self._late(deadline)
             chunks.append(chunk)
-            self._late(deadline)
         return b"".join(chunks)
 
     def _decode(self, body: bytes) -> Any:
@@ -484,8 +487,11 @@ class HttpTarget(RetryingConnector, Target):
         """
         data: list[str] = []
         event = ""
-        for i, line in enumerate(itertools.chain(resp.iter_lines(), [""])):  # read as it arrives
-            self._late(deadline)
+        for i, line in enumerate(itertools.chain(resp.iter_lines(), [None])):  # read as it arrives
+            if line is None:  # the stream ended: what it sent is kept, however late
+                line = ""
+            else:
+                self._late(deadline)
             if i == 0:
                 line = line.lstrip("\ufeff")
             if line.startswith("data:"):
