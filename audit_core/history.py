@@ -59,11 +59,16 @@ def resume_or_start_run(
     for info in store.list_runs():  # newest first
         if info.status not in RESUMABLE or info.target_id != tid or info.params != _plain(config):
             continue
+        if info.status == "running" and store.running_elsewhere(info.id):
+            continue  # another process is auditing it now: joining would send its queries twice
         record = store.load_run(info.id)
         if [(d.id, d.content_hash()) for d in record.documents] == want_docs:
             store.set_status(info.id, "running")
+            store.claim_run(info.id)
             return info.id, True
-    return start_run(store, documents, target_name, config), False
+    run_id = start_run(store, documents, target_name, config)
+    store.claim_run(run_id)
+    return run_id, False
 
 
 def _plain(config: dict[str, Any]) -> Any:
@@ -80,16 +85,18 @@ def delete_audit(store: Store, run_id: str, running: Sequence[str] = ()) -> bool
     thread would write into a run that no longer exists). Returns whether
     the file was rewritten at once (``Store.compact``).
     """
-    if run_id in running:
-        raise ValueError("this audit is still running: cancel it first")
+    if run_id in running or store.running_elsewhere(run_id):
+        raise ValueError("this audit is still running (here or in another program, such as the command line): "
+                         "cancel it first")
     return store.delete_run(run_id)
 
 
 def delete_all_history(store: Store, running: Sequence[str] = ()) -> bool:
     """Delete every past audit and every stored target answer (refused while an audit runs), and the
     questions made from audited documents (Interrogation's and Entailment's cache, which quotes them)."""
-    if running:
-        raise ValueError("an audit is still running: cancel it or let it finish first")
+    if running or any(i.status == "running" and store.running_elsewhere(i.id) for i in store.list_runs()):
+        raise ValueError("an audit is still running (here or in another program, such as the command line): "
+                         "cancel it or let it finish first")
     import shutil
 
     from audit_core.methods.questions import QUESTIONS_DIR

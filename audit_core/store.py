@@ -323,6 +323,34 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # ------------------------------------------------------------------ which process runs a run
+
+    def claim_run(self, run_id: str) -> None:
+        """Record that this process (host and pid) is running ``run_id`` (``running_elsewhere`` reads it)."""
+        import socket
+
+        self._transaction([("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                            (f"lease:{run_id}", f"{socket.gethostname()}:{os.getpid()}"))])
+
+    def running_elsewhere(self, run_id: str) -> bool:
+        """Whether another live process on this host holds ``run_id`` (a run left "running" by a process that
+        died, or by another host, is not: it may be resumed)."""
+        import socket
+
+        rows = self._execute("SELECT value FROM meta WHERE key=?", (f"lease:{run_id}",))
+        if not rows:
+            return False
+        host, _, pid = rows[0][0].rpartition(":")
+        if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # alive, and another user's
+            return True
+        return True
+
     # ------------------------------------------------------------------ target responses
 
     def credential_salt(self) -> bytes:

@@ -150,3 +150,33 @@ def test_deleting_all_history_also_deletes_the_questions_made_from_the_documents
     other = Store(tmp_path / "elsewhere" / "s.sqlite")
     delete_all_history(other)
     assert q.exists()
+
+
+def test_an_audit_another_live_process_runs_is_neither_joined_nor_deleted(tmp_path):
+    """A second process joined a live run (both sent its queries); the app deleted it under a CLI audit."""
+    import subprocess
+    import sys
+
+    from audit_core.history import delete_all_history, delete_audit, resume_or_start_run
+
+    store = Store(tmp_path / "h.sqlite")
+    run_id, resumed = resume_or_start_run(store, DOCS, "t", CONFIG)
+    assert not resumed and resume_or_start_run(store, DOCS, "t", CONFIG) == (run_id, True)  # this process: resumed
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        import socket
+
+        store._transaction([("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                             (f"lease:{run_id}", f"{socket.gethostname()}:{other.pid}"))])
+        again, resumed = resume_or_start_run(store, DOCS, "t", CONFIG)
+        assert again != run_id and not resumed  # a run of its own
+        for delete in (lambda: delete_audit(store, run_id), lambda: delete_all_history(store)):
+            try:
+                delete()
+                raise AssertionError("deleted an audit another process is running")
+            except ValueError as exc:
+                assert "another program" in str(exc)
+    finally:
+        other.kill()
+        other.wait()
+    assert resume_or_start_run(store, DOCS, "t", CONFIG)[1]  # its process gone: resumable again
