@@ -95,11 +95,10 @@ is not counted. Rows R1-R6 then apply unchanged.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Sequence
 
-from audit_core.evidence.calibration import CLEAR_RULE, NOT_CLEARED
+from audit_core.evidence.calibration import CLEAR_RULE, NOT_CLEARED, is_score
 from audit_core.methods import METHODS
 from audit_core.methods.base import MethodResult
 
@@ -194,7 +193,7 @@ def decide_with_controls(doc_id: str, results: Sequence[MethodResult], collectio
     p = (collection.get("document_p_values") or {}).get(doc_id)
     if not controls_lead(collection) or p is None or not any(r.method == method for r in results):
         return decide(doc_id, results, cfg)
-    n = sum(isinstance(v, (int, float)) and math.isfinite(v) for v in (collection.get("control_scores") or {}).values())
+    n = sum(is_score(v) for v in (collection.get("control_scores") or {}).values())
     fpr = collection.get("fpr") or 0.05
     swapped = [control_call(r, p, fpr, n) if r.method == method else r for r in results]
     return decide(doc_id, swapped, cfg, lead=method)

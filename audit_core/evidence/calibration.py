@@ -340,13 +340,21 @@ def abstain_reason(cal) -> str | None:
     return ev["at_fpr"][fpr_key(cal.fpr or DEFAULT_FPR)]["reason"]
 
 
+def is_score(x: object) -> bool:
+    """Whether ``x`` is a usable score: a finite number. A NaN compares neither above nor below a threshold,
+    sorts anywhere, and would be counted as a scored control; it is no score."""
+    import numbers
+
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(float(x))
+
+
 def decide_raw(raw: float, cal) -> Decision:
     """Decide one audited document from its raw score; the calibration is only read.
 
     A score that is not a finite number (a NaN logprob from a target) decides nothing: compared with
     a threshold it is neither above nor below, and its Platt probability would read 0.
     """
-    if not isinstance(raw, (int, float)) or not math.isfinite(raw):
+    if not is_score(raw):
         return Decision(None, None, "no usable score: the method's reading of the target's answers is not a "
                                     "number (the target sent a value such as NaN)", {"raw_score": None})
     ev = (cal.params or {}).get("evidence")

@@ -31,7 +31,6 @@ import datetime as _dt
 import hashlib
 import hmac
 import json
-import math
 import os
 import random
 import re
@@ -225,15 +224,12 @@ def sibling_calls(canary_scores: Sequence[float | None], sibling_scores: Sequenc
     ``None`` for a canary without a score. With fewer than 1/fpr - 1
     scored siblings no canary can be called at that rate (decision None).
     """
-    from audit_core.evidence.calibration import conformal_p_value, min_nonmembers
+    from audit_core.evidence.calibration import conformal_p_value, is_score, min_nonmembers
 
-    def usable(x: float | None) -> bool:  # a NaN would get the smallest p-value, and count as a scored sibling
-        return x is not None and math.isfinite(float(x))
-
-    sib = np.asarray([float(s) for s in sibling_scores if usable(s)], dtype=float)
+    sib = np.asarray([float(s) for s in sibling_scores if is_score(s)], dtype=float)
     out: list[tuple[float | None, bool | None]] = []
     for s in canary_scores:
-        if not usable(s):
+        if not is_score(s):
             out.append((None, None))
             continue
         p = conformal_p_value(float(s), sib)

@@ -127,7 +127,9 @@ class CollectionResult:
 
 
 def _finite(xs: Sequence[float | None]) -> np.ndarray:
-    return np.asarray([float(x) for x in xs if x is not None and math.isfinite(float(x))], dtype=float)
+    from audit_core.evidence.calibration import is_score
+
+    return np.asarray([float(x) for x in xs if is_score(x)], dtype=float)
 
 
 #: permutations for a Monte Carlo p-value (p = (1 + #as extreme) / (R + 1) is valid for any R)
@@ -372,5 +374,7 @@ def raw_score(result) -> float | None:
     there is none or it is not a finite number (a NaN sorts anywhere and would be counted as scored)."""
     if result is None or result.score is None:
         return None
+    from audit_core.evidence.calibration import is_score
+
     raw = (result.evidence or {}).get("raw_score", result.score)
-    return float(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else None
+    return float(raw) if is_score(raw) else None

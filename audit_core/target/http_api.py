@@ -237,13 +237,7 @@ def _template_keys(template: Any) -> list[str]:
 
 def template_placeholders(template: Any) -> set[str]:
     """The {{names}} used anywhere in a JSON template's string values."""
-    if isinstance(template, str):
-        return set(_PLACEHOLDER.findall(template))
-    if isinstance(template, dict):
-        return set().union(*(template_placeholders(v) for v in template.values())) if template else set()
-    if isinstance(template, list):
-        return set().union(*(template_placeholders(v) for v in template)) if template else set()
-    return set()
+    return {name for text in _template_strings(template) for name in _PLACEHOLDER.findall(text)}
 
 
 def fill_template(template: Any, values: Mapping[str, Any]) -> Any:
