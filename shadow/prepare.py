@@ -355,7 +355,8 @@ def _calibrate(method, mem, non, folder: Path) -> Calibration:
             saved = json.loads(cal_file.read_text())
         except (OSError, ValueError):
             saved = None
-        if isinstance(saved, dict) and saved.pop("observations_sha256", None) == digest:
+        if (isinstance(saved, dict) and saved.pop("observations_sha256", None) == digest
+                and saved.pop("scoring_revision", "") == method.scoring_revision):
             cal = method.restore(saved, mem, non)
             if cal.to_json() != saved:  # restored in a newer form (S-RAG's scorer chosen since): the file follows
                 _write_json(cal_file, saved_calibration(cal, mem, non))
@@ -366,8 +367,14 @@ def _calibrate(method, mem, non, folder: Path) -> Calibration:
 
 
 def saved_calibration(cal: Calibration, mem: Sequence[Observation], non: Sequence[Observation]) -> dict:
-    """What is stored of a calibration (cache and shipped preparation): its data and the digest of its observations."""
-    return {**cal.to_json(), "observations_sha256": observations_digest(mem, non)}
+    """What is stored of a calibration (cache and shipped preparation): its data, the digest of its
+    observations, and the method's ``scoring_revision`` where it has one (``_calibrate`` reuses it only then)."""
+    from audit_core.methods import METHODS
+
+    spec = METHODS.get(cal.method)
+    revision = spec.method_class().scoring_revision if spec is not None else ""
+    return {**cal.to_json(), "observations_sha256": observations_digest(mem, non),
+            **({"scoring_revision": revision} if revision else {})}
 
 
 def observations_digest(mem: Sequence[Observation], non: Sequence[Observation]) -> str:

@@ -135,6 +135,9 @@ class MembershipMethod:
     #: that sends collection texts inside other documents' questions (Cited sources' leads): a control
     #: the owner never published is then not sent, nor kept in the exports, as part of another's probe
     collection_takes_controls: bool = True
+    #: bump when the method scores the same observations differently: a calibration saved (cached or
+    #: shipped) under another revision is fitted again from its observations instead of being reused
+    scoring_revision: str = ""
 
     @property
     def probe_scope(self) -> str:

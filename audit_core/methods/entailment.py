@@ -96,6 +96,7 @@ def support_scores(answer_texts: list[str], document: str, embedder: str) -> lis
 class EntailmentMethod(QuestionMethod):
     name = "entailment"
     version = "1"
+    scoring_revision = "2"  # session 48: non-answers are no score
     kind = "broad"
 
     @property

@@ -75,6 +75,7 @@ class ExtractionConfig:
 class ExtractionMethod(ThresholdTextMethod):
     name = "extraction"
     version = "1"
+    scoring_revision = "2"  # session 48: non-answers are no score
     min_words = 3
     default_threshold = 1e-9  # any verbatim reproduction
 

@@ -46,6 +46,7 @@ _KIND = {IDK: "I don't know", EMPTY: "empty", OTHER: "unparseable"}
 class InterrogationMethod(QuestionMethod):
     name = "interrogation"
     version = "1"
+    scoring_revision = "2"  # session 48: non-answers are no score
     kind = "yes_no"
     suffix = YES_NO_SUFFIX
     words_per_question = 15  # a question restates about one sentence

@@ -109,6 +109,7 @@ class MbaMethod(MembershipMethod):
     name = "mba"
     version = "3"  # 2: a spelling correction counts only when it is the same word (issue 20);
     # 3: each document's requests form their own batch (probe_many)
+    scoring_revision = "2"  # session 48: a refused mask is not a wrong fill-in
     requires_logprobs = False
 
     def __init__(self, config: MbaConfig | None = None, lm: LocalLM | None = None):

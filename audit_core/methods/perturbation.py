@@ -65,6 +65,7 @@ def answer_value(resp: dict | None) -> tuple[float | None, str]:
 class PerturbationMethod(ThresholdTextMethod):
     name = "perturbation"
     version = "1"
+    scoring_revision = "2"  # session 48: non-answers are no score
     min_words = 5
 
     def __init__(self, config: PerturbationConfig | None = None) -> None:

@@ -115,6 +115,7 @@ class RagMiaMethod(MembershipMethod):
 
     name = "rag_mia"
     version = "1"
+    scoring_revision = "2"  # session 48: non-answers are no score
     requires_logprobs = False
     min_words = 1
 

@@ -37,6 +37,7 @@ class RobustnessConfig:
 class RobustnessMethod(ThresholdTextMethod):
     name = "robustness"
     version = "1"
+    scoring_revision = "2"  # session 48: non-answers are no score
 
     def __init__(self, config: RobustnessConfig | None = None) -> None:
         self.config = config or RobustnessConfig()

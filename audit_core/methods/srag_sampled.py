@@ -102,6 +102,7 @@ class SragSampledMethod(SragMethod):
     #: 2: chat style (longer answers, aligned with the document); with S-RAG's chat prefix
     #: tail set (``chat_tail_words``) it sends the tail and scores the reproduction too
     version = "2"
+    scoring_revision = "2"  # session 48: non-answers are no score
     requires_logprobs = False
 
     def __init__(self, config: SragSampledConfig | None = None):

@@ -167,3 +167,19 @@ def test_an_unreadable_cached_observations_file_is_prepared_again(tmp_path):
     assert prepare._read_observations(broken) is None and prepare._read_observations(tmp_path / "none") is None
     prepare._write_observations(broken, [], [])
     assert prepare._read_observations(broken) == {"members": [], "nonmembers": []}
+
+
+def test_a_calibration_saved_under_another_scoring_revision_is_fitted_again(tmp_path, monkeypatch):
+    """A cache made before session 48 kept thresholds fitted on scores that counted refusals: reused by the
+    observations' digest alone, they no longer matched how the method scores."""
+    calls = []
+    method = RagMiaMethod()
+    monkeypatch.setattr(method, "prepare", lambda m, n: calls.append(1) or Calibration("rag_mia", threshold=0.5))
+    monkeypatch.setattr(method, "restore", lambda saved, m, n: Calibration("rag_mia", threshold=0.5))
+    mem, non = [Observation("rag_mia", "a")], [Observation("rag_mia", "b")]
+    prepare._calibrate(method, mem, non, tmp_path)
+    prepare._calibrate(method, mem, non, tmp_path)
+    assert len(calls) == 1  # the same revision: reused
+    monkeypatch.setattr(type(method), "scoring_revision", "older")
+    prepare._calibrate(method, mem, non, tmp_path)
+    assert len(calls) == 2  # saved under revision 2, the method now scores as "older": fitted again
