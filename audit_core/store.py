@@ -13,7 +13,7 @@ What is keyed by what:
   ``ChatRequest.key()``, run id) -> the ``Completion`` JSON and the time it
   was received (``created``). The target identity is the target's ``name``
   (base URL + model) with any credentials in a URL removed
-  (:func:`target_identity`); the credential id is an HMAC of the key under
+  (:func:`target_identity`); the credential id is a scrypt hash of the key under
   this file's own random salt (``credential_salt``), so two tenants behind
   one URL never share answers while the key itself is never part of a key or
   a row. The run id is the audit that received the answer: an audit reuses
@@ -276,6 +276,12 @@ class Store:
         assert c is not None
         while version < SCHEMA_VERSION:
             c.execute("BEGIN IMMEDIATE")
+            # another process may have migrated the file between our reading its version and this lock
+            current = c.execute("PRAGMA user_version").fetchone()[0]
+            if current != version:
+                c.execute("COMMIT")
+                version = current
+                continue
             try:
                 for stmt in _MIGRATIONS[version].split(";"):
                     if stmt.strip():
@@ -594,15 +600,20 @@ class Store:
 
         The answers hold the document texts (in the prompts), so they go too;
         an answer another audit reused was copied into that audit and stays
-        there. Returns whether the file could be rewritten at once so that no
-        deleted text is left in it (see ``compact``).
+        there. Answers and failures stored before they were tied to a run
+        (schema 1, migrated with run id '') cannot be told apart, so those of
+        the same target all go: they are never replayed to resume an audit, and
+        losing them costs at most a query sent again. Returns whether the file
+        could be rewritten at once so that no deleted text is left in it (see
+        ``compact``).
         """
         self._require_run(run_id)
+        target_id = self._execute("SELECT target_id FROM runs WHERE id=?", (run_id,))[0][0]
         self._transaction([
             ("DELETE FROM results WHERE run_id=?", (run_id,)),
             ("DELETE FROM run_documents WHERE run_id=?", (run_id,)),
-            ("DELETE FROM responses WHERE run_id=?", (run_id,)),
-            ("DELETE FROM failures WHERE run_id=?", (run_id,)),
+            ("DELETE FROM responses WHERE run_id=? OR (run_id='' AND target_id=?)", (run_id, target_id)),
+            ("DELETE FROM failures WHERE run_id=? OR (run_id='' AND target_id=?)", (run_id, target_id)),
             ("DELETE FROM runs WHERE id=?", (run_id,)),
         ])
         return self.compact()

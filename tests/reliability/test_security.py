@@ -328,15 +328,25 @@ def test_a_version_1_store_is_migrated_and_its_answers_are_not_replayed(tmp_path
 
     c.execute("INSERT INTO responses VALUES (?,?,?,?,?,?,?)", (KeyedEcho.name, "echo", "1", ask("q").key(), None,
                                                                json.dumps(old.to_json()), "2024-01-01T00:00:00"))
+    c.execute("INSERT INTO responses VALUES (?,?,?,?,?,?,?)", ("another target", "echo", "1", ask("q").key(), None,
+                                                               json.dumps(old.to_json()), "2024-01-01T00:00:00"))
+    c.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)", ("old-run", "2024-01-01T00:00:00", KeyedEcho.name, "[]",
+                                                              "{}", "done", None, None, None))
     c.commit()
     c.close()
     with Store(path) as store:
         assert store._execute("PRAGMA user_version")[0][0] == SCHEMA_VERSION
-        assert store.count_responses() == 1  # kept...
+        assert store.count_responses() == 2  # kept...
+        store._migrate(1)  # a second process that read version 1 before the first migrated: nothing to do
+        assert store._execute("PRAGMA user_version")[0][0] == SCHEMA_VERSION and store.count_responses() == 2
         inner = KeyedEcho()
         t = CachingTarget(inner, store, "echo", "1", run_id="new", reuse_days=100_000)
         assert t.complete(ask("q")).text == "Q" and inner.sent == ["q"]  # ...but never replayed as fresh
         store.record_failure(KeyedEcho.name, "k", "boom", run_id="new")
+        # deleting the audit of that time deletes the unattributed answers of its target, which hold its texts
+        store.delete_run("old-run")
+        assert b"OLD ANSWER" in _db_bytes(path)  # only the other target's is left
+        assert store.count_responses(KeyedEcho.name) == 1 and store.count_responses("another target") == 1
         assert store.delete_all()
 
 
