@@ -9,7 +9,10 @@ inconclusive, with the reason. Unparseable replies are the parser's business
 
 The patterns are deliberately narrow (whole refusal or ignorance phrases near
 the start of the reply): a genuine answer that happens to contain "sorry" later
-on must still count as an answer.
+on must still count as an answer. They cover English and the openings of the
+same replies in eight other languages, since a target answers in the language
+of the document it was asked about; a reply in another language that none of
+them matches is read as an answer, and each method's own reader decides.
 """
 from __future__ import annotations
 
@@ -22,6 +25,16 @@ _REFUSAL = re.compile(
     r"|i (?:can(?:'|\u2019)?t|cannot|am unable to|(?:'|\u2019)?m unable to|won(?:'|\u2019)?t|am not able to|(?:'|\u2019)?m not able to)"
     r" (?:help|assist|provide|answer|share|comply|complete|fulfil|continue|do that|disclose|reveal|reproduce)"
     r"|as an ai\b|i must decline|i decline"
+    # the same openings in the languages an owner's documents (and so the target's replies) are most often in:
+    # Spanish, French, German, Italian, Portuguese, Dutch, Russian, Chinese, Japanese
+    r"|lo siento|no puedo (?:ayudar|proporcionar|responder|compartir|continuar)"
+    r"|(?:je suis )?d[ée]sol[ée]e?\b|je ne peux pas (?:vous )?(?:aider|fournir|r[ée]pondre|partager|continuer)"
+    r"|es tut mir leid|leider kann ich|ich kann (?:ihnen |dir )?(?:dabei )?(?:nicht (?:helfen|antworten)|keine (?:antwort|auskunft))"
+    r"|mi dispiace|non posso (?:aiutar|fornire|rispondere|condividere|continuare)"
+    r"|desculp[ea]|sinto muito|lamento,|n[ãa]o posso (?:ajudar|fornecer|responder|partilhar|compartilhar|continuar)"
+    r"|het spijt me|ik kan (?:je |u )?niet (?:helpen|antwoorden)"
+    r"|извините|простите|я не могу (?:помочь|ответить|предоставить)"
+    r"|(?:很)?抱歉|对不起|對不起|我(?:无法|無法|不能)(?:回答|提供|帮助|幫助|协助|協助)|申し訳|すみません"
     r")",
     re.IGNORECASE,
 )
@@ -30,6 +43,14 @@ _IGNORANCE = re.compile(
     r"i (?:do not|don(?:'|\u2019)?t) know|i(?:'|\u2019)?m not sure|i am not sure|not sure\b|unknown\W*$"
     r"|(?:the )?(?:context|documents?|information)(?: provided)? (?:does|do) not (?:contain|mention|say|include)"
     r"|there is no (?:information|mention)|no information\b|n/?a\W*$"
+    r"|no lo s[ée]\b|no sé\b|no se\W*$|no estoy segur[oa]|no (?:tengo|hay) (?:informaci[óo]n|datos)"
+    r"|je ne (?:le )?sais pas|je ne suis pas s[ûu]re?|(?:aucune|pas d')information"
+    r"|ich wei(?:ß|ss) (?:es |das )?nicht|ich bin (?:mir )?nicht sicher|keine information|unbekannt\W*$"
+    r"|non (?:lo )?so\b|non sono sicur[oa]|nessuna informazione"
+    r"|n[ãa]o sei\b|n[ãa]o tenho certeza|n[ãa]o (?:tenho|h[áa]) informa[çc]"
+    r"|ik weet (?:het |dat )?niet|geen informatie"
+    r"|я не знаю|не знаю|нет информации"
+    r"|我不知道|不知道|不清楚|没有(?:相关)?信息|沒有(?:相關)?資訊|わかりません|分かりません|知りません"
     r")",
     re.IGNORECASE,
 )

@@ -96,7 +96,9 @@ def support_scores(answer_texts: list[str], document: str, embedder: str) -> lis
 class EntailmentMethod(QuestionMethod):
     name = "entailment"
     version = "1"
-    scoring_revision = "2"  # session 48: non-answers are no score
+    #: 2, session 48: non-answers are no score; 3, session 49: a reply that opens as a
+    #: non-answer (in any of nine languages) is "I don't know", even after a leading "no"
+    scoring_revision = "3"
     kind = "broad"
 
     @property

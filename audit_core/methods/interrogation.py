@@ -46,7 +46,9 @@ _KIND = {IDK: "I don't know", EMPTY: "empty", OTHER: "unparseable"}
 class InterrogationMethod(QuestionMethod):
     name = "interrogation"
     version = "1"
-    scoring_revision = "2"  # session 48: non-answers are no score
+    #: 2, session 48: non-answers are no score; 3, session 49: a reply that opens as a
+    #: non-answer (in any of nine languages) is "I don't know", even after a leading "no"
+    scoring_revision = "3"
     kind = "yes_no"
     suffix = YES_NO_SUFFIX
     words_per_question = 15  # a question restates about one sentence

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+from audit_core.evidence.answers import non_answer
 from audit_core.methods.rag_mia import parse_yes_no
 from audit_core.methods.text_edits import key_phrase, perturb_antonyms, statements
 
@@ -66,13 +67,16 @@ YES, NO, IDK, EMPTY, OTHER = "yes", "no", "idk", "empty", "other"
 def read_answer(text: str) -> str:
     """yes / no / idk ("I don't know", a hedge or a refusal) / empty / other.
 
-    A leading yes or no commits ("No, I don't know that" is no); otherwise a
-    hedge or refusal anywhere makes it "idk"; otherwise RAG-MIA's yes/no reader
+    A reply that opens as a non-answer (``evidence.answers.non_answer``, in any
+    of its languages) is "idk"; else a leading yes or no commits ("No, I don't
+    know that" is no); otherwise a hedge or refusal anywhere makes it "idk"; otherwise RAG-MIA's yes/no reader
     decides; an answer that commits to neither is "other".
     """
     t = text.strip()
     if not t or not re.search(r"\w", t):
         return EMPTY
+    if non_answer(t):  # before the leading no: "No lo sé" is "I don't know", "No information" a hedge
+        return IDK
     first = re.findall(r"[a-z]+", t.lower())[:1]
     if first and first[0] in ("yes", "no"):
         return YES if first[0] == "yes" else NO

@@ -437,6 +437,9 @@ def observe_word(word: str, completion: Completion, prefix: str | None = None) -
     probability 0, marked below top-k.
     """
     if not completion.tokens:
+        if non_answer(completion.text) == "empty":  # nothing came back: a non-answer, not a missing capability
+            return WordObservation(word, None, aligned="not_aligned",
+                                   error="non_answer (empty): the target did not answer")
         return WordObservation(word, None, error="no_logprobs: the target returned no logprobs")
     kind = non_answer(completion.text) if completion.text else None
     if kind is not None and kind != "empty":  # a refusal's first token is no reading of the word (it read 0)

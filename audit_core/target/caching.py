@@ -73,7 +73,7 @@ class CachingTarget(Target):
     method scope over the same inner target, store, run and counters. The
     identity is the inner target's ``name`` (base URL + model) with URL
     credentials stripped; the credential id is the inner target's
-    ``credential_id(salt)`` (an HMAC of its key, "" without one), so the key
+    ``credential_id(salt)`` (a slow salted hash of its key, "" without one), so the key
     itself is never read here nor stored.
 
     ``run_id`` is the resume scope: the audit whose answers are reused.

@@ -45,7 +45,6 @@ Retries run through the OpenAI connector's loop (``RetryingConnector``, ``RetryP
 from __future__ import annotations
 
 import hashlib
-import hmac
 import itertools
 import json
 import logging
@@ -77,6 +76,7 @@ from audit_core.target.base import (
     Unreachable,
     Usage,
     check_service_url,
+    credential_digest,
     display_url,
     url_origin,
 )
@@ -606,9 +606,8 @@ class HttpTarget(RetryingConnector, Target):
         return scrub_json(obj, self._scrub)
 
     def credential_id(self, salt: bytes) -> str:
-        """Whose answers these are, without the secrets: HMAC-SHA256(salt, secrets), "" without any.
-
-        The store keys answers by it, so two tenants of one API never share answers.
-        """
-        secrets = "\n".join(sorted(self._secrets.reveal()))
-        return hmac.new(salt, secrets.encode("utf-8"), hashlib.sha256).hexdigest()[:32] if secrets else ""
+        """Whose answers these are, without the secrets (``credential_digest``), "" without any."""
+        memo = self.__dict__.setdefault("_credential_ids", {})  # scrypt once per store salt, not per method
+        if salt not in memo:
+            memo[salt] = credential_digest(salt, "\n".join(sorted(self._secrets.reveal())))
+        return memo[salt]

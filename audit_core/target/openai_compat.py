@@ -14,8 +14,6 @@ reprs, logs and the stored raw responses).
 from __future__ import annotations
 
 import email.utils
-import hashlib
-import hmac
 import json
 import logging
 import math
@@ -48,6 +46,7 @@ from audit_core.target.base import (
     Unreachable,
     UnknownModel,
     Usage,
+    credential_digest,
     check_service_url,
     display_url,
 )
@@ -284,13 +283,15 @@ class RetryingConnector:
 
         An answer without the logprobs the request asked for raises ``NoLogprobs``
         (``no_logprobs`` says who answered) with the answer as ``exc.completion``.
+        An empty answer has no token to give a logprob for: it is returned as the
+        non-answer it is, not taken as proof that the endpoint withholds logprobs.
         """
         try:
             comp, retries = self._with_retries(send, parse)
         except TargetError as exc:
             self.account.record(failed=True, retries=getattr(exc, "retries", 0))
             raise
-        if request.logprobs and (comp.tokens is None or (not comp.tokens and comp.text)):
+        if request.logprobs and not comp.tokens and comp.text:
             self.account.record(comp.usage, failed=True, retries=retries)
             exc = NoLogprobs(f"{no_logprobs}; methods that need token probabilities cannot run on this endpoint")
             exc.completion = comp  # type: ignore[attr-defined]
@@ -397,14 +398,11 @@ class OpenAITarget(RetryingConnector, Target):
                 f"max_concurrency={self.max_concurrency}, retry={self.retry!r})")
 
     def credential_id(self, salt: bytes) -> str:
-        """Who the answers were given to, without the key: HMAC-SHA256(salt, key), "" with no key.
-
-        The store keys answers by it so that two tenants behind one URL never
-        share answers; the salt is the store's own, so the value means nothing
-        outside that file.
-        """
-        key = self._key.reveal()
-        return hmac.new(salt, key.encode("utf-8"), hashlib.sha256).hexdigest()[:32] if key else ""
+        """Who the answers were given to, without the key (``credential_digest``), "" with no key."""
+        memo = self.__dict__.setdefault("_credential_ids", {})  # scrypt once per store salt, not per method
+        if salt not in memo:
+            memo[salt] = credential_digest(salt, self._key.reveal())
+        return memo[salt]
 
     # ------------------------------------------------------------------ public API
 
@@ -463,7 +461,12 @@ class OpenAITarget(RetryingConnector, Target):
                                                 detail=str(exc)))
         except TargetError as exc:
             return Capabilities(False, False, 0, model=self.model, detail=str(exc))
-        n = max((len(t.top) for t in comp.tokens or []), default=0)
+        if not comp.tokens:  # an empty answer: no token to carry a logprob, so nothing is known either way
+            return self.with_style(Capabilities(
+                True, False, 0, model=comp.model or self.model,
+                detail="it answered the capability request with nothing, so whether it gives logprobs is "
+                       "unknown; methods that need token probabilities will not run"))
+        n = max((len(t.top) for t in comp.tokens), default=0)
         return self.with_style(Capabilities(True, True, n, model=comp.model or self.model,
                                             detail=f"logprobs with up to {n} alternatives per token"))
 

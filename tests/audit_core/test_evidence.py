@@ -382,6 +382,31 @@ def test_non_answer_detector(text, kind):
     assert non_answer(text) == kind
 
 
+@pytest.mark.parametrize("text, kind", [
+    ("Lo siento, no puedo ayudar con eso.", "refusal"), ("No lo sé.", "I don't know"),
+    ("Désolé, je ne peux pas répondre.", "refusal"), ("Je ne sais pas.", "I don't know"),
+    ("Es tut mir leid, das weiß ich nicht.", "refusal"), ("Ich weiß es nicht.", "I don't know"),
+    ("Mi dispiace, non posso rispondere.", "refusal"), ("Non lo so.", "I don't know"),
+    ("Desculpe, não posso ajudar.", "refusal"), ("Não sei.", "I don't know"),
+    ("Het spijt me.", "refusal"), ("Ik weet het niet.", "I don't know"),
+    ("Извините, я не могу помочь.", "refusal"), ("Я не знаю.", "I don't know"),
+    ("抱歉，我无法回答。", "refusal"), ("我不知道。", "I don't know"), ("わかりません。", "I don't know"),
+    # the same words opening a genuine answer or a continued document stay answers
+    ("No se recomienda tomar ibuprofeno.", None), ("Ich kann nicht schlafen, seit Tagen.", None),
+    ("Я не могу спать по ночам.", None), ("我不能睡觉。", None), ("Non sono mai stato in ospedale.", None),
+])
+def test_non_answer_detector_reads_other_languages_openings(text, kind):
+    assert non_answer(text) == kind
+
+
+def test_yes_no_readers_take_a_foreign_i_dont_know_that_opens_with_no_as_no_answer():
+    from audit_core.methods.questions import IDK, NO, read_answer
+
+    for text in ("No lo sé.", "No sé, lo siento.", "Non lo so.", "No information is given about that."):
+        assert read_answer(text) == IDK, text
+    assert read_answer("No, the dose was 5 mg.") == NO and read_answer("No, I don't know that one.") == NO
+
+
 def test_too_many_non_answers_makes_a_document_inconclusive_with_the_reason():
     assert too_many_non_answers([None] * 6 + ["refusal"] * 4) is None
     why = too_many_non_answers([None] * 4 + ["refusal"] * 5 + ["unparseable"])

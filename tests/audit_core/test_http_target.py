@@ -110,9 +110,16 @@ def test_env_secret_is_sent_and_never_shown(custom, caplog):
     shown = [repr(t), str(t), t.name, str(vars(t)), str(comp.raw), str(comp.to_json()), caplog.text]
     assert not any(KEY in s for s in shown)
     assert "$RPA_SERVE_API_KEY" in open(ROOT / "assets" / "targets" / "http_custom.yaml").read()
-    # stored answers are keyed by an HMAC of the secrets: per tenant, never the key itself
+    # stored answers are keyed by a slow salted hash of the secrets: per tenant, never the key itself
     cred = t.credential_id(b"salt")
     assert cred and KEY not in cred and cred != _target(url, env={"RPA_SERVE_API_KEY": "other"}).credential_id(b"salt")
+    import hashlib
+    import hmac
+
+    # not a fast hash that the salt beside it would let anyone test password guesses against
+    assert cred != hmac.new(b"salt", KEY.encode(), hashlib.sha256).hexdigest()[:32]
+    assert cred == hashlib.scrypt(KEY.encode(), salt=b"salt", n=2 ** 14, r=8, p=1, dklen=16).hex()
+    assert t.credential_id(b"salt") == cred and t.credential_id(b"other salt") != cred  # per store
     # a wrong key: the typed error, without either key in it
     bad = _target(url, env={"RPA_SERVE_API_KEY": "wrong-key-123456"})
     with pytest.raises(AuthenticationFailed) as exc:

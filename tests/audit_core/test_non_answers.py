@@ -77,3 +77,14 @@ def test_rag_mia_reads_a_hedge_as_no_answer_and_extraction_a_refusal_as_none():
     for texts in ([REFUSAL], ["..."]):
         score, _, why = ExtractionMethod().observation_score(_obs("extraction", texts, items=items))
         assert score is None and why.startswith("too many non-answers"), (texts, score, why)
+
+
+def test_srag_reads_an_empty_reply_as_a_non_answer_not_as_missing_logprobs():
+    from audit_core.methods.srag import SragConfig, observe_word, unaligned_features
+
+    w = observe_word("amoxicillin", Completion("", [], Usage(5, 0)), prefix="The doctor prescribed")
+    assert w.prob is None and w.error.startswith("non_answer (empty)")
+    feats, why, _ = unaligned_features([w] * 5, SragConfig())
+    assert feats is None and why.startswith("too many non-answers") and "logprobs" not in why
+    text_only = observe_word("amoxicillin", Completion("amoxicillin", None, Usage(5, 1)))
+    assert text_only.error.startswith("no_logprobs")  # an answer without probabilities is the missing capability

@@ -293,6 +293,19 @@ def test_missing_logprobs_raise_and_capabilities_say_so():
         assert caps.style == "chat"  # it answered "OK" to "complete this text"
 
 
+def test_an_empty_answer_is_returned_as_a_non_answer_not_as_missing_logprobs(server, target):
+    empty = {"id": "x", "object": "chat.completion", "model": "fake-model",
+             "choices": [{"index": 0, "message": {"role": "assistant", "content": ""},
+                          "finish_reason": "stop", "logprobs": None}],
+             "usage": {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5}}
+    server.script(Reply.json(200, empty))
+    comp = target.complete(ask(logprobs=True, top_logprobs=5))
+    assert comp.text == "" and not comp.tokens and target.account.failures == 0
+    server.script(Reply.json(200, empty))  # the capability request answered with nothing: logprobs unknown, not used
+    caps = target.capabilities()
+    assert caps.reachable and not caps.logprobs and "unknown" in caps.detail
+
+
 def test_capabilities_report_logprobs(server, target):
     caps = target.capabilities()
     assert caps.reachable and caps.logprobs and caps.max_top_logprobs == 20 and caps.model == "fake-model"
