@@ -473,13 +473,26 @@ class ReportOptions:
     figure_dpi: int = 110
 
 
+#: reportlab's standard Asian fonts: named in the PDF, not embedded (no font file is needed here); a PDF viewer
+#: draws them with its own CJK fonts. DejaVu Sans has no glyph for these scripts.
+_CJK_FONTS = {"han": "STSong-Light", "kana": "HeiseiMin-W3", "hangul": "HYSMyeongJo-Medium"}
+_CJK_RUN = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+                      r"\uff00-\uffef]+|[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]+")
+_KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff65-\uff9f]")
+
+
 @functools.lru_cache(maxsize=1)
 def _fonts() -> tuple[str, str]:
-    """Register DejaVu Sans (shipped with matplotlib) so any script and ✓ / ✗ render; returns (regular, bold)."""
+    """Register DejaVu Sans (shipped with matplotlib) for Latin, Greek, Cyrillic and ✓ / ✗, and the standard
+    Asian fonts for Chinese, Japanese and Korean runs (``esc``); returns (regular, bold)."""
     import matplotlib
     from reportlab.lib.fonts import addMapping
     from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.cidfonts import UnicodeCIDFont
     from reportlab.pdfbase.ttfonts import TTFont
+
+    for name in _CJK_FONTS.values():
+        pdfmetrics.registerFont(UnicodeCIDFont(name))
 
     ttf = os.path.join(matplotlib.get_data_path(), "fonts", "ttf")
     pdfmetrics.registerFont(TTFont("RpaSans", os.path.join(ttf, "DejaVuSans.ttf")))
@@ -495,10 +508,18 @@ def _fonts() -> tuple[str, str]:
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
+def _cjk_font(run: str) -> str:
+    if "\uac00" <= run[0] <= "\ud7af" or "\u1100" <= run[0] <= "\u11ff" or "\u3130" <= run[0] <= "\u318f":
+        return _CJK_FONTS["hangul"]
+    return _CJK_FONTS["kana"] if _KANA.search(run) else _CJK_FONTS["han"]
+
+
 def esc(text: Any) -> str:
-    """User or target text made safe for a reportlab Paragraph: markup escaped, control characters dropped."""
+    """User or target text made safe for a reportlab Paragraph: markup escaped, control characters dropped,
+    Chinese, Japanese and Korean runs set in a font that has them (an owner's ids and texts are theirs to read)."""
     s = _CONTROL.sub("", "" if text is None else str(text))
-    return _xml_escape(s).replace("\n", "<br/>")
+    s = _xml_escape(s).replace("\n", "<br/>")
+    return _CJK_RUN.sub(lambda m: f'<font name="{_cjk_font(m.group())}">{m.group()}</font>', s)
 
 
 def _styles() -> dict:

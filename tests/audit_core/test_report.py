@@ -690,3 +690,14 @@ def test_the_summary_says_rule_r5s_evidence_once_not_in_every_row():
     pages = _pages(report.pdf_report(r, redact=True))
     first = pages[0] + pages[1]
     assert first.count("(rule R5, below)") >= 20 and first.replace("\n", " ").count("74%") <= 2
+
+
+def test_pdf_shows_chinese_japanese_and_korean_ids_and_texts():
+    """DejaVu Sans has no CJK glyph: such ids and texts were drawn as empty boxes, unreadable to their owner."""
+    from pypdf import PdfReader
+
+    r = json.loads(json.dumps(make_result(), ensure_ascii=False).replace("doc-1", "膝の痛み").replace(
+        "doc-2", "病人的问题").replace("A&B <x>", "무릎 통증"))
+    text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages)
+    assert "膝の痛み" in text and "病人的问题" in text and "무릎" in text
+    assert report.esc("a <b> 膝") == 'a &lt;b&gt; <font name="STSong-Light">膝</font>'
