@@ -237,13 +237,19 @@ def withholds_clearance(result: MethodResult) -> str | None:
     return (result.reason or fallback).removeprefix(f"{NOT_CLEARED}: ")
 
 
+def _who(method: str) -> str:
+    """The name a person reads for a method (its registry label), in the reasons a verdict gives."""
+    spec = METHODS.get(method)
+    return spec.label if spec is not None else method
+
+
 def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | None = None,
            lead: str | None = None) -> Verdict:
     cfg = cfg or VerdictConfig()
     summary = {r.method: {"score": r.score, "decision": r.decision, "reason": r.reason} for r in results}
     vote = voters(results, cfg, lead)
     if not vote:  # R1
-        reasons = "; ".join(f"{r.method}: {r.reason}" for r in results) or "no method was run"
+        reasons = "; ".join(f"{_who(r.method)}: {r.reason}" for r in results) or "no method was run"
         return Verdict(doc_id, INCONCLUSIVE, reasons, None, summary, "R1")
     first, others = vote[0], vote[1:]
     fpr = (first.evidence or {}).get("fpr")
@@ -254,30 +260,33 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
     # a "not found" is the shadow's clearing (a miss rate), never a false-positive rate or a call against controls
     cleared = f" (at most {CLEAR_RULE.max_miss_rate:.0%} of its shadow's members score this low)"
     if first.decision:  # R2
-        dissent = [r.method for r in others if not r.decision]
+        dissent = [_who(r.method) for r in others if not r.decision]
         note = f"; {', '.join(dissent)} did not find it" if dissent else (
-            f"; {', '.join(r.method for r in others)} agrees" if others else "")
-        return Verdict(doc_id, MEMBER, f"{first.method}{alone} calls it a member{at}{note}", first.score, summary, "R2")
+            f"; {', '.join(_who(r.method) for r in others)} agrees" if others else "")
+        return Verdict(doc_id, MEMBER, f"{_who(first.method)}{alone} calls it a member{at}{note}", first.score,
+                       summary, "R2")
     # every member call stands against a "not found", a voter's or not (R4)
     dissent = [r for r in others if r.decision] + [r for r in results if r.decision and r not in vote]
     if not dissent:
-        agree = f"; {', '.join(r.method for r in others)} agrees" if others else ""
+        agree = f"; {', '.join(_who(r.method) for r in others)} agrees" if others else ""
         pool = dict.fromkeys((lead, cfg.primary, cfg.second))
         held = [(r.method, why) for r in results if r.method in pool and (why := withholds_clearance(r))]
         if held:  # R6
-            objections = "; ".join(f"{m} does not clear it ({why})" for m, why in held)
+            objections = "; ".join(f"{_who(m)} does not clear it ({why})" for m, why in held)
             # the verdict stands on the objection, so it shows the objecting method's probability, not the
             # "not found" it overrides (the highest, where two object)
             shown = max((summary[m]["score"] for m, _ in held if summary[m]["score"] is not None),
                         default=first.score)
-            return Verdict(doc_id, INCONCLUSIVE, f"not cleared: {first.method}{alone} did not find it{cleared}{agree}, "
-                           f"but {objections}", shown, summary, "R6")
+            return Verdict(doc_id, INCONCLUSIVE, f"not cleared: {_who(first.method)}{alone} did not find "
+                           f"it{cleared}{agree}, but {objections}", shown, summary, "R6")
         if cfg.retrieval_as_sent:  # R3
-            return Verdict(doc_id, NOT_FOUND, f"{first.method}{alone} did not find it{cleared}{agree}", first.score,
-                           summary, "R3")
+            return Verdict(doc_id, NOT_FOUND, f"{_who(first.method)}{alone} did not find it{cleared}{agree}",
+                           first.score, summary, "R3")
         return Verdict(doc_id, INCONCLUSIVE,  # R5
-                       f"not cleared: {first.method}{alone} did not find it{cleared}{agree}, but nobody stated that the "
-                       f"target retrieves with queries as sent, and {REWRITING_EVIDENCE}", first.score, summary, "R5")
+                       f"not cleared: {_who(first.method)}{alone} did not find it{cleared}{agree}, but nobody "
+                       f"stated that the target retrieves with queries as sent, and {REWRITING_EVIDENCE}",
+                       first.score, summary, "R5")
+    callers = ", ".join(_who(r.method) for r in dissent)
     return Verdict(doc_id, INCONCLUSIVE,  # R4
-                   f"methods disagree: {first.method} did not find it, {', '.join(r.method for r in dissent)} "
-                   f"calls it a member", first.score, summary, "R4")
+                   f"methods disagree: {_who(first.method)} did not find it, {callers} calls it a member",
+                   first.score, summary, "R4")

@@ -31,7 +31,7 @@ def test_each_verdict_maps_to_its_test_outcome():
     cases = _cases(xml)
     assert set(cases) == set(verdicts)  # ids with markup survive the XML escaping
     member = cases["doc-1"].find("failure")
-    assert member is not None and "srag calls it a member" in member.get("message")
+    assert member is not None and "S-RAG calls it a member" in member.get("message")
     assert "srag: score 0.910, member" in member.text
     for doc in ("A&B <x>", "=cmd"):
         assert cases[doc].find("skipped").get("message").startswith("inconclusive: ")

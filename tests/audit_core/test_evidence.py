@@ -554,24 +554,24 @@ def _controls(p, kind="declared", method="srag", n=20, called=1):
     # R0: the collection method's call against the controls leads; a member at p <= 5% though the shadow did
     # not clear or call it
     ([_r("srag", None, 0.4, reason="not cleared"), _r("mba", False, 0.1)], _controls(1 / 21), MEMBER, "R2",
-     "srag calls it a member at a 5% false-positive rate against your 20 controls; mba did not find it"),
+     "S-RAG calls it a member at a 5% false-positive rate against your 20 controls; MBA did not find it"),
     # the collection method need not be the primary: MBA's control call leads, S-RAG's "not found" dissents
     ([_r("srag", False, 0.1), _r("mba", None, 0.6, reason="not cleared")], _controls(1 / 21, method="mba"), MEMBER,
-     "R2", "mba calls it a member at a 5% false-positive rate against your 20 controls; srag did not find it"),
+     "R2", "MBA calls it a member at a 5% false-positive rate against your 20 controls; S-RAG did not find it"),
     # above the rate: "not found" only where the shadow clears it too
-    ([_r("srag", False, 0.1)], _controls(0.5), NOT_FOUND, "R3", "srag did not find it"),
+    ([_r("srag", False, 0.1)], _controls(0.5), NOT_FOUND, "R3", "S-RAG did not find it"),
     ([_r("srag", None, 0.4, reason="not cleared")], _controls(0.5), INCONCLUSIVE, "R1", "not cleared"),
     # a shadow member call the controls do not confirm is not counted
     ([_r("srag", True, 0.9)], _controls(0.3), INCONCLUSIVE, "R1", "your controls score as high"),
     # ... nor does it clear: the shadow saw a member, so MBA's "not found" alone does not stand (R6)
-    ([_r("srag", True, 0.9), _r("mba", False, 0.2)], _controls(0.3), INCONCLUSIVE, "R6", "srag does not clear it"),
-    ([_r("srag", False, 0.1), _r("mba", False, 0.2)], _controls(0.3), NOT_FOUND, "R3", "mba agrees"),
+    ([_r("srag", True, 0.9), _r("mba", False, 0.2)], _controls(0.3), INCONCLUSIVE, "R6", "S-RAG does not clear it"),
+    ([_r("srag", False, 0.1), _r("mba", False, 0.2)], _controls(0.3), NOT_FOUND, "R3", "MBA agrees"),
     # R0 does not apply: rewritten controls (biased), too few controls to call, no p-value: the shadow decides
     ([_r("srag", None, 0.4, reason="not cleared")], _controls(1 / 21, kind="generated"), INCONCLUSIVE, "R1",
      "not cleared"),
     ([_r("srag", None, 0.4, reason="not cleared")], _controls(1 / 19, n=18, called=None), INCONCLUSIVE, "R1",
      "not cleared"),
-    ([_r("srag", True, 0.9)], _controls(None), MEMBER, "R2", "srag calls it a member at a 5% false-positive rate"),
+    ([_r("srag", True, 0.9)], _controls(None), MEMBER, "R2", "S-RAG calls it a member at a 5% false-positive rate"),
 ])
 def test_verdict_rule_r0_the_call_against_the_controls_leads(results, collection, verdict, rule, reason):
     from audit_core.verdict import decide_with_controls
@@ -1093,7 +1093,7 @@ def test_an_abstaining_lead_under_r0_does_not_object_and_a_not_found_states_the_
             "document_p_values": {"d": 0.5}, "control_scores": {f"c{i}": 0.1 * i for i in range(120)}}
     v = decide_with_controls("d", [lead, _r("mba", False, 0.2)], coll, AS_SENT)
     assert (v.verdict, v.rule) == (NOT_FOUND, "R3"), v.reason
-    assert v.reason == "mba did not find it (at most 5% of its shadow's members score this low)"
+    assert v.reason == "MBA did not find it (at most 5% of its shadow's members score this low)"
     # a shadow member call the controls do not confirm still objects
     called = MethodResult("srag", "d", 0.9, True, None, {"fpr": 0.01})
     assert decide_with_controls("d", [called, _r("mba", False, 0.2)], coll, AS_SENT).rule == "R6"

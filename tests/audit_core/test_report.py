@@ -327,7 +327,7 @@ def test_explain_verdict_each_kind(result):
     assert "found evidence" in member and "not proof" in member and "0.91" in member
     assert "shadow RAG reacts" in member and "controls" not in member
     # a member call against the owner's controls (rule R0) says where its rate was set
-    led = report.explain_verdict({**by_kind["member"], "reason": "srag calls it a member at a 5% false-positive "
+    led = report.explain_verdict({**by_kind["member"], "reason": "S-RAG calls it a member at a 5% false-positive "
                                                                  "rate against your 20 controls"})
     assert "never-published controls" in led and "shadow RAG reacts" not in led and "not proof" in led
     # the method's sentence says its call against the controls, not "on its own" (its shadow may not decide)
@@ -683,7 +683,7 @@ def test_the_summary_says_rule_r5s_evidence_once_not_in_every_row():
     from audit_core.verdict import REWRITING_EVIDENCE
 
     r = _shared_result()
-    r5 = f"not cleared: srag did not find it, but nobody stated that the target retrieves with queries as sent, " \
+    r5 = f"not cleared: S-RAG did not find it, but nobody stated that the target retrieves with queries as sent, " \
          f"and {REWRITING_EVIDENCE}"
     r["verdicts"] = [{**r["verdicts"][0], "doc_id": f"d{i}", "verdict": "inconclusive", "reason": r5, "rule": "R5"}
                      for i in range(25)]

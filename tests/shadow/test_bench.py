@@ -307,7 +307,7 @@ def test_the_combined_row_reads_the_evidence_rule_r6_needs():
             {"defense": "none", "method": "mba", "doc_id": "a", "label": 1, "score": 0.27, "decision": False,
              "reason": None, "evidence": {"member_p_value": 0.02}}]
     (c,) = bench.combined_rows(rows)
-    assert c["decision"] is None and "srag does not clear it" in c["reason"]
+    assert c["decision"] is None and "S-RAG does not clear it" in c["reason"]
     rows[0]["evidence"] = {"member_p_value": 0.03}  # within the clearing rule's 5%: MBA's "not found" stands
     (c,) = bench.combined_rows(rows)
     assert c["decision"] is False
