@@ -10,7 +10,7 @@ inconclusive, with the reason. Unparseable replies are the parser's business
 The patterns are deliberately narrow (whole refusal or ignorance phrases near
 the start of the reply): a genuine answer that happens to contain "sorry" later
 on must still count as an answer. They cover English and the openings of the
-same replies in eight other languages, since a target answers in the language
+same replies in nine other languages, since a target answers in the language
 of the document it was asked about; a reply in another language that none of
 them matches is read as an answer, and each method's own reader decides.
 """
@@ -29,7 +29,8 @@ _REFUSAL = re.compile(
     # Spanish, French, German, Italian, Portuguese, Dutch, Russian, Chinese, Japanese
     r"|lo siento|no puedo (?:ayudar|proporcionar|responder|compartir|continuar)"
     r"|(?:je suis )?d[ée]sol[ée]e?\b|je ne peux pas (?:vous )?(?:aider|fournir|r[ée]pondre|partager|continuer)"
-    r"|es tut mir leid|leider kann ich|ich kann (?:ihnen |dir )?(?:dabei )?(?:nicht (?:helfen|antworten)|keine (?:antwort|auskunft))"
+    r"|es tut mir leid"
+    r"|leider kann ich|ich kann (?:ihnen |dir )?(?:dabei )?(?:nicht (?:helfen|antworten)|keine (?:antwort|auskunft))"
     r"|mi dispiace|non posso (?:aiutar|fornire|rispondere|condividere|continuare)"
     r"|desculp[ea]|sinto muito|lamento,|n[ãa]o posso (?:ajudar|fornecer|responder|partilhar|compartilhar|continuar)"
     r"|het spijt me|ik kan (?:je |u )?niet (?:helpen|antwoorden)"
