@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -162,6 +163,33 @@ def _target(args):
     print(f"API key: from ${args.api_key_env}, sent to {host} only" if key else
           f"API key: none (${args.api_key_env} is not set); requests go to {host} without one", file=sys.stderr)
     return OpenAITarget(base_url=args.target, model=args.model, api_key=key)
+
+
+def _env_name(value: str) -> str:
+    """--api-key-env takes a variable's name; a value that is not one (often the key itself) is refused unrepeated."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise argparse.ArgumentTypeError("it takes the name of an environment variable (letters, digits and _), "
+                                         "not the key itself; the value given is not repeated here")
+    return value
+
+
+def _output_clash(args) -> str | None:
+    """An output path that is also an input or another output: writing it would destroy that file (a kit's
+    seed has no other copy), so it is refused before anything is sent."""
+    outs = [(f, getattr(args, a, None)) for f, a in (("--out", "out"), ("--junit", "junit"), ("--store", "store"))]
+    ins = [(f, getattr(args, a, None)) for f, a in (("--docs", "docs"), ("--controls", "controls"), ("--kit", "kit"),
+                                                     ("--decoy-questions", "decoy_questions"),
+                                                     ("--aux-corpus", "aux_corpus"),
+                                                     ("--target-file", "target_file"))]
+    seen: dict[Path, str] = {}
+    for flag, path in ins + outs:
+        if not path:
+            continue
+        real = Path(path).expanduser().resolve()
+        if real in seen and (flag, path) in outs:
+            return f"{flag} {path} is the same file as {seen[real]}; writing it would destroy that file"
+        seen.setdefault(real, flag)
+    return None
 
 
 def _target_problem(args) -> str | None:
@@ -349,6 +377,10 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
                   file=sys.stderr)
     except ValueError as exc:  # unknown method, parameter out of range
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    clash = _output_clash(args)
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
         return 2
     for flag, path in (("--out", args.out), ("--junit", getattr(args, "junit", None))):
         if path and not Path(path).resolve().parent.is_dir():
@@ -677,7 +709,8 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--target-file", help="a target file (YAML/JSON) describing any HTTP API: see "
                                              "assets/targets/http_custom.yaml and README 'Auditing any HTTP API'")
     a.add_argument("--model", help="model name at the endpoint")
-    a.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    a.add_argument("--api-key-env", default="OPENAI_API_KEY", type=_env_name,
+                   help="environment variable holding the API key")
     a.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])
     retrieval_flag(a)
     a.add_argument("--docs", required=True, help="CSV (or JSONL) of your documents")
@@ -724,7 +757,7 @@ def main(argv: list[str] | None = None) -> int:
     ca.add_argument("--kit", required=True)
     ca.add_argument("--target", required=True, help="'demo' or an OpenAI-compatible base URL")
     ca.add_argument("--model")
-    ca.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    ca.add_argument("--api-key-env", default="OPENAI_API_KEY", type=_env_name)
     ca.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])
     retrieval_flag(ca)
     ca.add_argument("--evidence", action="store_true")
@@ -745,6 +778,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return args.func(args)
+    except KeyboardInterrupt:  # the audit loop handles its own; this is prepare, control generation, and the rest
+        print("\nerror: interrupted; run the same command again to go on (prepared methods and received answers "
+              "are kept)", file=sys.stderr)
+        return 3
     except Exception as exc:  # noqa: BLE001 -- a crash must not exit 1, which --fail-on reserves for a finding
         from audit_core.report import scrub_text
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import json
 import logging
 import os
@@ -186,7 +187,8 @@ class HttpTargetConfig:
             compile_jsonpath(self.logprobs_path, "logprobs_path")
         if self.sources_path is not None:
             compile_jsonpath(self.sources_path, "sources_path")
-        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or self.timeout_s <= 0:
+        if (isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float))
+                or not math.isfinite(self.timeout_s) or self.timeout_s <= 0):  # .nan and .inf are YAML floats
             raise ValueError("timeout_s must be a positive number of seconds")
         codes = tuple(self.retry_on)
         if not all(isinstance(c, int) and not isinstance(c, bool) and 400 <= c <= 599 for c in codes):

@@ -684,7 +684,8 @@ class OpenAITargetConfig:
             raise ValueError("model must name the model the endpoint serves")
         if not isinstance(self.api_key_env, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
             raise ValueError("api_key_env must be the name of an environment variable (letters, digits, _)")
-        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or self.timeout_s <= 0:
+        if (isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float))
+                or not math.isfinite(self.timeout_s) or self.timeout_s <= 0):  # .nan and .inf are YAML floats
             raise ValueError("timeout_s must be a positive number of seconds")
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ValueError("max_retries must be a whole number, 0 or more")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from app.cli import _write_report, main
 from tests.audit_core.test_report import make_result
 
@@ -244,3 +246,44 @@ def test_documents_given_again_as_controls_are_audited_as_documents_only(tmp_pat
                  "--estimate-only"]) == 0
     err = capsys.readouterr().err
     assert "1 control(s) have the same text as a document you audit" in err and "includes 1 controls" not in err
+
+
+def test_an_output_that_is_an_input_is_refused_before_anything_is_sent(tmp_path, capsys):
+    """--out or --junit naming the documents or the canary kit replaced that file after the audit (exit 0),
+    and a kit's seed has no other copy."""
+    from app import cli
+    from audit_core.evidence.canaries import load_kit
+
+    docs = tmp_path / "docs.csv"
+    docs.write_text("id,text\na," + " ".join(["My knee has hurt for three weeks after a long shift at work."] * 3) + "\n")
+    before = docs.read_bytes()
+    for flag in ("--out", "--junit"):
+        rc = cli.main(["audit", "--target", "demo", "--docs", str(docs), flag, str(docs), "--estimate-only"])
+        assert rc == 2 and "would destroy" in capsys.readouterr().err and docs.read_bytes() == before
+    kit = tmp_path / "kit.json"
+    assert cli.main(["canaries", "make", "--kit", str(kit), "--n", "10"]) == 0
+    seed = load_kit(kit).seed
+    rc = cli.main(["canaries", "audit", "--kit", str(kit), "--target", "demo", "--out", str(kit), "--estimate-only"])
+    assert rc == 2 and "would destroy" in capsys.readouterr().err and load_kit(kit).seed == seed
+
+
+def test_api_key_env_takes_a_name_and_never_repeats_a_key_given_there(capsys):
+    from app import cli
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(["audit", "--target", "http://127.0.0.1:9/v1", "--model", "m", "--docs", "x.csv",
+                  "--api-key-env", "sk-proj-SECRETKEY123"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "name of an environment variable" in err and "SECRETKEY123" not in err
+
+
+def test_ctrl_c_outside_the_audit_loop_is_a_message_and_exit_3(monkeypatch, capsys):
+    from app import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_prepare", interrupted)
+    rc = cli.main(["prepare"])
+    err = capsys.readouterr().err
+    assert rc == 3 and "interrupted" in err and "Traceback" not in err

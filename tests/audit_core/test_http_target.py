@@ -233,6 +233,9 @@ def test_bad_answers_are_bad_responses_with_a_clear_message():
     ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}', '{{system}}': x}\nanswer_path: $.a", "not in field names"),
     ("type: openai\nbase_url: http://h/v1\nmodel: ''", "model must name"),
     ("type: openai\nbase_url: http://h/v1\nmodel: m\ntimeout_s: -1", "timeout_s must be a positive"),
+    ("type: openai\nbase_url: http://h/v1\nmodel: m\ntimeout_s: .nan", "timeout_s must be a positive"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\ntimeout_s: .inf",
+     "timeout_s must be a positive"),
 ])
 def test_bad_target_files_get_clear_messages(text, message):
     with pytest.raises(TargetFileError) as exc:
