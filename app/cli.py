@@ -600,13 +600,21 @@ def cmd_canaries_make(args) -> int:
             return 2
     kit = new_kit(args.n)
     text = "\n\n".join(d.text for d in kit.published())
+    # the kit first: canaries whose seed was never saved could be published and never audited
     try:
-        if args.out:
-            Path(args.out).write_text(text + "\n")
         save_kit(kit, args.kit)
     except OSError as exc:
-        print(f"error: {exc.filename or args.kit} could not be written: {exc.strerror or exc}", file=sys.stderr)
+        print(f"error: the kit file {args.kit} could not be written: {exc.strerror or exc}; nothing was written",
+              file=sys.stderr)
         return 2
+    if args.out:
+        try:
+            Path(args.out).write_text(text + "\n")
+        except OSError as exc:
+            Path(args.kit).unlink(missing_ok=True)  # no kit left behind to block the next run
+            print(f"error: {args.out} could not be written: {exc.strerror or exc}; the kit was not kept",
+                  file=sys.stderr)
+            return 2
     if not args.out:
         print(text)
     print(f"kit {kit.kit_id}: {kit.n} canaries to publish{' written to ' + args.out if args.out else ' above'}; "

@@ -287,3 +287,16 @@ def test_ctrl_c_outside_the_audit_loop_is_a_message_and_exit_3(monkeypatch, caps
     rc = cli.main(["prepare"])
     err = capsys.readouterr().err
     assert rc == 3 and "interrupted" in err and "Traceback" not in err
+
+
+def test_canaries_make_leaves_no_canaries_behind_when_the_kit_cannot_be_saved(tmp_path, capsys):
+    """The canaries were written before the kit: a failed save left publishable canaries with no seed."""
+    from app import cli
+
+    blocker = tmp_path / "docs.csv"
+    blocker.write_text("x")
+    pub = tmp_path / "pub.txt"
+    rc = cli.main(["canaries", "make", "--kit", str(blocker / "kit.json"), "--out", str(pub)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "the kit file" in err and not pub.exists()
+    assert cli.main(["canaries", "make", "--kit", str(tmp_path / "kit.json"), "--out", str(pub)]) == 0
