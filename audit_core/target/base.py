@@ -155,12 +155,33 @@ def check_service_url(url: object, field: str) -> None:
         shown = display_url(text) if "://" in text else text.split("?", 1)[0].rsplit("@", 1)[-1]
         raise ValueError(f"{field} must be an http:// or https:// address with a host "
                          f"(for example https://api.example.com/v1), got {shown!r}")
+    if url_origin(url).startswith("unreadable:"):
+        raise ValueError(f"{field} has a port that is not a number from 0 to 65535 in plain digits, "
+                         f"got {display_url(url)!r}")
     if "$" in url:
         raise ValueError(f"{field} must not name environment variables: put the key in a header, "
                          "for example  X-Api-Key: $MY_KEY")
     if parts.username or parts.password:
         raise ValueError(f"{field} must not carry a user name or password: give the key where keys go "
                          "(the API key field or environment variable, or a header of a target file)")
+
+
+def _port_text_ok(netloc: str) -> bool:
+    """Whether a netloc's port, if it has one, is written in ASCII digits only.
+
+    Python refuses "+443" or non-ASCII digits as a port, but an HTTP client may
+    read them as a port of some host: an address whose port the auditor cannot
+    read is one whose origin it cannot bind a key to, so it is refused.
+    """
+    hostport = netloc.rsplit("@", 1)[-1]
+    if hostport.startswith("["):  # [v6 address] or [v6 address]:port
+        rest = hostport.partition("]")[2]
+        if rest and not rest.startswith(":"):
+            return False
+        port = rest[1:]
+    else:
+        port = hostport.rpartition(":")[2] if ":" in hostport else ""
+    return port == "" or (port.isascii() and port.isdigit())
 
 
 def display_url(url: str) -> str:
@@ -177,17 +198,27 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def url_origin(url: str) -> str:
-    """scheme://host:port of a URL, lower-cased; "" when it names no host (or cannot be parsed).
+    """scheme://host:port of a URL, lower-cased; "" when it names no host (or cannot be parsed);
+    "unreadable:<url>" when it names a host but its port cannot be read.
 
     Where a secret may go: a key given for one origin is never sent to another.
     """
+    text = (url or "").strip()
     try:
-        parts = urlsplit((url or "").strip())
-        host, port = parts.hostname, parts.port
+        parts = urlsplit(text)
+        host = parts.hostname
     except ValueError:
         return ""
     if not host:
         return ""
+    # a host whose port cannot be read: an origin equal to no other address, so a key bound elsewhere is dropped
+    unreadable = f"unreadable:{display_url(text)}"
+    if not _port_text_ok(parts.netloc):
+        return unreadable
+    try:
+        port = parts.port
+    except ValueError:
+        return unreadable
     scheme = parts.scheme.lower()
     return f"{scheme}://{host.lower()}:{port or _DEFAULT_PORTS.get(scheme, '')}"
 

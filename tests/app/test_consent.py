@@ -43,6 +43,24 @@ def test_binding_resets_the_secrets_only_when_a_named_origin_changes():
     assert bind_to_origin(state, "g", "https://a.example/v1", reset) is None   # nothing held: no note
 
 
+
+@pytest.mark.parametrize("odd", ["https://b.example:+443/v1", "http://127.0.0.1:\u0664\u0662\u0665/v1",
+                                 "https://b.example:99999/v1", "http://[::1]x/v1"])
+def test_a_key_does_not_follow_to_an_address_whose_port_cannot_be_read(odd):
+    """HTTP clients read "+443" or non-ASCII digits as a port, Python refuses them: such an address is an
+    origin of its own (the key is dropped) and is refused as a service address."""
+    from audit_core.target.base import check_service_url
+
+    state: dict = {}
+    reset = {"key": ""}
+    bind_to_origin(state, "g", "https://a.example/v1", reset)
+    state["key"] = "typed"
+    assert bind_to_origin(state, "g", odd, reset) == "https://a.example:443"
+    assert state["key"] == ""
+    assert origin(odd) != origin(odd.replace(odd.split("/")[2], "b.example"))
+    with pytest.raises(ValueError, match="port"):
+        check_service_url(odd, "url")
+
 @pytest.fixture
 def recording_server():
     """A local JSON API that records the key header of every request."""
