@@ -19,6 +19,7 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from app.guard import section  # noqa: E402
 from app.persist import keep_typed_inputs  # noqa: E402
 from app.resources import show_warmup  # noqa: E402
 from app.sidebar import render_sidebar  # noqa: E402
@@ -37,17 +38,22 @@ st.write(
 show_warmup()  # the default audit's models load in the background while documents are picked
 
 keep_typed_inputs(st.session_state)  # before any widget is drawn
-settings = render_sidebar()
+settings = None
+with st.sidebar, section("sidebar"):
+    settings = render_sidebar()
 running_banner()
 tab_docs, tab_run, tab_results, tab_history, tab_canaries = st.tabs(
     ["1 Documents", "2 Run", "3 Results", "History", "Canaries"])
-with tab_canaries:
+with tab_canaries, section("Canaries tab"):
     render_canaries_tab()
-with tab_docs:
+with tab_docs, section("Documents tab"):
     render_documents_tab()
-with tab_results:
+with tab_results, section("Results tab"):
     render_results_tab()
-with tab_history:
+with tab_history, section("History tab"):
     render_history_tab()
-with tab_run:
-    render_run_tab(settings)
+with tab_run, section("Run tab"):
+    if settings is None:
+        st.error("The audit cannot start until the sidebar's settings can be read (see the message there).")
+    else:
+        render_run_tab(settings)

@@ -299,6 +299,10 @@ def _csv_table(text: str) -> pd.DataFrame:
         ) from exc
     df = df.fillna("").astype(str)
     df.columns = [str(c).strip() for c in df.columns]
+    twice = sorted({c for c in df.columns if list(df.columns).count(c) > 1})
+    if twice:  # " text" and "text" are one name once trimmed: which of them holds the documents is anyone's guess
+        raise DocumentInputError(f"Two columns are named {twice[0]!r} (spaces around a name are ignored); "
+                                 "rename one and upload the file again.")
     if len(df) == 0:
         # a header alone: guessing a text column from no cells would pick the first one ("id")
         shown = ", ".join(repr(c) for c in df.columns[:8]) + (", ..." if len(df.columns) > 8 else "")

@@ -156,6 +156,11 @@ def parse_target_file(text: str, source: str = "the target file") -> tuple[Targe
         at = f" at line {where.line + 1}" if where is not None else ""
         raise TargetFileError(f"{source} is not valid YAML or JSON{at}: "
                               f"{getattr(exc, 'problem', None) or exc}") from None
+    except TypeError:  # a list or mapping used as a key ("? [a]"): YAML allows it, a target file has no use for it
+        raise TargetFileError(f"{source} uses a list or mapping as a key; keys are plain names such as url "
+                              "or headers") from None
+    except RecursionError:
+        raise TargetFileError(f"{source} is nested too deeply to be a target file") from None
     return target_config(data, source)
 
 

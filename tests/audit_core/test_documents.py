@@ -357,3 +357,10 @@ def test_a_text_in_a_script_without_spaces_is_told_why_it_cannot_be_audited():
     assert "script without spaces" in batch.problems()[0].message
     batch = documents_from_text("too short a text")
     assert "script without spaces" not in batch.problems()[0].message
+
+
+@pytest.mark.parametrize("header", ["id,text, text", "id, id,text", "text,control, text"])
+def test_two_columns_with_one_name_once_trimmed_are_refused_by_name(header):
+    data = f"{header}\n1,{TEXT_A},{TEXT_B}\n".encode()
+    with pytest.raises(DocumentInputError, match="Two columns are named"):
+        read_csv_bytes(data)
