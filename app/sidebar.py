@@ -198,11 +198,24 @@ def _target_section() -> tuple[str, str, str]:
     return kind, base_url, model
 
 
-def _operator_statement(kind: str) -> bool:
+def _operator_statement(kind: str, url: str) -> bool:
     """The operator's statement that lets "not found" stand for an endpoint (``VerdictConfig.retrieval_as_sent``);
-    the demo target needs none (``Settings.audit_config``)."""
+    the demo target needs none (``Settings.audit_config``).
+
+    It is one operator's word about one service: like a key, it is bound to the
+    origin and the kind of target it was given for, and reset when either changes.
+    """
     if kind == DEMO:
         return False
+    before = bind_to_origin(st.session_state, "statement", url, {"retrieval_as_sent": False})
+    if st.session_state.get("_statement_kind") not in (None, kind):
+        if st.session_state.get("retrieval_as_sent"):
+            before = before or "the previous target"
+        st.session_state["retrieval_as_sent"] = False
+    st.session_state["_statement_kind"] = kind
+    if before:
+        st.info(f"The operator's statement below was given for {before}; it does not carry over to another "
+                "service. Tick it again if this service's operator states it.")
     return st.checkbox(
         "The operator states this service retrieves with each question exactly as sent", key="retrieval_as_sent",
         help="No query rewriting or expansion and no defense that withholds documents. A service that changes what "
@@ -426,7 +439,7 @@ def render_sidebar() -> Settings:
 
     with st.sidebar:
         kind, base_url, model = _target_section()
-        as_sent = _operator_statement(kind)
+        as_sent = _operator_statement(kind, base_url)
         st.header("Settings")
         methods = st.multiselect("Methods", list(METHODS), default=suggested_methods(logprobs=True), key="methods",
                                  format_func=lambda m: LABELS[m],

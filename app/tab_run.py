@@ -15,7 +15,7 @@ import uuid
 
 import streamlit as st
 
-from app.sidebar import DEMO, Settings, build_target
+from app.sidebar import DEMO, Settings, build_target, connection_id
 
 AUDIT_STAGE = "auditing documents"
 POLL_S = 1.0
@@ -84,10 +84,12 @@ def _styled_params(settings: Settings):
 
 
 def _known_capabilities(settings: Settings):
+    """The connection check's finding for exactly these settings (URL, model, key, target file's content), or None:
+    a finding for a target file since edited (a logprobs path removed) would send probes it cannot read."""
     from audit_core.target.base import Capabilities
 
     found = st.session_state.get("caps")
-    if found and found.get("target") == settings.target_label and "caps" in found:
+    if found and found.get("conn") == connection_id(settings) and "caps" in found:
         return Capabilities(**found["caps"])
     return None
 

@@ -177,6 +177,23 @@ def test_not_found_needs_the_operators_statement_for_an_endpoint_and_is_known_fo
     assert not verdict_cfg(ENDPOINT, False).retrieval_as_sent
 
 
+def test_the_operators_statement_does_not_carry_over_to_another_service(app):
+    """It is one operator's word about one service: another host, or another kind of target, resets it."""
+    from app.sidebar import ENDPOINT, HTTP_FILE
+
+    app.radio(key="target_kind").set_value(ENDPOINT).run()
+    app.text_input(key="base_url").input("https://a.example.com/v1").run()
+    app.checkbox(key="retrieval_as_sent").check().run()
+    app.text_input(key="base_url").input("https://a.example.com/v2").run()  # the same service, another path
+    assert app.checkbox(key="retrieval_as_sent").value is True
+    app.text_input(key="base_url").input("https://other-operator.example.net/v1").run()
+    assert not app.exception and app.checkbox(key="retrieval_as_sent").value is False
+    assert "does not carry over" in " ".join(i.value for i in app.info)
+    app.checkbox(key="retrieval_as_sent").check().run()
+    app.radio(key="target_kind").set_value(HTTP_FILE).run()
+    assert not app.exception and app.checkbox(key="retrieval_as_sent").value is False
+
+
 def test_unreachable_url_without_a_key_is_reported_unreachable(app):
     """Issue 20 point 7: it used to say the key was missing (authentication failed)."""
     app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()

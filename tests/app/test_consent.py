@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from app.consent import bind_to_origin, origin
-from tests.app.test_app import app  # noqa: F401  (fixture)
+from tests.app.test_app import LONG_1, app  # noqa: F401  (fixture)
 
 FILE = """type: http
 url: URL
@@ -60,6 +60,7 @@ def test_a_key_does_not_follow_to_an_address_whose_port_cannot_be_read(odd):
     assert origin(odd) != origin(odd.replace(odd.split("/")[2], "b.example"))
     with pytest.raises(ValueError, match="port"):
         check_service_url(odd, "url")
+
 
 @pytest.fixture
 def recording_server():
@@ -160,8 +161,12 @@ def test_a_connection_check_goes_stale_when_the_target_file_changes_at_the_same_
     app.button(key="check_connection").click().run(timeout=60)
     said = lambda: " ".join(x.value for x in [*app.success, *app.warning, *app.error])  # noqa: E731
     assert not app.exception and "Connected" in said()
+    unchecked = lambda: "not checked yet" in " ".join(c.value for c in app.caption)  # noqa: E731
+    app.text_area(key="pasted").input(LONG_1).run()  # documents, so the Run tab shows its estimate
+    assert not unchecked()  # the Run tab counts the style the check found
     app.text_area(key="target_file_text").input(file.replace("$.answer", "$.reply")).run()
     assert "Connected" not in said()  # another answer path: the old result is no longer shown
+    assert unchecked()  # ... and the Run tab (which starts the audit with it) no longer uses it either
     app.text_area(key="target_file_text").input(file).run()
     app.text_input(key="tf_secret_RPA_TEST_RAG_KEY").input("another-key-typed").run()
     assert "Connected" not in said()  # another secret: stale too
