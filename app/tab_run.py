@@ -16,8 +16,8 @@ import uuid
 import streamlit as st
 
 from app.sidebar import DEMO, Settings, build_target, connection_id
+from audit_core.audit import AUDIT_STAGE, CAPABILITY_STAGE, CONTROLS_STAGE, TARGET_STAGES
 
-AUDIT_STAGE = "auditing documents"
 POLL_S = 1.0
 #: prefix of the registry id of a calibration check (not an audit run)
 CHECK_PREFIX = "calibration-"
@@ -254,7 +254,7 @@ def stage_lines(job) -> list[tuple[str, float, str]]:
 def _draw(job) -> None:
     lines = stage_lines(job)
     stages = {s for s, _, _ in lines}
-    prep = [x for x in lines if x[0] != AUDIT_STAGE]
+    prep = [x for x in lines if x[0] not in TARGET_STAGES]
     st.markdown("**Shadow preparation** (local, sends nothing to the target)")
     if not prep:
         st.caption("Starting..." if AUDIT_STAGE not in stages else "Loaded from the cache.")
@@ -263,12 +263,18 @@ def _draw(job) -> None:
     if job.run_id.startswith(CHECK_PREFIX):
         st.caption(f"Running for {time.time() - job.started:.0f} s.")
         return
-    st.markdown("**Audit of your documents**")
+    st.markdown("**Audit of your documents** (queries to the target)")
+    asked = next((x for x in lines if x[0] == CAPABILITY_STAGE), None)
+    if asked is not None and asked[1] < 1:
+        st.progress(asked[1], text=asked[2])
     audit = next((x for x in lines if x[0] == AUDIT_STAGE), None)
     if audit is None:
         st.progress(0.0, text=f"documents: 0 / {job.n_documents} · waiting for the shadow preparation")
     else:
         st.progress(audit[1], text=audit[2].replace(AUDIT_STAGE, "documents", 1))
+    controls = next((x for x in lines if x[0] == CONTROLS_STAGE), None)
+    if controls is not None:
+        st.progress(controls[1], text=controls[2].replace(CONTROLS_STAGE, "controls", 1))
     partial = job.partial or {}
     for m, why in (partial.get("no_signal") or {}).items():
         st.warning(f"{_label(m)}: {why}.")
@@ -276,10 +282,20 @@ def _draw(job) -> None:
     if answered:
         last: dict[str, list[str]] = {}
         for doc_id, method in answered:
-            last.setdefault(doc_id, []).append(method)
+            last.setdefault(doc_id, []).append(_label(method))
         st.caption("Answered: " + "; ".join(f"{d} ({', '.join(ms)})" for d, ms in last.items()))
     st.caption(f"Running for {time.time() - job.started:.0f} s. Verdicts appear in tab 3 Results as each "
                "document is done.")
+
+
+def _now_line(job) -> str:
+    """The running audit's current stage in a few words, for the banners above the tabs and in History."""
+    lines = {stage: text for stage, _, text in stage_lines(job)}
+    if CONTROLS_STAGE in lines:
+        return lines[CONTROLS_STAGE].replace(CONTROLS_STAGE, "controls", 1)
+    if AUDIT_STAGE in lines:
+        return lines[AUDIT_STAGE].replace(AUDIT_STAGE, "documents", 1)
+    return "preparing the shadow"
 
 
 def _label(m: str) -> str:
@@ -296,6 +312,9 @@ def _finish(job) -> None:
         del st.query_params["run"]
     if job.error is not None:
         st.session_state["run_message"] = ("error", job.error)
+        if not job.run_id.startswith(CHECK_PREFIX):  # tab 3 must not go on showing an earlier audit as this one's
+            st.session_state.pop("result", None)
+            st.session_state.pop("result_run_id", None)
         return
     if job.run_id.startswith(CHECK_PREFIX):
         st.session_state["calibration_check"] = job.result
@@ -350,8 +369,7 @@ def running_banner() -> None:
     if job.run_id.startswith(CHECK_PREFIX):
         st.info("The shadow calibration is being prepared: tab 2 Run shows its progress.")
         return
-    line = next((text for stage, _, text in stage_lines(job) if stage == AUDIT_STAGE), "preparing the shadow")
-    st.info(f"An audit is running ({line.replace(AUDIT_STAGE, 'documents', 1)}): tab 2 Run has its progress "
+    st.info(f"An audit is running ({_now_line(job)}): tab 2 Run has its progress "
             "and Cancel; tab 3 Results fills in as each document is done.")
 
 
@@ -362,8 +380,7 @@ def running_notice() -> None:
     for job in job_registry().running():
         if job.run_id.startswith(CHECK_PREFIX):
             continue
-        line = next((text for stage, _, text in stage_lines(job) if stage == AUDIT_STAGE), None)
-        st.info(f"An audit is running ({line or 'preparing the shadow'}); tab 2 Run shows its progress.")
+        st.info(f"An audit is running ({_now_line(job)}); tab 2 Run shows its progress.")
         if not job.cancel.is_set() and st.button("Cancel the running audit", key=f"history_cancel_{job.run_id}"):
             job.cancel.set()
             st.rerun()

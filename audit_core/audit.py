@@ -211,6 +211,11 @@ def collection_summary(
 
 #: the stage during which the methods load their local models (de-quantizing them the first time)
 LOADING_STAGE = "loading the methods' models"
+#: the stages that send queries to the target (the others run on this machine)
+CAPABILITY_STAGE = "asking the target what it supports"
+AUDIT_STAGE = "auditing documents"
+CONTROLS_STAGE = "auditing controls"
+TARGET_STAGES = (CAPABILITY_STAGE, AUDIT_STAGE, CONTROLS_STAGE)
 
 
 def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | None = None,
@@ -373,10 +378,10 @@ def run_audit(
     cfg = cfg or AuditConfig()
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")  # the start, preparation included
     if capabilities is None and progress:
-        progress("asking the target what it supports", 0, 1)
+        progress(CAPABILITY_STAGE, 0, 1)
     caps = capabilities or target.capabilities()
     if capabilities is None and progress:
-        progress("asking the target what it supports", 1, 1)
+        progress(CAPABILITY_STAGE, 1, 1)
     if not caps.reachable:
         from audit_core.target.base import Unreachable
 
@@ -401,7 +406,7 @@ def run_audit(
             cancelled = True
             break
         if progress:
-            progress("auditing documents", i, len(docs))
+            progress(AUDIT_STAGE, i, len(docs))
         results[doc.id], observations[doc.id] = {}, {}
         for m in methods:
             obs = probe_document(m, doc, target, top_k)
@@ -415,13 +420,14 @@ def run_audit(
         fatal = _fatal_error(observations[doc.id])
         if fatal is not None and i + 1 < len(docs):
             stopped = f"{fatal} -- {len(docs) - i - 1} document(s) not audited"
-        if on_document is not None and stopped is None and i + 1 < len(docs):
+        # the last document's verdict comes with the final result, unless controls are probed first
+        if on_document is not None and stopped is None and (i + 1 < len(docs) or controls):
             on_document(_result(target, created, cfg, caps, verdicts, results, observations, cal, docs,
                                 cancelled, stopped))
         if stopped is not None:
             break
     if progress and not cancelled and stopped is None:
-        progress("auditing documents", len(docs), len(docs))
+        progress(AUDIT_STAGE, len(docs), len(docs))
     from audit_core.evidence.collection import choose_method
 
     coll_method = choose_method([m.name for m in methods], cal.calibrations, cfg.verdict.order(), len(results),
@@ -434,10 +440,10 @@ def run_audit(
                 cancelled = True
                 break
             if progress:
-                progress("auditing controls", j, len(controls))
+                progress(CONTROLS_STAGE, j, len(controls))
             control_results[c.id] = m.score(probe_document(m, c, target, top_k), cal.calibrations[m.name])
         if progress and not cancelled:
-            progress("auditing controls", len(controls), len(controls))
+            progress(CONTROLS_STAGE, len(controls), len(controls))
     audited = [d for d in docs if d.id in results]
     collection = collection_summary(audited, results, list(controls), control_results, coll_method,
                                     cal.calibrations, cfg)

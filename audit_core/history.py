@@ -217,12 +217,14 @@ def history_rows(store: Store) -> list[dict[str, Any]]:
 
 
 def _row(info: RunInfo) -> dict[str, Any]:
+    from audit_core.methods import LABELS
+
     counts = verdict_counts(info.summary) if isinstance(info.summary, dict) else {}
     return {
         "id": info.id,
         "created": info.created[:19].replace("T", " "),
         "target": target_label({"target": info.target_id}),
-        "methods": ", ".join(info.methods),
+        "methods": ", ".join(LABELS.get(m, m) for m in info.methods),
         "status": info.status,
         "documents": info.n_documents,
         "member": counts.get("member", 0),

@@ -153,12 +153,34 @@ def shadow_sizes(name: str, cfg: ShadowConfig) -> tuple[int, int]:
     return min(n, cfg.n_members), min(n, cfg.n_nonmembers)
 
 
-def build_shadow_rag(cfg: ShadowConfig, kb: Sequence[Document]):
+#: the progress stage of embedding the shadow's knowledge base
+BUILD_STAGE = "building the shadow RAG"
+
+
+def build_shadow_rag(cfg: ShadowConfig, kb: Sequence[Document], progress: Progress | None = None):
+    """The shadow RAG over ``kb``; ``progress`` sees "building the shadow RAG" as its documents are embedded
+    (minutes the first time on 2 cores; a collection built before is reused at once)."""
     from shadow.rag import RagConfig, RagSystem
 
     rc = RagConfig(generator=cfg.generator, embedder=cfg.embedder, top_k=cfg.top_k_docs, defense=cfg.defense,
                    prompt_style=cfg.prompt_style, probe_retrieval=cfg.probe_retrieval)
-    return RagSystem(list(kb), rc)
+    done = [0]
+
+    def embedded(n: int) -> None:
+        done[0] += n
+        if progress:
+            progress(BUILD_STAGE, done[0], len(kb))
+
+    if progress:
+        progress(BUILD_STAGE, 0, len(kb))
+    return RagSystem(list(kb), rc, embedded)
+
+
+def _label(name: str) -> str:
+    """A method's label in progress lines (users read "S-RAG", not "srag")."""
+    from audit_core.methods import LABELS
+
+    return LABELS.get(name, name)
 
 
 def prepare_shadow(
@@ -223,18 +245,14 @@ def prepare_shadow(
             prep.from_cache[method.name] = False
         else:
             if rag is None:
-                if progress:
-                    progress("building the shadow RAG", 0, 1)
-                rag = build_shadow_rag(cfg, kb)
-                if progress:
-                    progress("building the shadow RAG", 1, 1)
+                rag = build_shadow_rag(cfg, kb, progress)
             n_m, n_n = shadow_sizes(method.name, cfg)
             import random
 
             rnd = random.Random(cfg.seed + 1)
             mem_docs = rnd.sample(list(kb), min(n_m, len(kb)))
             non_docs = rnd.sample(list(outside), min(n_n, len(outside)))
-            stage = f"{method.name}: probing the shadow"
+            stage = f"{_label(method.name)}: probing the shadow"
             total = len(mem_docs) + len(non_docs)
             done = [0]
 
@@ -256,13 +274,13 @@ def prepare_shadow(
             prep.seconds[method.name] = time.time() - t0
             continue
         if progress:
-            progress(f"{method.name}: calibrating", 0, 1)
+            progress(f"{_label(method.name)}: calibrating", 0, 1)
         prep.calibrations[method.name] = _calibrate(method, mem, non, folder)
         note = mirror_note(method, cfg)
         if note is not None:
             prep.calibrations[method.name].params["mirror"] = note
         if progress:
-            progress(f"{method.name}: calibrating", 1, 1)
+            progress(f"{_label(method.name)}: calibrating", 1, 1)
         prep.seconds[method.name] = time.time() - t0
     return prep
 

@@ -526,3 +526,32 @@ def test_a_public_corpus_without_texts_is_refused_when_uploaded(app, tmp_path, m
                                                     "application/json")).run()
     assert not app.exception
     assert "This corpus cannot be used" in " ".join(e.value for e in app.error)
+
+
+def test_a_failed_audit_does_not_leave_the_previous_audit_in_the_results_tab(tmp_path, monkeypatch):
+    import threading
+
+    from streamlit.testing.v1 import AppTest
+
+    from app.jobs import AuditJob, job_registry
+    from audit_core.history import load_audit
+    from audit_core.store import Store
+
+    db = tmp_path / "audits.sqlite"
+    monkeypatch.setenv("RPA_AUDIT_DB", str(db))
+    rid = _saved_audit(db)
+    job = AuditJob("run-failed-0002", 1)
+    job.thread = threading.Thread(target=lambda: None)
+    job.thread.start()
+    job.thread.join()
+    job.error = "The target could not be used (authentication failed): 401"
+    job_registry().add(job)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["result"] = load_audit(Store(db), rid)
+    at.session_state["result_run_id"] = rid
+    at.session_state["job_run_id"] = job.run_id
+    at.run()
+    assert not at.exception
+    assert "authentication failed" in " ".join(e.value for e in at.error)
+    assert "result" not in at.session_state and not [s for s in at.subheader if s.value.startswith("Audit of")]
+    assert "No results yet" in " ".join(i.value for i in at.info)

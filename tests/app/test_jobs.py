@@ -48,3 +48,37 @@ def test_a_failure_reaches_the_user_as_a_plain_message():
     assert job.result is None
     assert job.error == "The target could not be used: could not connect to http://127.0.0.1:9/v1"
     assert isinstance(seen[0], Unreachable)
+
+
+def test_the_run_tab_groups_target_queries_apart_from_the_local_preparation_and_names_methods_by_label(
+        tmp_path, monkeypatch):
+    """Controls being probed were drawn under "Shadow preparation (sends nothing)", and the banner said
+    "documents 2 / 2 · done" while they ran."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.jobs import AuditJob, job_registry
+    from tests.app.test_app import APP
+
+    monkeypatch.setenv("RPA_AUDIT_DB", str(tmp_path / "audits.sqlite"))
+    stop = threading.Event()
+    job = AuditJob("run-grouping-0001", 2)
+    job.thread = threading.Thread(target=stop.wait, daemon=True)
+    job.thread.start()
+    for stage, done, total in [("S-RAG: probing the shadow", 120, 120), ("auditing documents", 2, 2),
+                               ("auditing controls", 3, 20)]:
+        job.progress(stage, done, total)
+    job.note_result("doc-1", "rag_mia")
+    job_registry().add(job)
+    try:
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.session_state["job_run_id"] = job.run_id
+        at.run()
+        assert not at.exception
+        texts = [p.proto.text for p in at.get("progress")]
+        order = [m.value for m in at.markdown if m.value.startswith("**")]
+        assert "**Audit of your documents** (queries to the target)" in order
+        assert any(t.startswith("controls: 3 / 20") for t in texts)
+        assert "controls: 3 / 20" in " ".join(i.value for i in at.info)  # the banner says what runs now
+        assert "doc-1 (RAG-MIA)" in " ".join(c.value for c in at.caption)
+    finally:
+        stop.set()

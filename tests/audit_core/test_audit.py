@@ -75,6 +75,17 @@ def test_a_method_with_signal_votes_and_results_arrive_per_document():
     assert result.created <= result.finished
 
 
+def test_with_controls_to_probe_the_last_documents_verdict_is_announced_before_them():
+    """Probing controls takes as long as the documents: the last verdict must not wait for them."""
+    from audit_core.documents import Document
+
+    partial: list[list[str]] = []
+    controls = [Document(f"control-{i}", f"a never published text number {i} " * 4) for i in range(2)]
+    run_audit(DOCS, CountingTarget(), AuditConfig(methods=["rag_mia"]), _prepare(0.9), capabilities=CAPS,
+              controls=controls, on_document=lambda r: partial.append([v.doc_id for v in r.verdicts]))
+    assert partial[-1] == [d.id for d in DOCS]
+
+
 def test_every_stage_before_the_documents_reports_progress():
     seen: list[tuple[str, int, int]] = []
     run_audit(DOCS, CountingTarget(), AuditConfig(methods=["rag_mia"]), _prepare(0.9),

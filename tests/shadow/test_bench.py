@@ -32,7 +32,7 @@ def quick_run(tmp_path_factory, shared_data):
     built: list[str] = []  # shadow RAGs built: one is built only to probe the shadow
     real_build = prepare.build_shadow_rag
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(prepare, "build_shadow_rag", lambda c, kb: built.append(c.prompt_style) or real_build(c, kb))
+        mp.setattr(prepare, "build_shadow_rag", lambda c, kb, *_: built.append(c.prompt_style) or real_build(c, kb))
         results = run_bench(cfg, log=logs.append)
     return cfg, results, {"logs": logs, "shadow_rags_built": built}
 

@@ -16,7 +16,7 @@ def _fake_shadow(monkeypatch) -> list[tuple[str, int]]:
         calls.append((method.name, len(docs)))
         return [Observation(method.probe_scope, d.id, data={"by": method.name}) for d in docs]
 
-    monkeypatch.setattr(prepare, "build_shadow_rag", lambda cfg, kb: object())
+    monkeypatch.setattr(prepare, "build_shadow_rag", lambda cfg, kb, *_: object())
     monkeypatch.setattr(prepare, "_probe", fake_probe)
     monkeypatch.setattr(prepare, "_calibrate", lambda method, mem, non, folder: Calibration(method.name, 0.5))
     return calls
@@ -131,7 +131,7 @@ def test_the_shadow_leads_its_questions_with_its_own_documents_never_the_owners(
         seen.append(list(method.collection))
         return [Observation(method.probe_scope, d.id) for d in docs]
 
-    monkeypatch.setattr(prepare, "build_shadow_rag", lambda cfg, kb: object())
+    monkeypatch.setattr(prepare, "build_shadow_rag", lambda cfg, kb, *_: object())
     monkeypatch.setattr(prepare, "_probe", fake_probe)
     monkeypatch.setattr(prepare, "_calibrate", lambda method, mem, non, folder: Calibration(method.name, 0.5))
     method = CitedSourcesMethod()
@@ -183,3 +183,24 @@ def test_a_calibration_saved_under_another_scoring_revision_is_fitted_again(tmp_
     monkeypatch.setattr(type(method), "scoring_revision", "older")
     prepare._calibrate(method, mem, non, tmp_path)
     assert len(calls) == 2  # saved under revision 2, the method now scores as "older": fitted again
+
+
+def test_progress_names_methods_by_their_labels(tmp_path, monkeypatch):
+    from audit_core.methods import LABELS
+
+    _fake_shadow(monkeypatch)
+    stages: list[str] = []
+    prepare_shadow([RagMiaMethod()], ShadowConfig(n_members=4, n_nonmembers=4), root=tmp_path,
+                   progress=lambda stage, done, total: stages.append(stage))
+    assert f"{LABELS['rag_mia']}: calibrating" in stages and not any(s.startswith("rag_mia") for s in stages)
+
+
+def test_building_the_shadow_rag_counts_the_documents_embedded(tmp_path, monkeypatch):
+    """It ran as "0 / 1" for minutes: now done / total over the knowledge base's documents."""
+    from audit_core.documents import Document
+
+    monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path))
+    kb = [Document(f"d{i}", f"document number {i} about a knee operation and physiotherapy") for i in range(5)]
+    seen: list[tuple[str, int, int]] = []
+    prepare.build_shadow_rag(ShadowConfig(), kb, lambda stage, done, total: seen.append((stage, done, total)))
+    assert seen[0] == (prepare.BUILD_STAGE, 0, 5) and seen[-1] == (prepare.BUILD_STAGE, 5, 5)

@@ -172,7 +172,7 @@ def test_prepare_uses_shipped_observations_and_probes_a_different_configuration(
     class Probed(Exception):
         pass
 
-    def no_probing(cfg, kb):
+    def no_probing(cfg, kb, *_):
         raise Probed
 
     monkeypatch.setattr(prepare, "build_shadow_rag", no_probing)
