@@ -46,6 +46,8 @@ class AuditJob:
     #: methods the audit will not query because their shadow shows no signal (method -> why)
     no_signal: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    #: the failure's type name ("Cancelled": the user cancelled during the shadow preparation)
+    error_kind: str | None = None
     clock: ProgressClock = field(default_factory=ProgressClock)
     started: float = field(default_factory=time.time)
     #: tells this job from an earlier one of the same run (a resumed audit keeps its run id)
@@ -126,6 +128,7 @@ def start_job(
             job.result = work(job)
         except BaseException as exc:  # noqa: BLE001 - every failure must reach the user
             log.exception("audit %s failed", run_id)
+            job.error_kind = type(exc).__name__
             job.error = on_error(exc)
 
     job.thread = threading.Thread(target=target, name=f"audit-{run_id[:8]}", daemon=True)

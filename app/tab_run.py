@@ -177,8 +177,10 @@ def _start(settings: Settings, docs, controls=()) -> None:
                     lock.release()
 
         def on_error(exc: BaseException) -> str:
-            message = plain_error(exc)
-            history.mark_failed(store, run_id, message)
+            from audit_core.audit import Cancelled
+
+            message = str(exc) if isinstance(exc, Cancelled) else plain_error(exc)
+            history.mark_failed(store, run_id, message, cancelled=isinstance(exc, Cancelled))
             return message
 
         job = start_job(run_id, len(docs), work, on_error, registry=job_registry())
@@ -208,7 +210,7 @@ def _check_calibration(settings: Settings) -> None:
                                                          settings.target_kind == DEMO else None)
 
     def work(job) -> dict:
-        cal = calibrate(cfg, caps, prepare_shadow, job.progress)
+        cal = calibrate(cfg, caps, prepare_shadow, job.progress, cancel=job.cancel)
         return {"check": True, "key": key, "no_signal": cal.no_signal,
                 "auc": {m: c.shadow_auc for m, c in cal.calibrations.items()}}
 
@@ -311,7 +313,10 @@ def _finish(job) -> None:
     if "run" in st.query_params:
         del st.query_params["run"]
     if job.error is not None:
-        st.session_state["run_message"] = ("error", job.error)
+        if job.error_kind == "Cancelled":  # during the shadow preparation: what the user asked for
+            st.session_state["run_message"] = ("info", job.error[:1].upper() + job.error[1:] + ".")
+        else:
+            st.session_state["run_message"] = ("error", job.error)
         if not job.run_id.startswith(CHECK_PREFIX):  # tab 3 must not go on showing an earlier audit as this one's
             st.session_state.pop("result", None)
             st.session_state.pop("result_run_id", None)
@@ -345,12 +350,13 @@ def _live() -> None:
         st.rerun()
         return
     check = job.run_id.startswith(CHECK_PREFIX)
-    if not check and job.running and st.button("Cancel (keeps what was already answered)", key="cancel_audit"):
+    label = "Cancel" if check else "Cancel (keeps what was already answered)"
+    if job.running and st.button(label, key="cancel_audit"):
         job.cancel.set()
     if job.cancel.is_set():
-        st.warning("Cancelling: the document in progress is finished first (shadow preparation, if running, "
-                   "completes and stays cached). Starting the same audit again resumes it and re-uses every "
-                   "answer already received.")
+        st.warning("Cancelling: the shadow preparation stops at its next step (what it finished stays cached); "
+                   "an audit's document in progress is finished first. Starting the same audit again resumes it "
+                   "and re-uses every answer already received.")
     if not job.running:
         _finish(job)
         st.rerun()
@@ -422,7 +428,7 @@ def render_run_tab(settings: Settings) -> None:
         return
     message = st.session_state.get("run_message")
     if message:
-        (st.error if message[0] == "error" else st.success)(message[1])
+        {"error": st.error, "info": st.info}.get(message[0], st.success)(message[1])
     docs = st.session_state.get("documents") or []
     controls = st.session_state.get("controls") or []
     st.markdown(f"**Documents:** {len(docs)} · **Controls:** {len(controls) or 'none'} · "

@@ -320,14 +320,40 @@ class Calibrated:
     config: AuditConfig | None = None
 
 
-def calibrate(cfg: AuditConfig, caps: Capabilities, prepare: Preparer, progress: Progress | None = None) -> Calibrated:
+class Cancelled(Exception):
+    """The user cancelled while the shadow was being prepared: nothing had been sent to the target yet."""
+
+
+def _cancellable(progress: Progress | None, cancel: threading.Event | None) -> Progress | None:
+    """``progress`` that raises ``Cancelled`` at its next tick once ``cancel`` is set.
+
+    The shadow preparation reports progress after each probe and each batch of
+    documents embedded, so a cancel there lands within seconds instead of after
+    minutes of probing that the user no longer wants.
+    """
+    if cancel is None:
+        return progress
+
+    def tick(stage: str, done: int, total: int) -> None:
+        if cancel.is_set():
+            raise Cancelled("cancelled while the shadow was being prepared; nothing was sent to the target")
+        if progress:
+            progress(stage, done, total)
+
+    return tick
+
+
+def calibrate(cfg: AuditConfig, caps: Capabilities, prepare: Preparer, progress: Progress | None = None,
+              cancel: threading.Event | None = None) -> Calibrated:
     """Prepare the shadow for the methods that can run on ``caps`` (cached), sending nothing to the target.
 
     The app calls this before the audit so that a method without signal is
     announced before any query is spent; ``run_audit`` calls it again, which
     the preparer's cache makes cheap. The shadow mirrors the target's style
     (``with_target_style``); ``Calibrated.config`` is the configuration used.
+    ``cancel`` set meanwhile raises ``Cancelled`` (what was prepared and cached stays).
     """
+    progress = _cancellable(progress, cancel)
     cfg = with_target_style(cfg, caps)
     methods, not_run = select_methods(cfg, caps, progress)
     prep = prepare(methods, cfg.shadow, progress)
@@ -352,7 +378,8 @@ def run_audit(
 ) -> AuditResult:
     """Audit ``docs`` against ``target``.
 
-    ``cancel`` stops between documents and keeps everything answered so far;
+    ``cancel`` stops between documents and keeps everything answered so far (set during the shadow
+    preparation, before any document query, it raises ``Cancelled``);
     ``on_result`` is called as each (document, method) result arrives, so a
     caller can persist it immediately. A failed target call makes that
     document's method inconclusive with the reason; a rejected key or an
@@ -386,7 +413,7 @@ def run_audit(
         from audit_core.target.base import Unreachable
 
         raise Unreachable(f"the target could not be used: {caps.detail}")
-    cal = calibrate(cfg, caps, prepare, progress)
+    cal = calibrate(cfg, caps, prepare, progress, cancel)
     cfg = cal.config
     not_run, no_signal = cal.not_run, cal.no_signal
     methods = [m for m in cal.methods if m.name not in no_signal or m.name in cfg.run_without_signal]

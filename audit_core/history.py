@@ -142,9 +142,10 @@ def run_status(result: dict[str, Any]) -> str:
     return "stopped" if (result.get("failures") or {}).get("stopped") else "finished"
 
 
-def mark_failed(store: Store, run_id: str, message: str) -> None:
-    """Close a run that stopped on an error; its saved rows stay reopenable."""
-    store.finish_run(run_id, "failed", error=message)
+def mark_failed(store: Store, run_id: str, message: str, cancelled: bool = False) -> None:
+    """Close a run that stopped on an error, or was ``cancelled`` before it returned a result (during the
+    shadow preparation); its saved rows stay reopenable and the same audit run again resumes it."""
+    store.finish_run(run_id, "cancelled" if cancelled else "failed", error=message)
 
 
 def load_audit(store: Store, run_id: str) -> dict[str, Any]:

@@ -82,3 +82,33 @@ def test_the_run_tab_groups_target_queries_apart_from_the_local_preparation_and_
         assert "doc-1 (RAG-MIA)" in " ".join(c.value for c in at.caption)
     finally:
         stop.set()
+
+
+def test_a_calibration_check_can_be_cancelled_and_its_cancel_is_news_not_an_error(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from app.jobs import job_registry
+    from app.tab_run import CHECK_PREFIX
+    from audit_core.audit import _cancellable
+    from tests.app.test_app import APP
+
+    monkeypatch.setenv("RPA_AUDIT_DB", str(tmp_path / "audits.sqlite"))
+
+    def work(job):
+        tick = _cancellable(job.progress, job.cancel)
+        for i in range(10_000):
+            tick("S-RAG: probing the shadow", i, 10_000)
+            job.cancel.wait(0.05)
+        return {}
+
+    job = start_job(CHECK_PREFIX + "test", 0, work, on_error=str, registry=job_registry())
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["job_run_id"] = job.run_id
+    at.run()
+    assert not at.exception
+    at.button(key="cancel_audit").click().run()
+    job.thread.join(10)
+    assert not job.running and job.error_kind == "Cancelled"
+    at.run()
+    assert not at.exception and not at.error
+    assert "Cancelled while the shadow was being prepared" in " ".join(i.value for i in at.info)

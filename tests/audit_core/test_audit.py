@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from audit_core.audit import AuditConfig, calibrate, run_audit
 from audit_core.documents import Document
 from audit_core.methods.base import Calibration
@@ -173,3 +175,29 @@ def test_cited_sources_leads_no_question_with_a_never_published_control(monkeypa
               _prepare(0.9), capabilities=caps, controls=[Document("c1", secret)])
     assert secret not in given["cited_sources"] and secret in given["verbatim"]
     assert create_method("cited_sources").collection_takes_controls is False
+
+
+def test_a_cancel_during_the_shadow_preparation_stops_it_at_its_next_step_and_sends_nothing():
+    """It went on probing the shadow for minutes (a calibration check had no cancel at all)."""
+    from audit_core.audit import Cancelled
+
+    cancel = threading.Event()
+    ticks: list[int] = []
+
+    def prepare(methods, shadow, progress=None):
+        for i in range(100):
+            progress("S-RAG: probing the shadow", i, 100)
+            ticks.append(i)
+            if i == 3:
+                cancel.set()
+        raise AssertionError("the preparation was not stopped")
+
+    with pytest.raises(Cancelled, match="nothing was sent"):
+        calibrate(AuditConfig(methods=["rag_mia"]), CAPS, prepare, cancel=cancel)
+    assert ticks == [0, 1, 2, 3]
+    cancel.clear()
+    target = CountingTarget()
+    ticks.clear()
+    with pytest.raises(Cancelled):
+        run_audit(DOCS, target, AuditConfig(methods=["rag_mia"]), prepare, capabilities=CAPS, cancel=cancel)
+    assert target.sent == [] and ticks == [0, 1, 2, 3]
