@@ -12,8 +12,8 @@ NO_ID = "(none: number the rows)"
 
 def _show_batch(batch, unit: str) -> None:
     counts = batch.counts()
-    cols = st.columns(4)
-    for col, (name, label) in zip(cols, [("usable", "Usable"), ("too_short", "Too short"),
+    cols = st.columns(5)
+    for col, (name, label) in zip(cols, [("usable", "Usable"), ("too_short", "Too short"), ("too_long", "Too long"),
                                          ("duplicate", "Duplicate"), ("empty", "Empty")]):
         col.metric(label, counts[name])
     problems = batch.problems()

@@ -41,8 +41,16 @@ class Document:
 #: still enforces its own minimum; this is the default of the upload check.
 MIN_WORDS = 20
 
-RowStatusName = Literal["usable", "empty", "too_short", "duplicate"]
-ROW_STATUSES: tuple[str, ...] = ("usable", "empty", "too_short", "duplicate")
+#: The most words a document may have. MBA and the half-document methods send
+#: the whole document in one query; 2,000 words (about 2,700 tokens) fit the
+#: context of current chat models beside the retrieved documents, and a RAG
+#: service splits longer documents into chunks anyway, so a part of that size
+#: is what it would retrieve. A longer text is refused with that advice rather
+#: than sent in queries no model can read (and billed for).
+MAX_WORDS = 2000
+
+RowStatusName = Literal["usable", "empty", "too_short", "too_long", "duplicate"]
+ROW_STATUSES: tuple[str, ...] = ("usable", "empty", "too_short", "too_long", "duplicate")
 
 #: A one-column file whose first line has this many words or more has no header: that line is a
 #: document (a column name is a word or three; a text to audit has at least MIN_WORDS words)
@@ -411,7 +419,7 @@ def _unspaced_script(text: str) -> bool:
 
 def _build_batch(texts: list[str], ids: list[str] | None, min_words: int, unit: str,
                  numbers: list[int] | None = None) -> DocumentBatch:
-    """Classify each raw text (empty / too_short / duplicate / usable) and build documents.
+    """Classify each raw text (empty / too_short / too_long / duplicate / usable) and build documents.
 
     ``numbers``: each text's row number in the owner's file (default 1, 2, ...), so that a table
     with some rows taken out (the control rows) still names rows as the file does.
@@ -433,6 +441,12 @@ def _build_batch(texts: list[str], ids: list[str] | None, min_words: int, unit: 
                 why += (" It looks written in a script without spaces between words (Chinese, Japanese, Thai...): "
                         "the audit's methods count and probe words by spaces, so such texts cannot be audited yet.")
             rows.append(RowStatus(row, "too_short", why))
+            continue
+        if n > MAX_WORDS:
+            rows.append(RowStatus(row, "too_long", f"{unit} {row} has {n:,} words; at most {MAX_WORDS:,} are "
+                                  "audited as one document. Split it into parts of a few hundred words (a RAG "
+                                  "service splits long documents into chunks too) and give each part as a "
+                                  f"{unit.lower()} of its own."))
             continue
         if text in seen:
             first_row, first_id = seen[text]

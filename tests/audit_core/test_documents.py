@@ -135,7 +135,7 @@ def test_statuses_ids_and_counts():
     )
     batch = documents_from_table(df, "text", "id")
     assert [r.status for r in batch.rows] == ["usable", "empty", "too_short", "duplicate", "usable", "usable", "empty"]
-    assert batch.counts() == {"usable": 3, "empty": 2, "too_short": 1, "duplicate": 1}
+    assert batch.counts() == {"usable": 3, "empty": 2, "too_short": 1, "too_long": 0, "duplicate": 1}
     assert [d.id for d in batch.documents] == ["a", "a-2", "doc-6"]
     assert batch.documents[0].text == TEXT_A
     assert "row 1" in batch.rows[3].message and "id a" in batch.rows[3].message
@@ -364,3 +364,12 @@ def test_two_columns_with_one_name_once_trimmed_are_refused_by_name(header):
     data = f"{header}\n1,{TEXT_A},{TEXT_B}\n".encode()
     with pytest.raises(DocumentInputError, match="Two columns are named"):
         read_csv_bytes(data)
+
+
+def test_a_document_longer_than_any_query_can_carry_is_refused_with_advice():
+    from audit_core.documents import MAX_WORDS
+
+    batch = documents_from_text("\n\n".join([TEXT_A, "word " * (MAX_WORDS + 1), "word " * MAX_WORDS]))
+    assert [r.status for r in batch.rows] == ["usable", "too_long", "usable"]
+    assert "2,001 words" in batch.rows[1].message and "Split it" in batch.rows[1].message
+    assert batch.counts()["too_long"] == 1
