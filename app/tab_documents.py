@@ -55,19 +55,53 @@ def _wrong_column_message(df, text_col: str, batch) -> str | None:
             f"and each document needs at least {MIN_WORDS}. Is it the column that holds your texts?{hint}")
 
 
+#: the uploaded documents file (name, bytes), kept while the Source switch shows the paste box
+_KEPT_UPLOAD = "_csv_upload_kept"
+
+
+def _forget_upload() -> None:
+    """The uploader's own remove button: the file is gone for good (not kept for a later switch back)."""
+    if st.session_state.get("csv_file") is None:
+        st.session_state.pop(_KEPT_UPLOAD, None)
+
+
+def _kept_upload() -> tuple[str, bytes] | None:
+    """The documents file: the uploader's, or the one uploaded before the Source switch hid the uploader.
+
+    Streamlit forgets an upload whose widget is not drawn in a run, so switching
+    to "Paste text" and back lost the file; it is kept in this session's memory
+    until the user removes it (the uploader's x, or Remove below).
+    """
+    up = st.file_uploader("CSV of your documents", type=["csv", "tsv", "txt", "jsonl"], key="csv_file",
+                          on_change=_forget_upload,
+                          help="One document per row; any delimiter (comma, semicolon, tab); UTF-8 or Windows "
+                               "encoding. A JSONL file (one {\"text\": ...} object per line) works too.")
+    if up is not None:
+        st.session_state[_KEPT_UPLOAD] = (up.name, up.getvalue())
+        return st.session_state[_KEPT_UPLOAD]
+    kept = st.session_state.get(_KEPT_UPLOAD)
+    if kept is None:
+        return None
+    c1, c2 = st.columns([4, 1])
+    c1.caption(f"Using {kept[0]}, uploaded earlier in this session.")
+    if c2.button("Remove", key="csv_forget"):
+        st.session_state.pop(_KEPT_UPLOAD, None)
+        st.rerun()
+    return kept
+
+
 def _csv():
     """The uploaded CSV's documents, and the rows its ``control`` column marks as controls (or None)."""
     from audit_core.documents import DocumentInputError, as_controls, documents_from_table, guess_id_column, \
         guess_text_column, read_table_bytes, split_control_rows
 
-    up = st.file_uploader("CSV of your documents", type=["csv", "tsv", "txt", "jsonl"], key="csv_file",
-                          help="One document per row; any delimiter (comma, semicolon, tab); UTF-8 or Windows "
-                               "encoding. A JSONL file (one {\"text\": ...} object per line) works too.")
-    if up is None:
+    upload = _kept_upload()
+    if upload is None:
         st.info("Upload a CSV file with one document per row.")
         return None, None
+    name, data = upload
     try:
-        df, ctl = split_control_rows(read_table_bytes(up.getvalue(), up.name))
+        df, ctl = split_control_rows(read_table_bytes(data, name))
     except DocumentInputError as exc:
         st.error(f"This file cannot be used: {exc}")
         return None, None

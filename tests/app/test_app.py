@@ -131,6 +131,20 @@ def test_csv_with_the_wrong_text_column_gets_a_clear_message(app):
     assert app.button(key="start_audit").disabled
 
 
+def test_an_uploaded_file_survives_a_switch_to_paste_and_back_until_removed(app):
+    csv = "id,text\n" + "\n".join(f"p{i},\"{t}\"" for i, t in enumerate([LONG_1, LONG_2]))
+    app.radio(key="docs_source").set_value("Upload a CSV").run()
+    app.file_uploader(key="csv_file").set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    assert _metric(app, "Usable") == "2"
+    app.radio(key="docs_source").set_value("Paste text").run()
+    app.radio(key="docs_source").set_value("Upload a CSV").run()
+    assert not app.exception and _metric(app, "Usable") == "2"
+    assert len(app.session_state["documents"]) == 2
+    assert "Using mine.csv, uploaded earlier" in " ".join(c.value for c in app.caption)
+    app.button(key="csv_forget").click().run()
+    assert not app.exception and app.session_state["documents"] == []
+
+
 def test_a_file_that_is_not_a_csv_is_refused_in_plain_words(app):
     app.radio(key="docs_source").set_value("Upload a CSV").run()
     app.file_uploader(key="csv_file").set_value(("scan.csv", b"%PDF-1.4 binary", "text/csv")).run()
