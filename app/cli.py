@@ -85,6 +85,29 @@ def _load_docs(path: str, text_column: str | None, id_column: str | None, with_c
     return batch.documents, batch.problems(), controls
 
 
+def _open_store(args):
+    """(the answer store, None), or (None, what is wrong) when it or the cache folder cannot be used: bad
+    input, said before anything is sent (it was reported as a bug in the auditor, after the estimate)."""
+    import sqlite3
+
+    from audit_core.models import cache_dir
+    from audit_core.store import Store
+
+    try:
+        folder = cache_dir()
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(13, "not writable", str(folder))
+    except OSError as exc:
+        return None, (f"the cache folder {exc.filename or os.environ.get('RPA_CACHE_DIR')} cannot be used "
+                      f"({exc.strerror or exc}); set RPA_CACHE_DIR to a folder you can write")
+    path = _store_path(args)
+    try:
+        return Store(path), None
+    except (sqlite3.DatabaseError, OSError) as exc:
+        return None, (f"the answer store {path} cannot be opened ({exc}); give --store (or RPA_AUDIT_DB) a "
+                      "new file name, or the store file of an earlier audit")
+
+
 def _store_path(args) -> str:
     """The SQLite store: --store, else the app's own (so the app's history lists CLI audits too)."""
     if args.store:
@@ -200,7 +223,7 @@ def _target_problem(args) -> str | None:
         _, config = load_target_file(args.target_file)  # a bad file was reported already
         unset = [v for v in config.env_vars() if not os.environ.get(v)]
         if not unset:
-            return None
+            return _unsendable_key(config.env_vars())
         said = f"the target file sends ${', $'.join(unset)}, which is not set in this environment"
         if args.estimate_only:  # nothing is sent: the estimate stands, the audit would stop here
             print(f"note: {said}; set it before the audit", file=sys.stderr)
@@ -216,7 +239,19 @@ def _target_problem(args) -> str | None:
         return str(exc) + (" (or 'demo' for the built-in target)" if "with a host" in str(exc) else "")
     if not args.model:
         return "--model is required with an endpoint URL (the model name the endpoint serves)"
-    return None
+    return _unsendable_key([args.api_key_env])
+
+
+def _unsendable_key(names) -> str | None:
+    """A named variable whose value cannot be a key (a space, a line break, a non-ASCII letter): bad input,
+    said before the estimate and without the value."""
+    from audit_core.target.openai_compat import header_safe
+
+    bad = [n for n in names if os.environ.get(n, "").strip() and not header_safe(os.environ[n].strip())]
+    if not bad:
+        return None
+    return (f"${bad[0]} has characters no key has (a space, a line break or a non-ASCII letter); set it again, "
+            "copied from the provider")
 
 
 def _print_freshness(freshness: dict) -> None:
@@ -243,6 +278,7 @@ def _audit_config(args):
         if not Path(args.aux_corpus).is_file():
             raise ValueError(f"--aux-corpus {args.aux_corpus}: no such file")
         shadow.aux_corpus = args.aux_corpus
+        _check_aux_corpus(shadow, args.fpr)
     params: dict[str, dict] = {}
     if args.bins is not None:
         params.setdefault("srag", {})["bins"] = args.bins
@@ -269,6 +305,22 @@ def _audit_config(args):
     return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params, run_without_signal=insist,
                        fpr=args.fpr, target_style=getattr(args, "target_style", None),
                        verdict=VerdictConfig(retrieval_as_sent=_retrieval_as_sent(args)))
+
+
+def _check_aux_corpus(shadow, fpr: float) -> None:
+    """A corpus the shadow cannot be built from is bad input, said before anything is sent (it surfaced
+    only after the target had been probed). Raises ValueError (a CorpusError is one) with what is wrong."""
+    from audit_core.evidence.calibration import min_nonmembers
+
+    try:
+        docs = shadow.corpus_docs()
+    except OSError as exc:
+        raise ValueError(f"--aux-corpus {shadow.aux_corpus}: {exc.strerror or exc}") from None
+    need = 2 * min_nonmembers(fpr)  # half of it outside the shadow's knowledge base: below that none decides
+    if len(docs) < need:
+        raise ValueError(f"--aux-corpus {shadow.aux_corpus}: {len(docs)} usable text(s); at a {fpr:.0%} false-"
+                         f"positive rate the shadow RAG needs at least {need} (half in its knowledge base, half "
+                         "outside it)")
 
 
 def _retrieval_as_sent(args) -> bool:
@@ -339,17 +391,22 @@ def cmd_audit(args) -> int:
     if not docs:
         print("error: no usable documents", file=sys.stderr)
         return 2
-    kind = "declared"
-    if args.generate_controls and not controls:
-        from audit_core.evidence.controls import generate_controls
-
-        print(f"rewriting {len(docs)} documents with a local model as controls (the weakest kind: "
-              "a rewrite differs in style from its original)", file=sys.stderr)
-        controls, kind = generate_controls(docs), "generated"
-    return _audit(args, docs, controls, kind)
+    return _audit(args, docs, controls, "declared", generate_controls=bool(args.generate_controls and not controls))
 
 
-def _audit(args, docs, controls, controls_kind: str) -> int:
+def _generated_controls(docs) -> list:
+    """Controls rewritten from the documents by a local model, with a progress bar (minutes on 2 cores)."""
+    from audit_core.evidence.controls import generate_controls
+
+    print(f"rewriting {len(docs)} documents with a local model as controls (the weakest kind: "
+          "a rewrite differs in style from its original)", file=sys.stderr)
+    progress = _progress_bar()
+    return generate_controls(docs, progress=lambda done, total: progress("rewriting controls", done, total))
+
+
+def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = False) -> int:
+    """The audit: every check of the arguments first (nothing is sent or computed before they pass), then the
+    estimate, then, unless ``--estimate-only``, the controls to generate and the audit itself."""
     from audit_core.models import ModelNotAvailableError
     from audit_core.target.base import TargetError
     from audit_core.audit import config_dict, run_audit
@@ -370,10 +427,13 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
         return 2
     try:
         cfg = _audit_config(args)
-        cfg.controls_kind = controls_kind
-        _print_estimate(list(docs) + list(controls), cfg, args.target == "demo")
-        if controls:
-            print(f"  (includes {len(controls)} controls, of which only one method's queries are sent)",
+        cfg.controls_kind = "generated" if generate_controls else controls_kind
+        # controls to be generated: one rewrite per document, of about its length
+        counted = list(docs) if generate_controls else list(controls)
+        _print_estimate(list(docs) + counted, cfg, args.target == "demo")
+        if counted:
+            made = " to be rewritten from the documents" if generate_controls else ""
+            print(f"  (includes {len(counted)} controls{made}, of which only one method's queries are sent)",
                   file=sys.stderr)
     except ValueError as exc:  # unknown method, parameter out of range
         print(f"error: {exc}", file=sys.stderr)
@@ -390,25 +450,38 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
         if path and Path(path).is_dir():
             print(f"error: {flag} {path} is a folder; give a file name", file=sys.stderr)
             return 2
-    if getattr(args, "report_dir", None) and Path(args.report_dir).exists() and not Path(args.report_dir).is_dir():
-        print(f"error: --report-dir {args.report_dir} is a file; give a folder", file=sys.stderr)
-        return 2
+    if getattr(args, "report_dir", None):
+        # the folder is made after the audit: the nearest part of its path that exists must be a folder
+        existing = next(q for q in [Path(args.report_dir).resolve(), *Path(args.report_dir).resolve().parents]
+                        if q.exists())
+        if not existing.is_dir():
+            where = "is a file" if existing == Path(args.report_dir).resolve() else f"is inside the file {existing}"
+            print(f"error: --report-dir {args.report_dir} {where}; give a folder", file=sys.stderr)
+            return 2
     if getattr(args, "store", None) and Path(args.store).is_dir():
         print(f"error: --store {args.store} is a folder; give the file name of the answer store", file=sys.stderr)
         return 2
     if args.estimate_only:
         return 0
-    store = run_id = None
+    store, problem = _open_store(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if generate_controls:
+        try:
+            controls = _generated_controls(docs)
+        except BaseException:
+            store.close()
+            raise
+    run_id = None
     resumed = False
     try:
         target = _target(args)
         from audit_core import history
-        from audit_core.store import Store
         from audit_core.target.caching import CachingTarget
 
         # every answer is stored as it arrives, the demo's too; the same audit run again after a
         # cancel, failure or kill resumes its run and sends only what was never answered
-        store = Store(_store_path(args))
         run_id, resumed = history.resume_or_start_run(store, docs, target.name, config_dict(cfg))
         if resumed:
             print(f"resuming the unfinished audit {run_id[:8]}: its answers are not sent again", file=sys.stderr)
@@ -503,9 +576,10 @@ def _audit(args, docs, controls, controls_kind: str) -> int:
         written = False
     if store is not None:
         store.close()
-    if result.failures.get("stopped"):
+    code = _ci_outputs(args, saved, written)  # a stopped audit's findings and JUnit report count too
+    if result.failures.get("stopped") and code != GATE_FAILED:
         return 3
-    return _ci_outputs(args, saved, written)
+    return code
 
 
 def _ci_outputs(args, saved: dict, written: bool = True) -> int:

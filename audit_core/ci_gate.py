@@ -16,6 +16,8 @@ How verdicts map to test outcomes, and why:
   of absence (the verdict's own reason says what it rests on).
 * **the collection-level test**, when the audit had controls: one more case,
   failed when its p-value is at most its level, skipped when there is no test.
+* **an audit that stopped** (a fatal target error) or was cancelled: one case
+  in error, since the documents it did not reach have no case of their own.
 
 Only identifiers, verdicts, reasons and scores are written, never a document's
 text (a CI log is read by more people than the owner), and the whole result is
@@ -34,6 +36,8 @@ from audit_core.verdict import INCONCLUSIVE, MEMBER
 FAIL_ON = ("member", "inconclusive")
 #: the name of the collection-level case, beside the documents' ids
 COLLECTION_CASE = "collection-level test"
+#: the case that records an audit which stopped (or was cancelled) before its last document
+COMPLETION_CASE = "audit completed"
 
 
 def collection_rejects(collection: dict | None) -> bool:
@@ -114,9 +118,18 @@ def junit_xml(result: dict) -> bytes:
             ET.SubElement(case, "failure", type="member evidence", message=line)
         else:
             ET.SubElement(case, "system-out").text = line
+    errors = 0
+    stopped = (clean.get("failures") or {}).get("stopped")
+    if stopped or clean.get("cancelled"):  # the documents it did not reach have no case: say so in one
+        case = ET.SubElement(suite, "testcase", classname="audit", name=COMPLETION_CASE)
+        counts["tests"] += 1
+        errors = 1
+        ET.SubElement(case, "error", type="stopped" if stopped else "cancelled",
+                      message=f"the audit stopped before the end: {stopped}" if stopped else
+                      "the audit was cancelled before the end; the same command run again resumes it")
     for k, n in counts.items():
         suite.set(k, str(n))
-    suite.set("errors", "0")
+    suite.set("errors", str(errors))
     root = ET.Element("testsuites", name="rag-provenance-auditor")
     root.append(suite)
     ET.indent(root)

@@ -210,8 +210,18 @@ def test_outputs_that_cannot_be_written_and_bad_counts_are_said_before_anything_
     folder.mkdir()
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(f'{{"text": "public text number {i} about knees"}}\n' for i in range(5)))
+    wrong = tmp_path / "corpus.txt"
+    wrong.write_text("text\nsome text\n")
+    not_a_db = tmp_path / "notes.sqlite"
+    not_a_db.write_text("these are notes, not an answer store")
     for argv, said in [(["--out", str(folder)], "is a folder"), (["--report-dir", str(a_file)], "is a file"),
-                       (["--aux-corpus", str(tmp_path / "none.jsonl")], "no such file")]:
+                       (["--report-dir", str(a_file / "reports")], f"is inside the file {a_file}"),
+                       (["--aux-corpus", str(tmp_path / "none.jsonl")], "no such file"),
+                       (["--aux-corpus", str(small)], "5 usable text(s)"),
+                       (["--aux-corpus", str(wrong)], "unsupported corpus format"),
+                       (["--store", str(not_a_db)], "cannot be opened (file is not a database)")]:
         assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", *argv]) == 2, argv
         err = capsys.readouterr().err
         assert said in err and "Traceback" not in err
@@ -300,3 +310,79 @@ def test_canaries_make_leaves_no_canaries_behind_when_the_kit_cannot_be_saved(tm
     err = capsys.readouterr().err
     assert rc == 2 and "the kit file" in err and not pub.exists()
     assert cli.main(["canaries", "make", "--kit", str(tmp_path / "kit.json"), "--out", str(pub)]) == 0
+
+
+def test_a_key_no_header_can_carry_is_bad_input_said_without_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RPA_TEST_BAD_KEY", "sk-pasted with a space-4711")
+    assert main(["audit", "--docs", _docs_csv(tmp_path), "--method", "rag_mia", "--target", "http://127.0.0.1:9/v1",
+                 "--model", "m", "--api-key-env", "RPA_TEST_BAD_KEY"]) == 2
+    err = capsys.readouterr().err
+    assert "$RPA_TEST_BAD_KEY has characters no key has" in err and "4711" not in err
+
+
+def test_a_cache_folder_that_cannot_be_used_is_bad_input(tmp_path, capsys, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setenv("RPA_CACHE_DIR", str(blocker / "cache"))
+    assert main(["audit", "--docs", _docs_csv(tmp_path), "--method", "rag_mia", "--target", "demo",
+                 "--store", str(tmp_path / "s.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert "the cache folder" in err and "RPA_CACHE_DIR" in err and "bug in the auditor" not in err
+
+
+def test_a_stopped_audit_still_writes_its_junit_report_and_its_findings_still_fail_the_gate(tmp_path):
+    import argparse
+    import xml.etree.ElementTree as ET
+
+    from app.cli import GATE_FAILED, _ci_outputs
+    from audit_core.ci_gate import COMPLETION_CASE
+
+    r = make_result()
+    r["failures"] = {**(r.get("failures") or {}), "stopped": "authentication failed -- 3 document(s) not audited"}
+    junit = tmp_path / "audit.xml"
+    assert _ci_outputs(argparse.Namespace(junit=str(junit), fail_on="member"), r) == GATE_FAILED
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("errors") == "1"
+    case = next(c for c in suite.findall("testcase") if c.get("name") == COMPLETION_CASE)
+    assert "3 document(s) not audited" in case.find("error").get("message")
+
+
+def test_generated_controls_are_counted_in_the_estimate_and_made_only_after_every_check(tmp_path, capsys, monkeypatch):
+    """--generate-controls ran the local model for minutes, without progress, before the checks and even
+    with --estimate-only."""
+    import audit_core.evidence.controls as controls
+
+    made = []
+    monkeypatch.setattr(controls, "generate_controls", lambda docs, **kw: made.append(len(docs)) or [])
+    docs = _docs_csv(tmp_path)
+    assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", "--generate-controls",
+                 "--estimate-only"]) == 0
+    err = capsys.readouterr().err
+    assert made == [] and "includes 1 controls to be rewritten from the documents" in err
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", "--generate-controls",
+                 "--report-dir", str(a_file)]) == 2
+    assert made == []
+
+
+def test_run_cli_reads_relative_paths_from_where_it_was_called(tmp_path):
+    """./run cd'd into the repository, so `--docs my.csv` named a file there, not the user's."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    venv = Path(sys.prefix)
+    want = hashlib.sha256((root / "requirements.txt").read_bytes() + (root / "requirements-nodeps.txt").read_bytes())
+    stamp = venv / ".rpa-installed"
+    if not stamp.is_file() or stamp.read_text().strip() != want.hexdigest():
+        pytest.skip("this interpreter's environment was not installed by ./run (it would install now)")
+    Path(_docs_csv(tmp_path)).rename(tmp_path / "mine.csv")
+    proc = subprocess.run([str(root / "run"), "cli", "audit", "--target", "demo", "--docs", "mine.csv", "--method",
+                           "rag_mia", "--estimate-only"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "RPA_VENV": str(venv)})
+    assert proc.returncode == 0, proc.stderr
+    assert "for 1 documents" in proc.stderr
