@@ -38,6 +38,19 @@ if str(ROOT) not in sys.path:
 from audit_core.methods import METHODS, suggested_methods, unchosen_source_methods  # noqa: E402
 
 
+def _label(name: str) -> str:
+    """A method as users know it ("S-RAG"), in the lines that report on it."""
+    from audit_core.methods import LABELS
+
+    return LABELS.get(name, name)
+
+
+def _named(name: str) -> str:
+    """A method's label with the name --method takes ("S-RAG (srag)"), where the user may act on it."""
+    label = _label(name)
+    return label if label == name else f"{label} ({name})"
+
+
 def _progress_bar():
     """A progress(stage, done, total) callback drawing one tqdm bar per stage.
 
@@ -143,7 +156,7 @@ def _print_estimate(docs, cfg, is_demo: bool) -> None:
     for m in est.methods.values():
         skipped = f", {m.skipped_documents} documents too short for it" if m.skipped_documents else ""
         note = f" ({m.note})" if m.note else ""
-        print(f"  {m.method}: {m.queries} queries{skipped}{note}", file=sys.stderr)
+        print(f"  {_named(m.method)}: {m.queries} queries{skipped}{note}", file=sys.stderr)
 
 
 def _print_failures(failures: dict) -> None:
@@ -365,10 +378,10 @@ def _print_power(method_power: dict, fpr: float) -> None:
     for name, mp in method_power.items():
         if mp.get("decides"):
             pw = "n/a" if mp.get("power") is None else f"{mp['power']:.2f}"
-            print(f"{name}: decides at a {fpr:.0%} false-positive rate; shadow power (TPR) {pw}; "
+            print(f"{_label(name)}: decides at a {fpr:.0%} false-positive rate; shadow power (TPR) {pw}; "
                   f"\"not found\" for shadow non-members: {cleared_text(mp)}", file=sys.stderr)
         else:
-            print(f"{name}: abstains: {mp.get('reason')}", file=sys.stderr)
+            print(f"{_label(name)}: abstains: {mp.get('reason')}", file=sys.stderr)
 
 
 def cmd_audit(args) -> int:
@@ -492,10 +505,10 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
             from audit_core.audit import select_methods
 
             can, cannot = select_methods(cfg, caps)
-            print(f"target: {caps.detail or 'reachable'}; can run: {', '.join(m.name for m in can) or 'none'}",
-                  file=sys.stderr)
+            runnable = ", ".join(_named(m.name) for m in can) or "none"
+            print(f"target: {caps.detail or 'reachable'}; can run: {runnable}", file=sys.stderr)
             for name, why in cannot.items():
-                print(f"  {name}: {why}", file=sys.stderr)
+                print(f"  {_named(name)}: {why}", file=sys.stderr)
             from audit_core.audit import with_target_style
 
             styled = with_target_style(cfg, caps)
@@ -527,11 +540,11 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
     if run_id is not None:
         saved = history.save_audit(store, run_id, saved, resumed)
     for name, why in result.not_run.items():
-        print(f"note: {name} not run: {why}", file=sys.stderr)
+        print(f"note: {_label(name)} not run: {why}", file=sys.stderr)
     for name, why in result.no_signal.items():
         sent = "its queries were sent (--run-without-signal) but it does not vote" if name in cfg.run_without_signal \
             else "none of its queries were sent (--run-without-signal to send them anyway)"
-        print(f"note: {name}: {why}; {sent}", file=sys.stderr)
+        print(f"note: {_label(name)}: {why}; {sent}", file=sys.stderr)
     _print_collection(result.collection)
     _print_power(result.to_json()["method_power"], cfg.fpr)
     for v in result.verdicts:
@@ -552,7 +565,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         print(note, file=sys.stderr)
     for name, cal in result.calibrations.items():
         if cal.shadow_auc is not None:
-            print(f"shadow validation AUC of {name}: {cal.shadow_auc:.3f}", file=sys.stderr)
+            print(f"shadow validation AUC of {_label(name)}: {cal.shadow_auc:.3f}", file=sys.stderr)
     acc = result.account
     cached = f", answered from the store: {target.cache_hits}" if store is not None else ""
     print(f"target queries: {acc['queries']} (failed {acc['failures']}){cached}, tokens: "
@@ -651,7 +664,7 @@ def cmd_prepare(args) -> int:
     for name, cal in prep.calibrations.items():
         src = "cache" if prep.from_cache[name] else "fresh"
         auc = "n/a" if cal.shadow_auc is None else f"{cal.shadow_auc:.3f}"
-        print(f"{name}: shadow validation AUC {auc}, {prep.seconds[name]:.1f} s ({src})")
+        print(f"{_named(name)}: shadow validation AUC {auc}, {prep.seconds[name]:.1f} s ({src})")
     return 0
 
 

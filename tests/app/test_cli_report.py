@@ -98,10 +98,10 @@ def test_the_cli_prints_each_methods_power_and_clearing_without_failing(capsys):
                   "srag": {"decides": True, "power": None, "miss_rate": 0.05, "cleared": 0.8},
                   "verbatim": {"decides": False, "reason": "no signal on its shadow"}}, 0.05)
     err = capsys.readouterr().err
-    assert "cited_sources: decides at a 5% false-positive rate; shadow power (TPR) 0.98" in err
+    assert "Cited sources: decides at a 5% false-positive rate; shadow power (TPR) 0.98" in err
     assert 'none (this method never says "not found"' in err
-    assert "srag: decides" in err and "0.80 (members missed at most 5%)" in err
-    assert "verbatim: abstains: no signal on its shadow" in err
+    assert "S-RAG: decides" in err and "0.80 (members missed at most 5%)" in err
+    assert "Verbatim continuation: abstains: no signal on its shadow" in err
 
 
 def test_a_scheduled_audit_gets_a_junit_report_and_a_failing_status_on_evidence(tmp_path, capsys):

@@ -130,7 +130,7 @@ def test_ten_thousand_rows_are_accepted_and_the_cost_is_shown_first(tmp_path, re
     seconds = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "estimated cost: 20000 target queries for 10000 documents" in proc.stderr
-    assert "rag_mia: 10000 queries" in proc.stderr and "mink: 10000 queries" in proc.stderr
+    assert "RAG-MIA (rag_mia): 10000 queries" in proc.stderr and "Min-k% Prob (mink): 10000 queries" in proc.stderr
     record_figure("csv_10000_rows", {"bytes": path.stat().st_size, "cli_estimate_seconds": round(seconds, 1)})
 
 
