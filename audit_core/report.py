@@ -23,6 +23,7 @@ import json
 import math
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable
 from xml.sax.saxutils import escape as _xml_escape
@@ -514,10 +515,36 @@ def _cjk_font(run: str) -> str:
     return _CJK_FONTS["kana"] if _KANA.search(run) else _CJK_FONTS["han"]
 
 
+@functools.lru_cache(maxsize=1)
+def _covered() -> frozenset[int]:
+    """The code points the report's regular font draws (DejaVu Sans: about 5,900)."""
+    from reportlab.pdfbase import pdfmetrics
+
+    return frozenset(pdfmetrics.getFont(_fonts()[0]).face.charToGlyph)
+
+
+def _drawable(text: str) -> str:
+    """``text`` with each character no font of the report has named instead of drawn as an empty box.
+
+    An emoji in an owner's id or text ("\U0001F44D") becomes "[thumbs up sign]": what it was stays
+    readable; invisible joiners and modifiers without a glyph are left out. Chinese, Japanese and
+    Korean are drawn (``esc``).
+    """
+    covered = _covered()
+    out = []
+    for ch in text:
+        if ord(ch) in covered or ch in "\n\t" or _CJK_RUN.match(ch):
+            out.append(ch)
+        elif unicodedata.category(ch) not in ("Cf", "Mn", "Me", "Sk"):
+            out.append(f"[{unicodedata.name(ch, f'U+{ord(ch):04X}').lower()}]")
+    return "".join(out)
+
+
 def esc(text: Any) -> str:
     """User or target text made safe for a reportlab Paragraph: markup escaped, control characters dropped,
-    Chinese, Japanese and Korean runs set in a font that has them (an owner's ids and texts are theirs to read)."""
-    s = _CONTROL.sub("", "" if text is None else str(text))
+    Chinese, Japanese and Korean runs set in a font that has them and other characters no font has named
+    (``_drawable``): an owner's ids and texts are theirs to read."""
+    s = _drawable(_CONTROL.sub("", "" if text is None else str(text)))
     s = _xml_escape(s).replace("\n", "<br/>")
     return _CJK_RUN.sub(lambda m: f'<font name="{_cjk_font(m.group())}">{m.group()}</font>', s)
 

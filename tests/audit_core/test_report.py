@@ -701,3 +701,13 @@ def test_pdf_shows_chinese_japanese_and_korean_ids_and_texts():
     text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages)
     assert "膝の痛み" in text and "病人的问题" in text and "무릎" in text
     assert report.esc("a <b> 膝") == 'a &lt;b&gt; <font name="STSong-Light">膝</font>'
+
+
+def test_pdf_names_characters_no_font_has_instead_of_drawing_empty_boxes():
+    """An emoji DejaVu Sans lacks ("\U0001F44D") was an empty box: the owner could not tell which id it was."""
+    from pypdf import PdfReader
+
+    r = json.loads(json.dumps(make_result(), ensure_ascii=False).replace("doc-1", "knee \U0001F44D\U0001F3FD"))
+    text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages)
+    assert "knee [thumbs up sign]" in text
+    assert report.esc("\U0001F600 é \U0001F44D") == "\U0001F600 é [thumbs up sign]"  # drawn where the font has it
