@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -134,6 +135,22 @@ class Capabilities:
     #: the answers carry the sources they cite (``Completion.sources``), which the
     #: cited-sources method reads
     sources: bool = False
+
+
+# --------------------------------------------------------------------------- secrets in answers
+
+#: secrets shorter than this ("x", "1", "ollama" given to a local server) are not masked in answers: masking
+#: every "1" or "x" garbled the answers and their tokens, which methods then compare with the document
+MIN_SECRET_CHARS = 8
+
+
+def storable_text(text: str) -> str:
+    """``text`` that SQLite and JSON can hold: a lone surrogate (an answer cut in the middle of an emoji,
+    as JavaScript's JSON.stringify writes it) becomes U+FFFD instead of failing every write of it."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # --------------------------------------------------------------------------- service addresses

@@ -63,6 +63,7 @@ import httpx
 
 from audit_core.target.base import (
     MAX_TOP_LOGPROBS,
+    MIN_SECRET_CHARS,
     AuthenticationFailed,
     BadResponse,
     Capabilities,
@@ -79,6 +80,7 @@ from audit_core.target.base import (
     check_service_url,
     credential_digest,
     display_url,
+    storable_text,
     url_origin,
 )
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
@@ -106,8 +108,6 @@ _METHODS = ("POST", "PUT", "PATCH", "GET")
 MAX_REDIRECTS = 3
 #: how much of a server's error text is quoted in our messages
 _MAX_QUOTED_CHARS = 300
-#: header values from the environment shorter than this are not treated as secrets in answers (``_scrub``)
-MIN_SECRET_CHARS = 8
 
 
 class _Failed(Exception):
@@ -600,6 +600,7 @@ class HttpTarget(RetryingConnector, Target):
     # ------------------------------------------------------------------ secrecy
 
     def _scrub(self, text: str) -> str:
+        text = storable_text(text)
         for secret in self._secrets.reveal():
             text = text.replace(secret, "***")
         return text

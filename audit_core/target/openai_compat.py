@@ -30,6 +30,7 @@ import openai
 
 from audit_core.target.base import (
     MAX_TOP_LOGPROBS,
+    MIN_SECRET_CHARS,
     AuthenticationFailed,
     BadResponse,
     Capabilities,
@@ -46,6 +47,7 @@ from audit_core.target.base import (
     Unreachable,
     UnknownModel,
     Usage,
+    storable_text,
     credential_digest,
     check_service_url,
     display_url,
@@ -161,9 +163,17 @@ def tokens_from_logprob_entries(content: Any, scrub: Callable[[str], str], sourc
     def odd(lp: float) -> bool:  # at most 0, with room for a server's rounding; NaN (JSON parsers accept it)
         return math.isnan(lp) or lp > _LOGPROB_SLACK  # would sort anywhere and decide at random
 
-    if any(odd(t.logprob) or any(odd(lp) for _, lp in t.top) for t in tokens):
-        raise BadResponse(f"{source} sent a logprob that is not a log-probability (NaN, or above 0)")
-    return tokens
+    # the token the model produced cannot have had probability 0: -inf there (a server's processed logprobs)
+    # would read as "the model never says this", i.e. a member as not found
+    if any(odd(t.logprob) or math.isinf(t.logprob) or any(odd(lp) for _, lp in t.top) for t in tokens):
+        raise BadResponse(f"{source} sent a logprob that is not a log-probability (NaN, infinite for the token "
+                          "it produced, or above 0)")
+    # an alternative the server ruled out (-inf) is as improbable as OpenAI's own floor, and sorts last
+    return [TokenLogprob(t.token, t.logprob, [(a, max(lp, _LOGPROB_FLOOR)) for a, lp in t.top]) for t in tokens]
+
+
+#: the lowest logprob OpenAI reports (its stand-in for "impossible")
+_LOGPROB_FLOOR = -9999.0
 
 
 def header_safe(value: str) -> bool:
@@ -248,6 +258,11 @@ class RetryingConnector:
                 return parse(body), retries
             except BadResponse as exc:
                 attempt = _Attempt(self._scrubbed(exc), retryable=True)
+            except (RecursionError, OverflowError, UnicodeError) as exc:
+                # an answer nested thousands deep, a token count of 1e999, text no codec takes: this
+                # document's answer cannot be read (inconclusive), which must not end the whole audit
+                attempt = _Attempt(BadResponse(f"{self.name}: the answer could not be read "
+                                               f"({type(exc).__name__})"), retryable=True)
             except Exception as exc:  # noqa: BLE001 - the connector says which failures are its own
                 found = self._classify(exc)
                 if found is None:
@@ -512,7 +527,7 @@ class OpenAITarget(RetryingConnector, Target):
         usage_d = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         try:
             usage = Usage(int(usage_d.get("prompt_tokens") or 0), int(usage_d.get("completion_tokens") or 0))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise BadResponse(f"{self.base_url} sent unreadable token usage") from None
         # a server that echoes the key in its answer must not carry it into the store or a report
         return Completion(
@@ -634,7 +649,8 @@ class OpenAITarget(RetryingConnector, Target):
 
     def _scrub(self, text: str) -> str:
         key = self._key.reveal()
-        return text.replace(key, "***") if key else text
+        text = storable_text(text)
+        return text.replace(key, "***") if len(key) >= MIN_SECRET_CHARS else text
 
     def _scrubbed(self, exc: TargetError) -> TargetError:
         clean = self._scrub(str(exc))

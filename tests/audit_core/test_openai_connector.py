@@ -457,3 +457,55 @@ def test_answers_read_with_a_sources_path_are_not_those_stored_without_one(serve
     plain = OpenAITarget(server.base_url, "fake-model", KEY)
     cited = OpenAITarget(server.base_url, "fake-model", KEY, sources_path="$.choices[0].message.context.citations")
     assert plain.name != cited.name and "sources" in cited.name and KEY not in cited.name
+
+
+# --------------------------------------------------------------------------- hostile or broken answers
+
+
+def _chat(target):
+    from audit_core.target.base import ChatRequest
+
+    return target.complete(ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=4, logprobs=True,
+                                       top_logprobs=2))
+
+
+def test_answers_that_cannot_be_read_are_bad_responses_not_a_crash_of_the_audit(server, target):
+    """A crash here ended the audit, and a resume sent the same request and crashed again."""
+    deep = b'{"choices": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    huge = completion_body("Hello")
+    huge["usage"]["prompt_tokens"] = float("inf")
+    for reply in (Reply(body=deep), Reply.json(200, huge)):
+        server.script(reply, reply, reply, reply)
+        with pytest.raises(BadResponse):
+            _chat(target)
+
+
+def test_a_logprob_of_minus_infinity_for_the_token_produced_is_not_read_as_impossible(server, target):
+    """Min-k% read exp(-inf) = 0 from it: a near-verbatim continuation, a member, scored as not found."""
+    body = completion_body("Hello there")
+    body["choices"][0]["logprobs"]["content"][1]["logprob"] = float("-inf")
+    server.script(*[Reply.json(200, body)] * 4)
+    with pytest.raises(BadResponse, match="infinite"):
+        _chat(target)
+    ruled_out = completion_body("Hello there")
+    ruled_out["choices"][0]["logprobs"]["content"][0]["top_logprobs"][1]["logprob"] = float("-inf")
+    server.script(Reply.json(200, ruled_out))
+    comp = _chat(target)
+    assert comp.tokens[0].top[-1][1] == -9999.0  # an alternative ruled out sorts last, as OpenAI reports it
+
+
+def test_a_placeholder_key_does_not_garble_the_answers_and_a_cut_emoji_can_be_stored(tmp_path):
+    from audit_core.store import Store
+    from audit_core.target.caching import CachingTarget
+
+    with FakeOpenAIServer(models=["fake-model"], reply_text="The tax on 1 Exxon share in 2011") as srv:
+        placeholder = OpenAITarget(srv.base_url, "fake-model", "1", timeout_s=5, **FAST)
+        comp = _chat(placeholder)
+        assert comp.text == "The tax on 1 Exxon share in 2011" and "***" not in "".join(t.token for t in comp.tokens)
+        srv.script(Reply.json(200, completion_body("Paris \ud83d", logprobs=False)))
+        with Store(tmp_path / "s.sqlite") as store:
+            cached = CachingTarget(OpenAITarget(srv.base_url, "fake-model", None, timeout_s=5, **FAST), store)
+            from audit_core.target.base import ChatRequest
+
+            [answer] = cached.complete_many([ChatRequest(messages=[{"role": "user", "content": "q"}], max_tokens=4)])
+            assert answer.text == "Paris \ufffd"
