@@ -83,6 +83,7 @@ from audit_core.target.base import (
     storable_text,
     url_origin,
 )
+from audit_core.target.deadline import NO_KEEPALIVE, attach_current
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 from audit_core.target.openai_compat import (
     RequestRejected,
@@ -318,7 +319,8 @@ class HttpTarget(RetryingConnector, Target):
                                  backoff_cap_s=backoff_cap_s, max_total_wait_s=max_total_wait_s,
                                  bad_response_retries=bad_response_retries)
         # redirects are ours to follow: httpx would carry custom key headers to any host
-        self._client = httpx.Client(timeout=self.timeout_s, follow_redirects=False)
+        self._client = httpx.Client(timeout=self.timeout_s, follow_redirects=False, limits=NO_KEEPALIVE,
+                                    event_hooks={"request": [attach_current]})  # each attempt's Deadline
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._rng = random.Random()
         self._rng_lock = threading.Lock()

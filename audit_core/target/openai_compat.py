@@ -52,6 +52,7 @@ from audit_core.target.base import (
     check_service_url,
     display_url,
 )
+from audit_core.target.deadline import DEADLINE_GRACE_S, NO_KEEPALIVE, Deadline, attach_current, current_deadline
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 
 log = logging.getLogger(__name__)
@@ -235,6 +236,8 @@ class RetryingConnector:
 
     name: str
     account: QueryAccount
+    #: seconds one attempt may take in all (``deadline.Deadline``), besides each read's timeout
+    timeout_s: float
 
     def _classify(self, exc: Exception) -> _Attempt | None:  # pragma: no cover - interface
         raise NotImplementedError
@@ -252,9 +255,14 @@ class RetryingConnector:
         bad_responses = 0
         while True:
             self._wait_cooldown()
+            deadline = Deadline(self.timeout_s + DEADLINE_GRACE_S)
             try:
-                with self._slots:  # bounds in-flight requests even across callers' threads
-                    body = send()
+                with self._slots, deadline:  # bounds in-flight requests even across callers' threads
+                    current_deadline(deadline)
+                    try:
+                        body = send()
+                    finally:
+                        current_deadline(None)
                 return parse(body), retries
             except BadResponse as exc:
                 attempt = _Attempt(self._scrubbed(exc), retryable=True)
@@ -268,6 +276,9 @@ class RetryingConnector:
                 if found is None:
                     raise
                 attempt = found
+            if deadline.expired:  # the watchdog cut the exchange: whatever httpx made of that, it was late
+                attempt = _Attempt(Unreachable(f"{self.name} did not finish its answer within "
+                                               f"{self.timeout_s:g}s"), retryable=True)
             err = attempt.error
             if isinstance(err, BadResponse):
                 bad_responses += 1
@@ -392,7 +403,9 @@ class OpenAITarget(RetryingConnector, Target):
                                      organization=None, project=None, timeout=self.timeout_s, max_retries=0,
                                      default_headers={"OpenAI-Organization": openai.Omit(),
                                                       "OpenAI-Project": openai.Omit()},
-                                     http_client=openai.DefaultHttpxClient(follow_redirects=False))
+                                     http_client=openai.DefaultHttpxClient(
+                                         follow_redirects=False, limits=NO_KEEPALIVE,
+                                         event_hooks={"request": [attach_current]}))
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._rng = random.Random()
         self._rng_lock = threading.Lock()

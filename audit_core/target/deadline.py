@@ -1,0 +1,102 @@
+"""One HTTP exchange ends by its deadline, however slowly the server sends.
+
+httpx's timeouts bound each read, not the exchange: a server that sends one
+byte of its headers or body every second, a gzip body of empty blocks that
+decodes to nothing, or an event-stream line that never ends holds a request
+(and the audit waiting on it) for hours. ``Deadline`` closes the exchange's
+socket when the time is up: the blocked read returns, httpx raises, and the
+connector reports the request as unanswered in time (a per-document reason,
+retried like a timeout).
+
+The socket is taken from httpx's ``trace`` extension when the connection is
+made, so each request needs a connection of its own: the connectors that use
+this keep no idle connections (``NO_KEEPALIVE``), a new TCP (and TLS)
+handshake per request, which is small beside a model's answer.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any
+
+import httpx
+
+#: the connection pool of a connector whose requests have a ``Deadline``: none kept idle, so that every
+#: request makes its own connection and the trace sees its socket
+NO_KEEPALIVE = httpx.Limits(max_keepalive_connections=0)
+
+#: what an attempt may take beyond its ``timeout_s`` before its socket is shut: the connectors' own
+#: timeouts and late-answer checks speak first, with their more precise messages
+DEADLINE_GRACE_S = 1.0
+
+_CONNECTED = ("connection.connect_tcp.complete", "connection.connect_unix_socket.complete")
+
+
+class Deadline:
+    """A timer that shuts the socket of the exchange it watches after ``seconds``.
+
+    Use as a context manager around one exchange, passing ``trace`` as the
+    request's ``extensions={"trace": deadline.trace}``. ``expired`` says
+    whether it fired (the exchange's error is then a late answer).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    def trace(self, event_name: str, info: dict[str, Any]) -> None:
+        if event_name not in _CONNECTED:
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is None:
+            return
+        with self._lock:
+            self._sockets.append(sock)
+            late = self.expired
+        if late:
+            _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+    def __enter__(self) -> "Deadline":
+        self._timer = threading.Timer(self.seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # closed already: the exchange is over
+        pass
+
+
+#: the ``Deadline`` of the exchange running in this thread, for clients that build requests themselves
+#: (the openai client): its request hook reads it (``attach_current``)
+_current = threading.local()
+
+
+def current_deadline(deadline: Deadline | None) -> None:
+    """Set (or clear) the deadline of the exchange this thread is about to run."""
+    _current.deadline = deadline
+
+
+def attach_current(request: httpx.Request) -> None:
+    """An httpx request hook: the thread's current ``Deadline`` watches this request."""
+    deadline = getattr(_current, "deadline", None)
+    if deadline is not None:
+        request.extensions["trace"] = deadline.trace
