@@ -109,6 +109,9 @@ _METHODS = ("POST", "PUT", "PATCH", "GET")
 MAX_REDIRECTS = 3
 #: how much of a server's error text is quoted in our messages
 _MAX_QUOTED_CHARS = 300
+#: the largest answer body read: far above any model's answer, far below what fills memory or the store
+MAX_BODY_BYTES = 32 * 2 ** 20
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 class _Failed(Exception):
@@ -459,15 +462,41 @@ class HttpTarget(RetryingConnector, Target):
             raise _Failed(_Attempt(Unreachable(f"{self.url} did not finish its answer within {self.timeout_s:g}s"),
                                    retryable=True))
 
-    def _body(self, resp: httpx.Response, deadline: float) -> bytes:
-        """The whole body; late only when more of it still arrives after the deadline (a body that was
-        complete when the deadline passed is kept)."""
-        chunks: list[bytes] = []
-        for chunk in resp.iter_bytes():
-            if chunks:
+    def _capped(self, resp: httpx.Response, deadline: float) -> Iterator[bytes]:
+        """The body's decoded bytes as they arrive: late only when more of it still arrives after the
+        deadline (a body that was complete when the deadline passed is kept), and never more than
+        ``MAX_BODY_BYTES`` (a 500 KiB gzip body can decode to 500 MiB, in memory and in the store)."""
+        total = 0
+        for i, chunk in enumerate(resp.iter_bytes()):
+            if i:
                 self._late(deadline)
-            chunks.append(chunk)
-        return b"".join(chunks)
+            total += len(chunk)
+            if total > MAX_BODY_BYTES:
+                raise _Failed(_Attempt(BadResponse(f"{self.url} sent an answer larger than "
+                                                   f"{MAX_BODY_BYTES // 2 ** 20} MiB; it was not read further"),
+                                       retryable=False))
+            yield chunk
+
+    def _body(self, resp: httpx.Response, deadline: float) -> bytes:
+        """The whole body (``_capped``)."""
+        return b"".join(self._capped(resp, deadline))
+
+    def _lines(self, resp: httpx.Response, deadline: float) -> Iterator[str]:
+        """An event stream's lines, split where the SSE format ends a line (CR LF, CR or LF) and read as
+        UTF-8, which the format prescribes whatever the charset label says. (httpx's ``iter_lines`` also
+        splits at U+2028, U+2029 and U+0085, which JSON allows inside strings, and decodes by the label.)"""
+        buf = b""
+        for chunk in self._capped(resp, deadline):
+            buf += chunk
+            start = 0
+            for m in _LINE_END.finditer(buf):
+                if m.group() == b"\r" and m.end() == len(buf):
+                    break  # perhaps the first half of a CR LF: the next chunk says
+                yield buf[start:m.start()].decode("utf-8", "replace")
+                start = m.end()
+            buf = buf[start:]
+        if buf:
+            yield (buf[:-1] if buf.endswith(b"\r") else buf).decode("utf-8", "replace")
 
     def _decode(self, body: bytes) -> Any:
         try:
@@ -485,11 +514,8 @@ class HttpTarget(RetryingConnector, Target):
         """
         data: list[str] = []
         event = ""
-        for i, line in enumerate(itertools.chain(resp.iter_lines(), [None])):  # read as it arrives
-            if line is None:  # the stream ended: what it sent is kept, however late
-                line = ""
-            else:
-                self._late(deadline)
+        # read as it arrives; when the stream ends, what it sent is kept, however late
+        for i, line in enumerate(itertools.chain(self._lines(resp, deadline), [""])):
             if i == 0:
                 line = line.lstrip("\ufeff")
             if line.startswith("data:"):

@@ -424,3 +424,30 @@ def test_a_broken_compressed_body_is_a_bad_answer_not_a_connection_failure():
         with pytest.raises(BadResponse, match="could not be decompressed"):
             _scripted(srv).complete(_chat())
         assert len(srv.requests) == 3  # a bad answer is asked again twice, not five times as a network failure
+
+
+def test_an_answer_decompressing_past_the_cap_is_not_read_further():
+    """A 40 KiB gzip body decoded to hundreds of MiB, all held in memory and written to the store."""
+    import gzip
+
+    from audit_core.target.http_api import MAX_BODY_BYTES
+
+    bomb = gzip.compress(b'{"answer": "' + b" " * (MAX_BODY_BYTES + 1024) + b'"}')
+    assert len(bomb) < MAX_BODY_BYTES // 100
+    with FakeOpenAIServer() as srv:
+        srv.script(*[Reply(status=200, body=bomb, headers={"Content-Encoding": "gzip"})] * 3, path="/ask")
+        with pytest.raises(BadResponse, match="larger than 32 MiB"):
+            _scripted(srv).complete(_chat())
+
+
+def test_an_event_streams_lines_end_where_the_format_says_and_are_utf8_whatever_the_label():
+    """U+2028 inside a JSON string split the event (a bad answer, three times paid); a latin-1 label on
+    UTF-8 bytes turned "Zürich" into "ZÃ¼rich"."""
+    with FakeOpenAIServer() as srv:
+        cfg = HttpTargetConfig(url=f"http://127.0.0.1:{srv.port}/ask", body={"q": "{{prompt}}"},
+                               answer_path="$.delta", stream=True, timeout_s=5, max_retries=0)
+        events = ('data: {"delta": "The policy\u2028clause 4\u0085in Z\u00fcrich"}\r\n\r\n'
+                  'data: {"delta": " holds"}\r\rdata: [DONE]\n\n')
+        srv.script(Reply(status=200, body=events.encode("utf-8"), content_type="text/event-stream; charset=latin-1"),
+                   path="/ask")
+        assert HttpTarget(cfg, {}).complete(_chat()).text == "The policy\u2028clause 4\u0085in Z\u00fcrich holds"
