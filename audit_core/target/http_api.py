@@ -94,6 +94,7 @@ from audit_core.target.openai_compat import (
     header_safe,
     parse_retry_after,
     scrub_json,
+    spans_a_secret,
     tokens_from_logprob_entries,
 )
 
@@ -564,6 +565,9 @@ class HttpTarget(RetryingConnector, Target):
         if not pieces:
             raise BadResponse(f"the answer_path {self.config.answer_path} matched nothing in any of the "
                               f"{len(events)} events from {self.url}")
+        if spans_a_secret([p for p in pieces if isinstance(p, str)], self._scrub):  # kept event by event
+            raise BadResponse(f"{self.url} echoed a secret in pieces across its streamed events; the answer "
+                              "was not kept")
         return self._completion(self._text(pieces), entries, {"events": self._scrub_obj(events)},
                                 self._sources_of(events))
 

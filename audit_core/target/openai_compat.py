@@ -23,7 +23,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import httpx
 import openai
@@ -144,6 +144,12 @@ def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
     return max(0.0, when.timestamp() - now)
 
 
+def spans_a_secret(pieces: Sequence[str], scrub: Callable[[str], str]) -> bool:
+    """Whether a secret appears only across ``pieces`` (tokens, streamed events), which ``scrub`` would miss
+    piece by piece: a server that echoes the key a token at a time would put it into the store."""
+    return scrub("".join(pieces)) != "".join(scrub(p) for p in pieces)
+
+
 def tokens_from_logprob_entries(content: Any, scrub: Callable[[str], str], source: str) -> list[TokenLogprob]:
     """OpenAI's ``logprobs.content`` list -> tokens with alternatives sorted best first.
 
@@ -161,6 +167,9 @@ def tokens_from_logprob_entries(content: Any, scrub: Callable[[str], str], sourc
             tokens.append(TokenLogprob(scrub(str(entry["token"])), float(entry["logprob"]), top))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise BadResponse(f"{source} sent a logprobs entry without token or logprob") from None
+    if spans_a_secret([str(entry["token"]) for entry in content], scrub):
+        raise BadResponse(f"{source} echoed a secret in pieces across its answer's tokens; the answer was not "
+                          "kept")
     def odd(lp: float) -> bool:  # at most 0, with room for a server's rounding; NaN (JSON parsers accept it)
         return math.isnan(lp) or lp > _LOGPROB_SLACK  # would sort anywhere and decide at random
 

@@ -451,3 +451,14 @@ def test_an_event_streams_lines_end_where_the_format_says_and_are_utf8_whatever_
         srv.script(Reply(status=200, body=events.encode("utf-8"), content_type="text/event-stream; charset=latin-1"),
                    path="/ask")
         assert HttpTarget(cfg, {}).complete(_chat()).text == "The policy\u2028clause 4\u0085in Z\u00fcrich holds"
+
+
+def test_a_key_echoed_across_streamed_events_is_not_kept():
+    with FakeOpenAIServer() as srv:
+        cfg = HttpTargetConfig(url=f"http://127.0.0.1:{srv.port}/ask", body={"q": "{{prompt}}"},
+                               answer_path="$.delta", stream=True, timeout_s=5, max_retries=0,
+                               headers={"X-Api-Key": "$RPA_SERVE_API_KEY"})
+        events = "".join(f'data: {{"delta": "{KEY[i:i + 4]}"}}\n\n' for i in range(0, len(KEY), 4))
+        srv.script(*[_sse(events)] * 3, path="/ask")
+        with pytest.raises(BadResponse, match="echoed a secret in pieces"):
+            HttpTarget(cfg, ENV).complete(_chat())

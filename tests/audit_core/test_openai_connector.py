@@ -509,3 +509,15 @@ def test_a_placeholder_key_does_not_garble_the_answers_and_a_cut_emoji_can_be_st
 
             [answer] = cached.complete_many([ChatRequest(messages=[{"role": "user", "content": "q"}], max_tokens=4)])
             assert answer.text == "Paris \ufffd"
+
+
+def test_a_key_echoed_a_few_characters_per_token_is_not_kept(server, target):
+    """Each token was scrubbed on its own: the key, split over four tokens, reached the store whole."""
+    body = completion_body("Your key is X")
+    pieces = [KEY[i:i + 5] for i in range(0, len(KEY), 5)]
+    entry = body["choices"][0]["logprobs"]["content"][-1]
+    body["choices"][0]["logprobs"]["content"][-1:] = [{**entry, "token": p, "top_logprobs": []} for p in pieces]
+    body["choices"][0]["message"]["content"] = "Your key is " + KEY
+    server.script(*[Reply.json(200, body)] * 4)
+    with pytest.raises(BadResponse, match="echoed a secret in pieces"):
+        _chat(target)
