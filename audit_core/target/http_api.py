@@ -83,7 +83,7 @@ from audit_core.target.base import (
     storable_text,
     url_origin,
 )
-from audit_core.target.deadline import NO_KEEPALIVE, attach_current
+from audit_core.target.http_client import client_error, client_options, is_loopback
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 from audit_core.target.openai_compat import (
     RequestRejected,
@@ -303,8 +303,7 @@ class HttpTarget(RetryingConnector, Target):
             headers["Content-Type"] = "application/json"
         if config.stream and "accept" not in lowered:
             headers["Accept"] = "text/event-stream"
-        if secrets and urlsplit(config.url).scheme == "http" and (urlsplit(config.url).hostname or "") not in (
-                "127.0.0.1", "localhost", "::1"):
+        if secrets and urlsplit(config.url).scheme == "http" and not is_loopback(config.url):
             log.warning("%s: the target file sends a key over plain http; anyone on the way can read it", self.url)
         self._headers = _Secret(headers)  # type: ignore[arg-type] - holds the expanded headers, never shown
         # values too short to be keys (a tenant "a", an API version "2") are not scrubbed from answers, where
@@ -322,9 +321,10 @@ class HttpTarget(RetryingConnector, Target):
         self.retry = RetryPolicy(max_retries=config.max_retries, backoff_base_s=backoff_base_s,
                                  backoff_cap_s=backoff_cap_s, max_total_wait_s=max_total_wait_s,
                                  bad_response_retries=bad_response_retries)
-        # redirects are ours to follow: httpx would carry custom key headers to any host
-        self._client = httpx.Client(timeout=self.timeout_s, follow_redirects=False, limits=NO_KEEPALIVE,
-                                    event_hooks={"request": [attach_current]})  # each attempt's Deadline
+        try:
+            self._client = httpx.Client(timeout=self.timeout_s, **client_options(config.url))
+        except (ImportError, ValueError) as exc:  # the environment's proxy settings, read here
+            raise client_error(exc) from None
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._rng = random.Random()
         self._rng_lock = threading.Lock()

@@ -52,7 +52,8 @@ from audit_core.target.base import (
     check_service_url,
     display_url,
 )
-from audit_core.target.deadline import DEADLINE_GRACE_S, NO_KEEPALIVE, Deadline, attach_current, current_deadline
+from audit_core.target.http_client import (DEADLINE_GRACE_S, Deadline, client_error, client_options,
+                                            current_deadline)
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 
 log = logging.getLogger(__name__)
@@ -245,7 +246,7 @@ class RetryingConnector:
 
     name: str
     account: QueryAccount
-    #: seconds one attempt may take in all (``deadline.Deadline``), besides each read's timeout
+    #: seconds one attempt may take in all (``http_client.Deadline``), besides each read's timeout
     timeout_s: float
 
     def _classify(self, exc: Exception) -> _Attempt | None:  # pragma: no cover - interface
@@ -408,13 +409,14 @@ class OpenAITarget(RetryingConnector, Target):
         # Redirects are not followed (see the class docstring); a 3xx becomes a RequestRejected naming it.
         # organization and project are given as None and their headers omitted: the openai client would
         # otherwise read OPENAI_ORG_ID and OPENAI_PROJECT_ID from the environment and send them to any host
-        self._client = openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key or _NO_KEY_PLACEHOLDER,
-                                     organization=None, project=None, timeout=self.timeout_s, max_retries=0,
-                                     default_headers={"OpenAI-Organization": openai.Omit(),
-                                                      "OpenAI-Project": openai.Omit()},
-                                     http_client=openai.DefaultHttpxClient(
-                                         follow_redirects=False, limits=NO_KEEPALIVE,
-                                         event_hooks={"request": [attach_current]}))
+        try:
+            self._client = openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key or _NO_KEY_PLACEHOLDER,
+                                         organization=None, project=None, timeout=self.timeout_s, max_retries=0,
+                                         default_headers={"OpenAI-Organization": openai.Omit(),
+                                                          "OpenAI-Project": openai.Omit()},
+                                         http_client=openai.DefaultHttpxClient(**client_options(base_url)))
+        except (ImportError, ValueError) as exc:  # the environment's proxy settings, read here
+            raise client_error(exc) from None
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._rng = random.Random()
         self._rng_lock = threading.Lock()

@@ -1,17 +1,23 @@
-"""One HTTP exchange ends by its deadline, however slowly the server sends.
+"""How the connectors' HTTP clients are set up: a deadline per exchange, no idle connections, and
+proxies from the environment only where they can apply.
 
-httpx's timeouts bound each read, not the exchange: a server that sends one
-byte of its headers or body every second, a gzip body of empty blocks that
-decodes to nothing, or an event-stream line that never ends holds a request
-(and the audit waiting on it) for hours. ``Deadline`` closes the exchange's
-socket when the time is up: the blocked read returns, httpx raises, and the
-connector reports the request as unanswered in time (a per-document reason,
-retried like a timeout).
+**A request ends by its deadline, however slowly the server sends.** httpx's
+timeouts bound each read, not the exchange: a server that sends one byte of its
+headers or body every second, a gzip body of empty blocks that decodes to
+nothing, or an event-stream line that never ends holds a request (and the audit
+waiting on it) for hours. ``Deadline`` closes the exchange's socket when the
+time is up: the blocked read returns, httpx raises, and the connector reports
+the request as unanswered in time (a per-document reason, retried like a
+timeout). The socket is taken from httpx's ``trace`` extension when the
+connection is made, so each request needs a connection of its own: no idle
+connections are kept (``NO_KEEPALIVE``), a new TCP (and TLS) handshake per
+request, which is small beside a model's answer.
 
-The socket is taken from httpx's ``trace`` extension when the connection is
-made, so each request needs a connection of its own: the connectors that use
-this keep no idle connections (``NO_KEEPALIVE``), a new TCP (and TLS)
-handshake per request, which is small beside a model's answer.
+**Proxies.** httpx honours HTTP_PROXY / ALL_PROXY from the environment. For a
+target on this machine (127.0.0.1, localhost, ::1) a proxy is never what the
+user meant, and it would receive the key in plain text: such targets ignore the
+environment's proxy settings. A proxy setting httpx cannot use (a socks5 proxy
+without its package, an ftp:// proxy) is said in plain words (``client_error``).
 """
 from __future__ import annotations
 
@@ -100,3 +106,31 @@ def attach_current(request: httpx.Request) -> None:
     deadline = getattr(_current, "deadline", None)
     if deadline is not None:
         request.extensions["trace"] = deadline.trace
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url`` names this machine."""
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return False
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
+
+
+def client_options(url: str) -> dict[str, Any]:
+    """The httpx.Client settings every connector uses for ``url`` (see the module docstring); redirects are
+    the connectors' to follow (httpx would carry custom key headers to any host)."""
+    return {"follow_redirects": False, "limits": NO_KEEPALIVE, "event_hooks": {"request": [attach_current]},
+            "trust_env": not is_loopback(url)}
+
+
+def client_error(exc: Exception) -> ValueError:
+    """A client that could not be built (httpx reads the environment's proxy settings then), in plain words."""
+    return ValueError(f"the HTTP client could not be set up ({type(exc).__name__}: {exc}); check the proxy "
+                      "settings in the environment (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY): unset them or give a "
+                      "proxy httpx can use (http:// or https://)")

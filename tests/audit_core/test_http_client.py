@@ -1,4 +1,4 @@
-"""A request ends by its deadline however slowly a server sends (audit_core/target/deadline.py)."""
+"""A request ends by its deadline however slowly a server sends (audit_core/target/http_client.py)."""
 from __future__ import annotations
 
 import socket
@@ -85,3 +85,37 @@ def test_a_server_that_trickles_forever_is_cut_off_at_the_deadline(make, head):
         assert time.monotonic() - t0 < 6
     finally:
         server.close()
+
+
+def test_a_target_on_this_machine_ignores_the_environments_proxy(monkeypatch):
+    """With HTTP_PROXY set, requests (and the key in them) to a 127.0.0.1 target went to the proxy."""
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    proxied: list[bytes] = []
+    proxy = TrickleServer(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n", drip=b"")
+    proxy._one = lambda conn: (proxied.append(conn.recv(65536)), conn.close())  # records what reached it
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("ALL_PROXY", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        with FakeOpenAIServer(api_key="sk-loopback-key-123", models=["m"], reply_text="fine") as srv:
+            from audit_core.target.openai_compat import OpenAITarget
+
+            assert OpenAITarget(srv.base_url, "m", "sk-loopback-key-123", timeout_s=5).complete(REQUEST).text == "fine"
+            assert _http(f"http://127.0.0.1:{srv.port}").config.url  # built without error
+        assert proxied == []
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("setting", ["socks5://127.0.0.1:9", "ftp://127.0.0.1:21"])
+def test_a_proxy_setting_httpx_cannot_use_is_said_in_plain_words(setting, monkeypatch):
+    from audit_core.target.openai_compat import OpenAITarget
+
+    monkeypatch.setenv("ALL_PROXY", setting)
+    monkeypatch.setenv("HTTPS_PROXY", setting)
+    with pytest.raises(ValueError, match="check the proxy settings"):
+        OpenAITarget("https://api.example.com/v1", "m", None)
+    with pytest.raises(ValueError, match="check the proxy settings"):
+        _http("https://api.example.com")
