@@ -196,7 +196,11 @@ def _target(args):
     # read for the host named on this command line only; the connector never reads it by itself
     key = os.environ.get(args.api_key_env) or None
     host = urlsplit(args.target).netloc.rsplit("@", 1)[-1]
-    print(f"API key: from ${args.api_key_env}, sent to {host} only" if key else
+    from audit_core.target.http_client import is_loopback
+
+    plain = " over plain http: anyone on the way can read it" if urlsplit(args.target).scheme == "http" and \
+        not is_loopback(args.target) else ""
+    print(f"API key: from ${args.api_key_env}, sent to {host} only{plain}" if key else
           f"API key: none (${args.api_key_env} is not set); requests go to {host} without one", file=sys.stderr)
     return OpenAITarget(base_url=args.target, model=args.model, api_key=key)
 

@@ -24,6 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -53,7 +54,7 @@ from audit_core.target.base import (
     display_url,
 )
 from audit_core.target.http_client import (DEADLINE_GRACE_S, Deadline, client_error, client_options,
-                                            current_deadline)
+                                            current_deadline, is_loopback)
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 
 log = logging.getLogger(__name__)
@@ -397,6 +398,8 @@ class OpenAITarget(RetryingConnector, Target):
             raise ValueError("the API key has characters no key has (a space, a line break or a non-ASCII "
                              "letter): copy it again from the provider")
         self._key = _Secret(key)
+        if key and urlsplit(base_url).scheme == "http" and not is_loopback(base_url):
+            log.warning("%s: the API key is sent over plain http; anyone on the way can read it", self.base_url)
         #: sent with every request when there is no key: the openai client insists on a key,
         #: so it gets a placeholder and the header it would build from it is removed
         self._no_auth = None if key else {"Authorization": openai.Omit()}

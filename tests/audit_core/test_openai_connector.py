@@ -521,3 +521,13 @@ def test_a_key_echoed_a_few_characters_per_token_is_not_kept(server, target):
     server.script(*[Reply.json(200, body)] * 4)
     with pytest.raises(BadResponse, match="echoed a secret in pieces"):
         _chat(target)
+
+
+def test_a_key_sent_over_plain_http_to_another_machine_is_warned_about(caplog):
+    with caplog.at_level(logging.WARNING):
+        OpenAITarget("http://rag.example.com/v1", "m", KEY)
+        OpenAITarget("http://127.0.0.1:9/v1", "m", KEY)  # this machine: nobody on the way
+        OpenAITarget("http://rag.example.com/v1", "m", None)  # no key: nothing to read
+    said = [r.getMessage() for r in caplog.records if "plain http" in r.getMessage()]
+    assert said == ["http://rag.example.com/v1: the API key is sent over plain http; anyone on the way can read it"]
+    assert KEY not in caplog.text
