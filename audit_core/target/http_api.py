@@ -83,7 +83,7 @@ from audit_core.target.base import (
     storable_text,
     url_origin,
 )
-from audit_core.target.http_client import client_error, client_options, is_loopback
+from audit_core.target.http_client import capped, client_error, client_options, is_loopback
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 from audit_core.target.openai_compat import (
     RequestRejected,
@@ -110,8 +110,6 @@ _METHODS = ("POST", "PUT", "PATCH", "GET")
 MAX_REDIRECTS = 3
 #: how much of a server's error text is quoted in our messages
 _MAX_QUOTED_CHARS = 300
-#: the largest answer body read: far above any model's answer, far below what fills memory or the store
-MAX_BODY_BYTES = 32 * 2 ** 20
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
@@ -467,15 +465,9 @@ class HttpTarget(RetryingConnector, Target):
         """The body's decoded bytes as they arrive: late only when more of it still arrives after the
         deadline (a body that was complete when the deadline passed is kept), and never more than
         ``MAX_BODY_BYTES`` (a 500 KiB gzip body can decode to 500 MiB, in memory and in the store)."""
-        total = 0
-        for i, chunk in enumerate(resp.iter_bytes()):
+        for i, chunk in enumerate(capped(resp.iter_bytes(), self.url)):
             if i:
                 self._late(deadline)
-            total += len(chunk)
-            if total > MAX_BODY_BYTES:
-                raise _Failed(_Attempt(BadResponse(f"{self.url} sent an answer larger than "
-                                                   f"{MAX_BODY_BYTES // 2 ** 20} MiB; it was not read further"),
-                                       retryable=False))
             yield chunk
 
     def _body(self, resp: httpx.Response, deadline: float) -> bytes:

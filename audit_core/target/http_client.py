@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import httpx
 
@@ -134,3 +134,22 @@ def client_error(exc: Exception) -> ValueError:
     return ValueError(f"the HTTP client could not be set up ({type(exc).__name__}: {exc}); check the proxy "
                       "settings in the environment (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY): unset them or give a "
                       "proxy httpx can use (http:// or https://)")
+
+
+#: the largest answer body read: far above any model's answer, far below what fills memory or the store
+#: (a 500 KiB gzip body can decode to 500 MiB)
+MAX_BODY_BYTES = 32 * 2 ** 20
+
+
+def capped(chunks: Iterable[bytes], source: str) -> Iterator[bytes]:
+    """``chunks`` of a body as they arrive, until more than ``MAX_BODY_BYTES`` would have been read: then a
+    BadResponse (the rest is never read)."""
+    from audit_core.target.base import BadResponse
+
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > MAX_BODY_BYTES:
+            raise BadResponse(f"{source} sent an answer larger than {MAX_BODY_BYTES // 2 ** 20} MiB; it was not "
+                              "read further")
+        yield chunk

@@ -53,7 +53,7 @@ from audit_core.target.base import (
     check_service_url,
     display_url,
 )
-from audit_core.target.http_client import (DEADLINE_GRACE_S, Deadline, client_error, client_options,
+from audit_core.target.http_client import (DEADLINE_GRACE_S, Deadline, capped, client_error, client_options,
                                             current_deadline, is_loopback)
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 
@@ -184,6 +184,18 @@ def tokens_from_logprob_entries(content: Any, scrub: Callable[[str], str], sourc
     return [TokenLogprob(t.token, t.logprob, [(a, max(lp, _LOGPROB_FLOOR)) for a, lp in t.top]) for t in tokens]
 
 
+#: the HTTP library the openai client runs on (httpx2), and httpx: their failures while a body is read
+_HTTP_LIBS = [httpx]
+try:
+    import httpx2
+
+    _HTTP_LIBS.append(httpx2)
+except ImportError:  # an openai client on httpx itself
+    pass
+_HTTP_ERRORS = tuple(lib.HTTPError for lib in _HTTP_LIBS)
+_TIMEOUTS = tuple(lib.TimeoutException for lib in _HTTP_LIBS)
+_DECODING_ERRORS = tuple(lib.DecodingError for lib in _HTTP_LIBS)
+
 #: the lowest logprob OpenAI reports (its stand-in for "impossible")
 _LOGPROB_FLOOR = -9999.0
 
@@ -284,9 +296,9 @@ class RetryingConnector:
                                                f"({type(exc).__name__})"), retryable=True)
             except Exception as exc:  # noqa: BLE001 - the connector says which failures are its own
                 found = self._classify(exc)
-                if found is None:
+                if found is None and not deadline.expired:
                     raise
-                attempt = found
+                attempt = found  # None only when late: set just below
             if deadline.expired:  # the watchdog cut the exchange: whatever httpx made of that, it was late
                 attempt = _Attempt(Unreachable(f"{self.name} did not finish its answer within "
                                                f"{self.timeout_s:g}s"), retryable=True)
@@ -457,14 +469,15 @@ class OpenAITarget(RetryingConnector, Target):
         params = self._params(request)
         return self._complete_accounted(
             request,
-            lambda: self._decode(self._client.chat.completions.with_raw_response.create(
+            lambda: self._decode(self._client.chat.completions.with_streaming_response.create(
                 **params, extra_headers=self._no_auth)),
             self._to_completion,
             f"{self.base_url} answered without logprobs for model {self.model!r}")
 
     def list_models(self) -> list[str]:
         """The model ids the endpoint lists at GET /models (not every server has this route)."""
-        ids, _ = self._with_retries(lambda: self._decode(self._client.models.with_raw_response.list(extra_headers=self._no_auth)),
+        ids, _ = self._with_retries(lambda: self._decode(self._client.models.with_streaming_response.list(
+                                        extra_headers=self._no_auth)),
                                     parse=self._to_model_ids)
         return ids
 
@@ -529,9 +542,11 @@ class OpenAITarget(RetryingConnector, Target):
                 params["top_logprobs"] = min(request.top_logprobs, MAX_TOP_LOGPROBS)
         return params
 
-    def _decode(self, raw: Any) -> Any:
-        """The JSON body of a 2xx response, read by us so a broken body is a BadResponse."""
-        body = raw.http_response.content
+    def _decode(self, streaming: Any) -> Any:
+        """The JSON body of a 2xx response, read by us (a streaming response of the openai client) so that a
+        broken body is a BadResponse and no more than ``MAX_BODY_BYTES`` of it is read."""
+        with streaming as raw:
+            body = b"".join(capped(raw.http_response.iter_bytes(), self.base_url))
         try:
             return json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -590,7 +605,22 @@ class OpenAITarget(RetryingConnector, Target):
     # ------------------------------------------------------------------ retries (RetryingConnector)
 
     def _classify(self, exc: Exception) -> _Attempt | None:
-        return self._translate(exc) if isinstance(exc, openai.OpenAIError) else None
+        if isinstance(exc, openai.OpenAIError):
+            return self._translate(exc)
+        if isinstance(exc, _HTTP_ERRORS):  # raised while ``_decode`` reads the streamed body itself
+            return self._body_error(exc)
+        return None
+
+    def _body_error(self, exc: Exception) -> _Attempt:
+        """A failure while the answer's body was read: late, undecodable, or broken off."""
+        url = self.base_url
+        if isinstance(exc, _TIMEOUTS):
+            return _Attempt(Unreachable(f"{url} did not answer within {self.timeout_s:g}s"), retryable=True)
+        if isinstance(exc, _DECODING_ERRORS):
+            return _Attempt(BadResponse(f"{url} sent a compressed body that could not be decompressed"),
+                            retryable=True)
+        return _Attempt(Unreachable(self._scrub(f"the answer from {url} broke off before it was complete: "
+                                                f"{type(exc).__name__}")), retryable=True)
 
     def _translate(self, exc: openai.OpenAIError) -> _Attempt:
         """An openai exception → our typed error, with whether and when to retry."""

@@ -430,7 +430,7 @@ def test_an_answer_decompressing_past_the_cap_is_not_read_further():
     """A 40 KiB gzip body decoded to hundreds of MiB, all held in memory and written to the store."""
     import gzip
 
-    from audit_core.target.http_api import MAX_BODY_BYTES
+    from audit_core.target.http_client import MAX_BODY_BYTES
 
     bomb = gzip.compress(b'{"answer": "' + b" " * (MAX_BODY_BYTES + 1024) + b'"}')
     assert len(bomb) < MAX_BODY_BYTES // 100

@@ -531,3 +531,14 @@ def test_a_key_sent_over_plain_http_to_another_machine_is_warned_about(caplog):
     said = [r.getMessage() for r in caplog.records if "plain http" in r.getMessage()]
     assert said == ["http://rag.example.com/v1: the API key is sent over plain http; anyone on the way can read it"]
     assert KEY not in caplog.text
+
+
+def test_an_answer_decompressing_past_the_cap_is_not_read_further(server, target):
+    import gzip
+
+    from audit_core.target.http_client import MAX_BODY_BYTES
+
+    bomb = gzip.compress(json.dumps(completion_body("x" * (MAX_BODY_BYTES + 1024))).encode())
+    server.script(*[Reply(body=bomb, headers={"Content-Encoding": "gzip"})] * 4)
+    with pytest.raises(BadResponse, match="larger than 32 MiB"):
+        _chat(target)
