@@ -74,7 +74,9 @@ def scrub(obj: Any) -> Any:
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            if isinstance(k, str) and _SECRET_NAME.search(k) and v not in (None, "", [], {}):
+            # a text under a secret's name; not a document whose id says "password-reset-policy" (ids are keys
+            # of results, p-values and scores: replacing those broke the PDF and lost the document's evidence)
+            if isinstance(k, str) and _SECRET_NAME.search(k) and isinstance(v, str) and v:
                 out[k] = REDACTED
             else:
                 out[scrub_text(k) if isinstance(k, str) else k] = scrub(v)
@@ -195,6 +197,12 @@ SAFE_EVIDENCE_TEXT = frozenset({
 })
 
 
+#: the beginnings of the placeholders redaction writes itself, kept as they are (any other text starting with
+#: "[" may quote the document: MBA's answers read "[Mask_1]: Amoxicillin")
+_PLACEHOLDERS = (REDACTED_WORD, REDACTED, "[text redacted;", "[reproduced run redacted",
+                 "[redacted with the document text]")
+
+
 def _redact_texts(obj: Any, key: str | None = None) -> Any:
     """``obj`` with every text that may quote a document replaced by ``REDACTED_WORD`` (numbers, flags,
     the placeholders set by the specific redactions above, and ``SAFE_EVIDENCE_TEXT`` fields kept)."""
@@ -202,7 +210,7 @@ def _redact_texts(obj: Any, key: str | None = None) -> Any:
         return {k: _redact_texts(v, k) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_redact_texts(v, key) for v in obj]
-    if isinstance(obj, str) and key not in SAFE_EVIDENCE_TEXT and obj and not obj.startswith("["):
+    if isinstance(obj, str) and key not in SAFE_EVIDENCE_TEXT and obj and not obj.startswith(_PLACEHOLDERS):
         return REDACTED_WORD
     return obj
 

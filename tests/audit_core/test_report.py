@@ -711,3 +711,25 @@ def test_pdf_names_characters_no_font_has_instead_of_drawing_empty_boxes():
     text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages)
     assert "knee [thumbs up sign]" in text
     assert report.esc("\U0001F600 é \U0001F44D") == "\U0001F600 é [thumbs up sign]"  # drawn where the font has it
+
+
+def test_a_redacted_export_hides_answers_that_begin_with_a_bracket():
+    """MBA's answers read "[Mask_1]: Amoxicillin": every text starting with "[" was kept as if a placeholder."""
+    r = _shared_result()
+    r["results"]["doc-1"]["mba"]["evidence"]["raw_answer"] = "[Mask_1]: cefalexin\n[Mask_2]: 250mg"
+    r["results"]["doc-1"]["mba"]["evidence"]["cited"] = "[1] hydrocortisone for the left forearm"
+    data = report.results_json(r, redact=True).decode()
+    assert "cefalexin" not in data and "hydrocortisone" not in data
+    assert "[text redacted; SHA-256" in data  # the placeholders redaction writes are kept
+
+
+def test_a_document_id_that_names_a_secret_is_a_document_not_a_secret():
+    """"password-reset-policy" as an id: its results were replaced by "[removed]" and the PDF failed."""
+    from pypdf import PdfReader
+
+    r = json.loads(json.dumps(make_result()).replace("doc-1", "password-reset-policy"))
+    data = json.loads(report.results_json(r, redact=False))
+    assert isinstance(data["results"]["password-reset-policy"], dict)
+    text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages)
+    assert "password-reset-policy" in text
+    assert json.loads(report.results_json({"config": {"api_key": "sk-abcdef123456"}}))["config"]["api_key"] == "[removed]"
