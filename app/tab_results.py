@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 
 import streamlit as st
+
+log = logging.getLogger(__name__)
 
 WHAT_IT_PROVES = (
     "**What a verdict means.** *member*: the target answered about your text the way RAG systems answer "
@@ -292,12 +295,21 @@ def _exports(result: dict, key: str) -> None:
     exports = st.session_state.get("exports")
     if not exports or exports.get("key") != key or exports.get("redact") != redact:
         with st.spinner("Preparing the report..."):
-            exports = {"key": key, "redact": redact, "pdf": report.pdf_report(result, redact=redact),
-                       "json": report.results_json(result, redact=redact), "csv": report.results_csv(result)}
+            exports = {"key": key, "redact": redact, "json": report.results_json(result, redact=redact),
+                       "csv": report.results_csv(result)}
+            try:  # the PDF is the most fragile of the three: its failure must not take the others with it
+                exports["pdf"] = report.pdf_report(result, redact=redact)
+            except Exception as exc:  # noqa: BLE001 -- said in place of its button; the details go to the log
+                log.exception("the PDF report could not be made")
+                exports["pdf_error"] = type(exc).__name__
         st.session_state["exports"] = exports
     c1, c2, c3 = st.columns(3)
-    c1.download_button("PDF audit report", exports["pdf"], file_name=report.export_name(result, "pdf"),
-                       mime="application/pdf", key=f"{key}-pdf")
+    if "pdf" in exports:
+        c1.download_button("PDF audit report", exports["pdf"], file_name=report.export_name(result, "pdf"),
+                           mime="application/pdf", key=f"{key}-pdf")
+    else:
+        c1.error(f"The PDF could not be made ({exports.get('pdf_error')}); this is a bug in the auditor. The JSON "
+                 "and CSV hold the same results.")
     c2.download_button("Results (JSON)", exports["json"], file_name=report.export_name(result, "json"),
                        mime="application/json", key=f"{key}-json")
     c3.download_button("Verdicts (CSV)", exports["csv"], file_name=report.export_name(result, "csv"),

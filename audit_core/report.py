@@ -557,6 +557,18 @@ def esc(text: Any) -> str:
     return _CJK_RUN.sub(lambda m: f'<font name="{_cjk_font(m.group())}">{m.group()}</font>', s)
 
 
+#: the most characters of a document id shown in a table cell: a URL of thousands of characters as an id made
+#: a row taller than a page, and the PDF (and, in the app, every export) failed; the id is whole in its
+#: document's own heading
+CELL_ID_CHARS = 120
+
+
+def cell_id(doc_id: Any) -> str:
+    """A document id for a table cell (``esc``), shortened to ``CELL_ID_CHARS`` with an ellipsis."""
+    text = "" if doc_id is None else str(doc_id)
+    return esc(text if len(text) <= CELL_ID_CHARS else text[:CELL_ID_CHARS] + "\u2026")
+
+
 def _styles() -> dict:
     from reportlab.lib import colors
     from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
@@ -886,7 +898,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         long_r5 = f", and {REWRITING_EVIDENCE}"
         for v in verdicts:  # R5's evidence is said once under the table, not in every row of the summary
             why = str(v.get("reason") or "").replace(long_r5, " (rule R5, below)")
-            rows.append([esc(v.get("doc_id")), esc(v.get("verdict")), esc(why)])
+            rows.append([cell_id(v.get("doc_id")), esc(v.get("verdict")), esc(why)])
             colors_.append(_VERDICT_COLORS.get(v.get("verdict")))
         story.append(_table(rows, [4.0 * cm, 2.4 * cm, width - 6.4 * cm], st, row_colors=colors_))
         if any(long_r5 in str(v.get("reason") or "") for v in verdicts):
@@ -953,7 +965,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         rows = [["Document", "Verdict", "Reason", "S-RAG<br/>probability", "MBA<br/>accuracy"]]
         colors_ = [None]
         for v in verdicts:
-            rows.append([esc(v.get("doc_id")), esc(v.get("verdict")), esc(v.get("reason")), _srag_cell(v, r),
+            rows.append([cell_id(v.get("doc_id")), esc(v.get("verdict")), esc(v.get("reason")), _srag_cell(v, r),
                          esc(_mba_cell(r, v))])
             colors_.append(_VERDICT_COLORS.get(v.get("verdict")))
         story.append(_table(rows, [3.0 * cm, 2.2 * cm, width - 9.8 * cm, 2.4 * cm, 2.2 * cm], st, row_colors=colors_))
@@ -1005,7 +1017,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                                                 _image(kde_png(r, m, dpi=opt.figure_dpi), width * 0.92)]
             key = kde_key(r, m)
             if key:
-                block.append(P("Marks: " + "; ".join(f"<b>{n}</b> {esc(d)} ({_fmt(sc, 3)})" for n, d, sc in key),
+                block.append(P("Marks: " + "; ".join(f"<b>{n}</b> {cell_id(d)} ({_fmt(sc, 3)})" for n, d, sc in key),
                                "small"))
             note = kde_data(r, m).note
             if note:
@@ -1028,7 +1040,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                    "(e.g. <i>sha256sum</i>) and check that it is the document audited here.", "small"))
     rows = [["Document", "SHA-256 of the text"]]
     for d in r.get("documents") or []:
-        rows.append([esc(d.get("id")), f"<font size=7>{esc(d.get('sha256'))}</font>"])
+        rows.append([cell_id(d.get("id")), f"<font size=7>{esc(d.get('sha256'))}</font>"])
     if len(rows) > 1:
         story.append(_table(rows, [4.0 * cm, width - 4.0 * cm], st))
 

@@ -569,3 +569,19 @@ def test_a_failed_audit_does_not_leave_the_previous_audit_in_the_results_tab(tmp
     assert "authentication failed" in " ".join(e.value for e in at.error)
     assert "result" not in at.session_state and not [s for s in at.subheader if s.value.startswith("Audit of")]
     assert "No results yet" in " ".join(i.value for i in at.info)
+
+
+def test_a_pdf_that_cannot_be_made_leaves_the_json_and_csv_exports(tmp_path, monkeypatch):
+    import audit_core.report
+
+    def broken(*_a, **_k):
+        raise RuntimeError("layout")
+
+    monkeypatch.setattr(audit_core.report, "pdf_report", broken)
+    at, _, run_id = _app_with_saved_audit(tmp_path, monkeypatch)
+    at.selectbox(key="history_run").set_value(run_id).run()
+    at.button(key="history_open").click().run()
+    assert not at.exception
+    exports = at.session_state["exports"]
+    assert "pdf" not in exports and exports["json"] and exports["csv"]
+    assert "The PDF could not be made (RuntimeError)" in " ".join(e.value for e in at.error)

@@ -733,3 +733,13 @@ def test_a_document_id_that_names_a_secret_is_a_document_not_a_secret():
     text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages)
     assert "password-reset-policy" in text
     assert json.loads(report.results_json({"config": {"api_key": "sk-abcdef123456"}}))["config"]["api_key"] == "[removed]"
+
+
+def test_a_document_id_thousands_of_characters_long_still_makes_a_pdf():
+    """A row taller than a page raised reportlab's LayoutError: no PDF, and in the app no export at all."""
+    from pypdf import PdfReader
+
+    long_id = "https://forum.example.org/t/" + "knee-pain-after-running-" * 200
+    r = json.loads(json.dumps(make_result()).replace("doc-1", long_id))
+    text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages)
+    assert long_id[:60] in text.replace("\n", "")
