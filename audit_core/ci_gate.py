@@ -78,12 +78,24 @@ def _method_lines(verdict: dict) -> str:
     return "\n".join(lines)
 
 
+def _xml_safe(obj: Any) -> Any:
+    """``obj`` without the control characters XML 1.0 cannot hold (an id with a vertical tab, a server's
+    message with an escape sequence): written as they are, the CI could not read its own report."""
+    from audit_core.report import _CONTROL
+
+    if isinstance(obj, dict):
+        return {_xml_safe(k): _xml_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_xml_safe(v) for v in obj]
+    return _CONTROL.sub("", obj) if isinstance(obj, str) else obj
+
+
 def junit_xml(result: dict) -> bytes:
     """The audit as a JUnit XML test suite: one case per document, and one for the collection test."""
     from audit_core.evidence.statement import collection_sentence
     from audit_core.report import scrub, target_label
 
-    clean = scrub(result)
+    clean = _xml_safe(scrub(result))
     suite_name = f"RAG provenance audit: {target_label(clean)}"
     suite = ET.Element("testsuite", name=suite_name, timestamp=str(clean.get("created") or ""))
     counts = {"tests": 0, "failures": 0, "skipped": 0}

@@ -196,7 +196,10 @@ def _rebuild(record) -> dict[str, Any]:
         "not_run": {},
         "account": {},
         "documents": [asdict(d) for d in docs],
-        "cancelled": info.status != "finished",
+        # a run that failed or stopped was not cancelled by its user: the report must not say it was
+        "cancelled": info.status == "cancelled",
+        "failures": {} if info.status in ("finished", "cancelled") else
+        {"stopped": info.error or f"the audit ended as '{info.status}' before all documents were audited"},
         "rebuilt_from_rows": True,
     }
 

@@ -309,9 +309,12 @@ def collection_test(
     d, c = _finite(documents), _finite(controls)
     dropped = (len(documents) - len(d)) + (len(controls) - len(c))
     weights = weights_kind(platt)
+    from audit_core.methods import LABELS
+
+    shown = LABELS.get(method, method)  # the note is read by the owner: "S-RAG", not "srag"
     notes = [(f"one-sided permutation test of the log-likelihood ratio of a {MIXTURE_SHARE:.0%}-member collection "
-              f"(member odds of {method}'s score from its shadow)" if weights != "savage" else
-              f"one-sided Savage (top-weighted rank) permutation test on {method}'s score (its shadow gives no "
+              f"(member odds of {shown}'s score from its shadow)" if weights != "savage" else
+              f"one-sided Savage (top-weighted rank) permutation test on {shown}'s score (its shadow gives no "
               f"increasing member odds)") + f"; controls: {CONTROL_KINDS[controls_kind]}"]
     if controls_kind == "generated":
         notes.append(GENERATED_CONTROLS_BIAS)

@@ -76,3 +76,11 @@ def test_the_gate_fails_on_evidence_and_on_request_on_undecided_documents():
     assert gate_failures(cleared, "member") == ["collection-level test: member evidence, p = 0.002 <= 0.05"]
     with pytest.raises(ValueError, match="--fail-on"):
         gate_failures(r, "found")
+
+
+def test_control_characters_in_ids_and_reasons_still_make_valid_xml():
+    r = make_result()
+    r["verdicts"][0]["doc_id"] = "doc\x0b1"
+    r["verdicts"][0]["reason"] = "the server said \x1b[31mno\x1b[0m"
+    cases = _cases(junit_xml(r))  # parsed: ParseError before
+    assert "doc1" in cases and "\x1b" not in cases["doc1"].find("failure").get("message")

@@ -605,6 +605,7 @@ def test_collection_p_value_on_a_case_with_a_known_answer():
     assert a.mean() == pytest.approx(1.0) and a[2] == a[3] and a[0] > a[2] > a[1]
     res = collection_test([0.9] * 10 + [0.8] * 10, [0.1] * 20, method="srag", controls_kind="declared")
     assert res.effect_size == 1.0 and res.p_value == pytest.approx(1 / 10000)  # tied: permutation, 9,999 draws
+    assert "on S-RAG's score" in res.note and "srag" not in res.note  # the owner reads labels
     assert collection_test([0.1] * 20, [0.9] * 20, method="srag", controls_kind="declared").p_value > 0.99
 
 

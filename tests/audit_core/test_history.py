@@ -82,7 +82,8 @@ def test_failed_run_is_rebuilt_from_rows_saved_as_they_arrived(tmp_path):
         record("a", m, Observation(m, "a"), r)
     mark_failed(store, run_id, "the target went away")
     d = load_audit(store, run_id)
-    assert d["rebuilt_from_rows"] and d["cancelled"]
+    # failed, not cancelled by its user: the report must not say the user chose to stop it
+    assert d["rebuilt_from_rows"] and not d["cancelled"] and d["failures"]["stopped"] == "the target went away"
     assert [v["doc_id"] for v in d["verdicts"]] == ["a"]  # b was never answered
     assert d["verdicts"][0]["verdict"] == "member"
     assert d["documents"] == [{"id": "a", "text": DOCS[0].text}]
@@ -181,3 +182,4 @@ def test_an_audit_another_live_process_runs_is_neither_joined_nor_deleted(tmp_pa
         other.kill()
         other.wait()
     assert resume_or_start_run(store, DOCS, "t", CONFIG)[1]  # its process gone: resumable again
+
