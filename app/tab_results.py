@@ -47,7 +47,7 @@ _CELL_NAMES = {"srag": "S-RAG probability", "mba": "MBA accuracy"}
 def _verdict_rows(result: dict) -> list[dict]:
     """One row per document: its verdict, reason, and a column for each method that ran (its score)."""
     from audit_core.methods import LABELS
-    from audit_core.report import mba_accuracy
+    from audit_core.report import mba_accuracy, mba_unanswered
 
     config = result.get("config") or {}
     ran = [m for m in config.get("methods") or [] if m not in (result.get("not_run") or {})]
@@ -60,7 +60,7 @@ def _verdict_rows(result: dict) -> list[dict]:
             shown = _fmt((methods.get(m) or {}).get("score"))
             if m == "mba":
                 acc = mba_accuracy(result, v["doc_id"])
-                shown = f"{acc[0]}/{acc[1]}" if acc else shown
+                shown = f"{acc[0]}/{acc[1]}{mba_unanswered(result, v['doc_id'])}" if acc else shown
             row[_CELL_NAMES.get(m, LABELS.get(m, m))] = _method_cell(result, m, shown) or "n/a"
         if against:  # the document's conformal p-value against the owner's own controls
             row["p against your controls"] = _fmt(against.get(v["doc_id"]), 3)
@@ -203,7 +203,7 @@ def marked_masked_text(masked_text: str, rows: list[dict]) -> str:
 
 
 def _mba_detail(result: dict, doc_id: str) -> None:
-    from audit_core.report import mba_accuracy
+    from audit_core.report import mba_accuracy, mba_unanswered
 
     res = (result.get("results") or {}).get(doc_id, {}).get("mba")
     if res is None:
@@ -219,7 +219,8 @@ def _mba_detail(result: dict, doc_id: str) -> None:
                       for x in rows], hide_index=True)
         acc = mba_accuracy(result, doc_id)
         if acc:
-            st.caption(f"{acc[0]} of {acc[1]} masked words filled in correctly.")
+            st.caption(f"{acc[0]} of {acc[1]} answered masked words filled in correctly"
+                       f"{mba_unanswered(result, doc_id)}.")
     if res.get("reason"):
         st.caption(f"MBA gave no answer: {res['reason']}")
 

@@ -645,12 +645,29 @@ def _scalar_params(d: Any, limit: int = 14) -> str:
 
 
 def mba_accuracy(result: dict, doc_id: str) -> tuple[int, int] | None:
-    """(right, masks) from MBA's evidence rows, or None when the document has no rows."""
+    """(right, answered) from MBA's evidence, or None when the document has no rows.
+
+    Out of the masks the target answered, as MBA decides (a non-answer is not a wrong fill-in); the
+    number of masks not answered is ``mba_unanswered``.
+    """
     r = method_result(result, doc_id, "mba")
-    rows = ((r or {}).get("evidence") or {}).get("rows")
+    ev = (r or {}).get("evidence") or {}
+    rows = ev.get("rows")
     if not isinstance(rows, list) or not rows:
         return None
-    return sum(1 for x in rows if isinstance(x, dict) and x.get("correct") is True), len(rows)
+    answered = ev.get("answered")
+    answered = answered if isinstance(answered, int) and 0 <= answered <= len(rows) else len(rows)
+    return sum(1 for x in rows if isinstance(x, dict) and x.get("correct") is True), answered
+
+
+def mba_unanswered(result: dict, doc_id: str) -> str:
+    """" (4 of 10 masks not answered)" when the target left masks unanswered, else ""."""
+    r = method_result(result, doc_id, "mba")
+    ev = (r or {}).get("evidence") or {}
+    rows, answered = ev.get("rows"), ev.get("answered")
+    if not isinstance(rows, list) or not isinstance(answered, int) or answered >= len(rows):
+        return ""
+    return f" ({len(rows) - answered} of {len(rows)} masks not answered)"
 
 
 #: how the app and the PDF give Verbatim's count of copied runs (``VerbatimConfig.reading``)
@@ -693,7 +710,7 @@ def _mba_cell(result: dict, v: dict) -> str:
     acc = mba_accuracy(result, v.get("doc_id"))
     info = (v.get("methods") or {}).get("mba")
     if acc is not None:
-        return _no_signal_mark(result, "mba", f"{acc[0]}/{acc[1]} right")
+        return _no_signal_mark(result, "mba", f"{acc[0]}/{acc[1]} right{mba_unanswered(result, v.get('doc_id'))}")
     if info is None:
         return "—"
     return _no_signal_mark(result, "mba", _fmt(info.get("score")) if info.get("score") is not None else "n/a")
@@ -1123,7 +1140,8 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
             out.append(_table(rows, [2.2 * cm, 4.4 * cm, width - 9.0 * cm, 2.4 * cm], st))
             acc = mba_accuracy(r, doc_id)
             if acc is not None:
-                out.append(P(f"{acc[0]} of {acc[1]} masked words filled in correctly."
+                out.append(P(f"{acc[0]} of {acc[1]} answered masked words filled in correctly"
+                             f"{mba_unanswered(r, doc_id)}."
                              + (" The words and the target's answers are redacted with the document text."
                                 if redacted else ""), "small"))
         if mba.get("reason"):

@@ -563,7 +563,7 @@ def test_redaction_hides_probed_and_masked_words_and_the_answers_to_them():
     # the evidence stays readable: probabilities and right / wrong marks
     details = shared[shared.index("Document doc-1"):]
     assert "the words are redacted with the document text" in details and "0.950" in details
-    assert "8 of 10 masked words filled in correctly" in details and "✓ right" in details and "✗ wrong" in details
+    assert "8 of 10 answered masked words filled in correctly" in details and "✓ right" in details and "✗ wrong" in details
     data = report.results_json(r, redact=True).decode()
     for word in secret:
         assert word not in data, word
@@ -743,3 +743,20 @@ def test_a_document_id_thousands_of_characters_long_still_makes_a_pdf():
     r = json.loads(json.dumps(make_result()).replace("doc-1", long_id))
     text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages)
     assert long_id[:60] in text.replace("\n", "")
+
+
+def test_mbas_accuracy_is_shown_out_of_the_masks_answered_as_mba_decides():
+    """10 masks, 5 not answered, 3 right: MBA decided on 3/5, the report said 3/10."""
+    r = make_result()
+    ev = r["results"]["doc-1"]["mba"]["evidence"]
+    for i, row in enumerate(ev["rows"]):
+        row["correct"] = i < 3
+        if i >= 5:
+            row["predicted"] = None
+    ev["answered"] = 5
+    assert report.mba_accuracy(r, "doc-1") == (3, 5)
+    assert report.mba_unanswered(r, "doc-1") == " (5 of 10 masks not answered)"
+    from pypdf import PdfReader
+
+    text = " ".join("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages).split())
+    assert "3/5 right" in text and "3 of 5 answered masked words filled in correctly (5 of 10 masks not" in text
