@@ -311,7 +311,7 @@ def decision_text(decision: bool | None) -> str:
 
 
 def results_csv(result: dict) -> str:
-    """One row per document: id, verdict, reason, combined score, then score / decision / reason per method.
+    """One row per document: id, verdict, reason, the deciding method's score, then score / decision / reason per method.
 
     Scores are written with full precision (``repr``); an empty cell means
     no score. Method columns are empty when the method was not configured.
@@ -418,7 +418,7 @@ def explain_verdict(verdict: dict) -> str:
     detail = " ".join(_method_sentence(m, info or {}) for m, info in methods.items())
     if kind == "member":
         head = (f"The audit found evidence that “{doc}” is in the target's knowledge base "
-                f"(combined score {_fmt(verdict.get('score'))}; {reason}).")
+                f"(score {_fmt(verdict.get('score'))} from the method that decided; {reason}).")
         how = ("The target reacts to this text more strongly than to almost all of your never-published "
                "controls (rule R0: the rate is set on your own kind of text)." if "against your" in reason else
                "The target reacts to this text the way our shadow RAG reacts to documents it holds.")
@@ -426,7 +426,7 @@ def explain_verdict(verdict: dict) -> str:
                 "text in the model's own training data, can produce the same signal.")
     elif kind == "not found":
         head = (f"The audit found no evidence that “{doc}” is in the target's knowledge base "
-                f"(combined score {_fmt(verdict.get('score'))}; {reason}).")
+                f"(score {_fmt(verdict.get('score'))} from the method that decided; {reason}).")
         tail = ("This is not proof of absence: the target may hold the document yet not retrieve it for our "
                 "probes, or a defence may hide it. It means only that the target did not behave as RAG systems "
                 "behave with documents they hold.")
@@ -938,8 +938,9 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         f"{n_docs} document(s) were audited against <b>{esc(target)}</b>. The target received "
         f"{int(acc.get('queries', 0) or 0)} queries ({int(acc.get('failures', 0) or 0)} failed, "
         f"{int(acc.get('retries', 0) or 0)} retries), using {int(acc.get('prompt_tokens', 0) or 0)} prompt "
-        f"tokens and {int(acc.get('completion_tokens', 0) or 0)} completion tokens. Queries contain parts of "
-        "the documents, as the methods require; nothing else about you was sent."))
+        f"tokens and {int(acc.get('completion_tokens', 0) or 0)} completion tokens. Queries contain the "
+        "documents' text, in part or (for some methods, such as RAG-MIA) whole, as the methods require; nothing "
+        "else about you was sent."))
     if freshness_sentence(r):
         story.append(P(esc(freshness_sentence(r))))
     caps = r.get("capabilities") or {}
