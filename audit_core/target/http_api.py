@@ -108,8 +108,9 @@ _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _METHODS = ("POST", "PUT", "PATCH", "GET")
 #: same-origin redirects followed before giving up
 MAX_REDIRECTS = 3
-#: how much of a server's error text is quoted in our messages
+#: how much of a server's error text is quoted in our messages, and how much of an error body is read for it
 _MAX_QUOTED_CHARS = 300
+_ERROR_BODY_BYTES = 64 * 1024
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
@@ -418,8 +419,7 @@ class HttpTarget(RetryingConnector, Target):
                         url = self._follow(url, resp)
                         continue
                     if resp.status_code >= 400:
-                        resp.read()
-                        raise _Failed(self._status_error(resp))
+                        raise _Failed(self._status_error(resp, self._error_text(resp)))
                     kind = resp.headers.get("content-type", "").lower()
                     if c.stream and kind.startswith("text/event-stream"):
                         return self._from_events(list(self._events(resp, deadline)))
@@ -600,10 +600,20 @@ class HttpTarget(RetryingConnector, Target):
         """What the retry loop (RetryingConnector) does with a failure of ``_exchange``."""
         return exc.attempt if isinstance(exc, _Failed) else None
 
-    def _status_error(self, resp: httpx.Response) -> _Attempt:
+    def _error_text(self, resp: httpx.Response) -> str:
+        """The start of an error response's body, enough to quote: the rest is not read (an error body can
+        be a decompression bomb as well as an answer)."""
+        head = b""
+        for chunk in resp.iter_bytes():
+            head += chunk
+            if len(head) >= _ERROR_BODY_BYTES:
+                break
+        return head[:_ERROR_BODY_BYTES].decode("utf-8", "replace")
+
+    def _status_error(self, resp: httpx.Response, text: str) -> _Attempt:
         """An HTTP error status -> the typed error, retryable when retry_on lists it."""
         status = resp.status_code
-        said = self._scrub(resp.text.strip())[:_MAX_QUOTED_CHARS]  # scrubbed before it is cut
+        said = self._scrub(text.strip())[:_MAX_QUOTED_CHARS]  # scrubbed before it is cut
         quote = f": {said}" if said else ""
         if status in (401, 403):
             err: TargetError = AuthenticationFailed(f"the key was rejected by {self.url} (HTTP {status}){quote}")

@@ -462,3 +462,27 @@ def test_a_key_echoed_across_streamed_events_is_not_kept():
         srv.script(*[_sse(events)] * 3, path="/ask")
         with pytest.raises(BadResponse, match="echoed a secret in pieces"):
             HttpTarget(cfg, ENV).complete(_chat())
+
+
+def test_an_error_body_is_read_only_as_far_as_it_is_quoted():
+    """An error body was read whole: a gzip bomb there filled memory as one in an answer did."""
+    import tracemalloc
+    import zlib
+
+    from audit_core.target.http_client import MAX_BODY_BYTES
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip; 512 MiB of x compress to about 0.5 MiB
+    bomb = packer.compress(b"engine overloaded ") + b"".join(packer.compress(b"x" * 2 ** 20) for _ in range(512))
+    bomb += packer.flush()
+    with FakeOpenAIServer() as srv:
+        srv.script(*[Reply(status=503, body=bomb, headers={"Content-Encoding": "gzip"})] * 6, path="/ask")
+        target = _scripted(srv)
+        tracemalloc.start()
+        try:
+            with pytest.raises(ServerError, match="HTTP 503: engine overloaded x"):
+                target.complete(_chat())
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        # one network chunk may decode to tens of MiB; the whole body would be 512 MiB
+        assert peak < 8 * MAX_BODY_BYTES
