@@ -35,19 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from audit_core.methods import METHODS, suggested_methods, unchosen_source_methods  # noqa: E402
-
-
-def _label(name: str) -> str:
-    """A method as users know it ("S-RAG"), in the lines that report on it."""
-    from audit_core.methods import LABELS
-
-    return LABELS.get(name, name)
+from audit_core.methods import METHODS, method_label, suggested_methods, unchosen_source_methods  # noqa: E402
 
 
 def _named(name: str) -> str:
     """A method's label with the name --method takes ("S-RAG (srag)"), where the user may act on it."""
-    label = _label(name)
+    label = method_label(name)
     return label if label == name else f"{label} ({name})"
 
 
@@ -382,10 +375,10 @@ def _print_power(method_power: dict, fpr: float) -> None:
     for name, mp in method_power.items():
         if mp.get("decides"):
             pw = "n/a" if mp.get("power") is None else f"{mp['power']:.2f}"
-            print(f"{_label(name)}: decides at a {fpr:.0%} false-positive rate; shadow power (TPR) {pw}; "
+            print(f"{method_label(name)}: decides at a {fpr:.0%} false-positive rate; shadow power (TPR) {pw}; "
                   f"\"not found\" for shadow non-members: {cleared_text(mp)}", file=sys.stderr)
         else:
-            print(f"{_label(name)}: abstains: {mp.get('reason')}", file=sys.stderr)
+            print(f"{method_label(name)}: abstains: {mp.get('reason')}", file=sys.stderr)
 
 
 def cmd_audit(args) -> int:
@@ -544,11 +537,11 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
     if run_id is not None:
         saved = history.save_audit(store, run_id, saved, resumed)
     for name, why in result.not_run.items():
-        print(f"note: {_label(name)} not run: {why}", file=sys.stderr)
+        print(f"note: {method_label(name)} not run: {why}", file=sys.stderr)
     for name, why in result.no_signal.items():
         sent = "its queries were sent (--run-without-signal) but it does not vote" if name in cfg.run_without_signal \
             else "none of its queries were sent (--run-without-signal to send them anyway)"
-        print(f"note: {_label(name)}: {why}; {sent}", file=sys.stderr)
+        print(f"note: {method_label(name)}: {why}; {sent}", file=sys.stderr)
     _print_collection(result.collection)
     _print_power(result.to_json()["method_power"], cfg.fpr)
     for v in result.verdicts:
@@ -569,7 +562,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         print(note, file=sys.stderr)
     for name, cal in result.calibrations.items():
         if cal.shadow_auc is not None:
-            print(f"shadow validation AUC of {_label(name)}: {cal.shadow_auc:.3f}", file=sys.stderr)
+            print(f"shadow validation AUC of {method_label(name)}: {cal.shadow_auc:.3f}", file=sys.stderr)
     acc = result.account
     cached = f", answered from the store: {target.cache_hits}" if store is not None else ""
     print(f"target queries: {acc['queries']} (failed {acc['failures']}){cached}, tokens: "

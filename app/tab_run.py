@@ -301,9 +301,9 @@ def _now_line(job) -> str:
 
 
 def _label(m: str) -> str:
-    from audit_core.methods import LABELS
+    from audit_core.methods import method_label
 
-    return LABELS.get(m, m)
+    return method_label(m)
 
 
 def _finish(job) -> None:

@@ -44,10 +44,10 @@ _LABEL_HEIGHTS = (0.98, 0.90, 0.82, 0.74)
 
 
 def method_label(method: str) -> str:
-    """Display name of a method ("srag" -> "S-RAG"); unknown names are shown as given."""
-    from audit_core.methods import LABELS
+    """Display name of a method (``audit_core.methods.method_label``)."""
+    from audit_core.methods import method_label as label
 
-    return LABELS.get(method, method)
+    return label(method)
 
 
 # --------------------------------------------------------------------------- reading the dict

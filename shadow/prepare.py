@@ -176,13 +176,6 @@ def build_shadow_rag(cfg: ShadowConfig, kb: Sequence[Document], progress: Progre
     return RagSystem(list(kb), rc, embedded)
 
 
-def _label(name: str) -> str:
-    """A method's label in progress lines (users read "S-RAG", not "srag")."""
-    from audit_core.methods import LABELS
-
-    return LABELS.get(name, name)
-
-
 def prepare_shadow(
     methods: Sequence[MembershipMethod],
     cfg: ShadowConfig | None = None,
@@ -199,6 +192,7 @@ def prepare_shadow(
     it), else from probing. ``calibrate=False`` only gathers observations
     (the build script of the shipped preparation).
     """
+    from audit_core.methods import method_label
     from shadow.corpus import corpus_hash, split_members
     from shadow.shipped import load_shipped_preparation
 
@@ -252,7 +246,7 @@ def prepare_shadow(
             rnd = random.Random(cfg.seed + 1)
             mem_docs = rnd.sample(list(kb), min(n_m, len(kb)))
             non_docs = rnd.sample(list(outside), min(n_n, len(outside)))
-            stage = f"{_label(method.name)}: probing the shadow"
+            stage = f"{method_label(method.name)}: probing the shadow"
             total = len(mem_docs) + len(non_docs)
             done = [0]
 
@@ -274,13 +268,13 @@ def prepare_shadow(
             prep.seconds[method.name] = time.time() - t0
             continue
         if progress:
-            progress(f"{_label(method.name)}: calibrating", 0, 1)
+            progress(f"{method_label(method.name)}: calibrating", 0, 1)
         prep.calibrations[method.name] = _calibrate(method, mem, non, folder)
         note = mirror_note(method, cfg)
         if note is not None:
             prep.calibrations[method.name].params["mirror"] = note
         if progress:
-            progress(f"{_label(method.name)}: calibrating", 1, 1)
+            progress(f"{method_label(method.name)}: calibrating", 1, 1)
         prep.seconds[method.name] = time.time() - t0
     return prep
 

@@ -141,6 +141,11 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
 LABELS: dict[str, str] = {n: s.label for n, s in METHODS.items()}
 
 
+def method_label(method: str) -> str:
+    """Display name of a method ("srag" -> "S-RAG"); unknown names are shown as given."""
+    return LABELS.get(method, method)
+
+
 def suggested_methods(logprobs: bool, sources: bool = False) -> list[str]:
     """The methods the app proposes for a target that returns token logprobs, or one that returns text only.
 

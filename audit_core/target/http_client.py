@@ -24,6 +24,7 @@ from __future__ import annotations
 import socket
 import threading
 from typing import Any, Iterable, Iterator
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -41,9 +42,10 @@ _CONNECTED = ("connection.connect_tcp.complete", "connection.connect_unix_socket
 class Deadline:
     """A timer that shuts the socket of the exchange it watches after ``seconds``.
 
-    Use as a context manager around one exchange, passing ``trace`` as the
-    request's ``extensions={"trace": deadline.trace}``. ``expired`` says
-    whether it fired (the exchange's error is then a late answer).
+    Use as a context manager around one exchange, made current for the thread
+    (``current_deadline``) so that the client's request hook (``attach_current``)
+    gives the request its ``trace``. ``expired`` says whether it fired (the
+    exchange's error is then a late answer).
     """
 
     def __init__(self, seconds: float) -> None:
@@ -113,8 +115,6 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 def is_loopback(url: str) -> bool:
     """Whether ``url`` names this machine."""
-    from urllib.parse import urlsplit
-
     try:
         host = (urlsplit(url).hostname or "").lower()
     except ValueError:
