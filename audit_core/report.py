@@ -271,10 +271,13 @@ def csv_cell(value: Any) -> str:
 
     Document ids and reasons come from users and targets; a cell starting
     with ``=``, ``+``, ``-``, ``@`` (or a tab / carriage return) is prefixed
-    with an apostrophe, the usual neutralisation of CSV injection.
+    with an apostrophe, the usual neutralisation of CSV injection. Leading
+    spaces and line breaks are looked through: a spreadsheet that trims them
+    on import (LibreOffice's "trim spaces") would otherwise run `` =cmd``.
     """
     s = "" if value is None else str(value)
-    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+    first = s.lstrip(" \t\r\n\v\f\u00a0")[:1]
+    return "'" + s if s[:1] in ("\t", "\r") or first in ("=", "+", "-", "@") else s
 
 
 # --------------------------------------------------------------------------- JSON / CSV
@@ -375,12 +378,14 @@ def freshness_sentence(result: dict) -> str:
     policy = ("only answers given during this audit could be reused (a request repeated within it, or the "
               "part an interrupted audit had already asked)" if days is None
               else f"answers received within {days} day(s) before the audit could be reused")
-    reused, sent = int(f.get("reused") or 0), int(f.get("sent") or 0)
+    reused, probe = int(f.get("reused") or 0), int(f.get("probe") or 0)
+    sent = int(f.get("sent") or 0) + probe  # as the account counts them: the capability probe's requests too
     when = ""
     if reused and f.get("oldest_reused"):
         oldest, newest = str(f["oldest_reused"])[:16].replace("T", " "), str(f["newest_reused"])[:16].replace("T", " ")
         when = f", received {oldest} UTC" + ("" if oldest == newest else f" to {newest} UTC")
-    return (f"Answers reused from earlier requests: {reused}{when}; requests sent during this audit: {sent}. "
+    of_them = f" ({probe} of them the capability probe, always asked anew)" if probe else ""
+    return (f"Answers reused from earlier requests: {reused}{when}; requests sent during this audit: {sent}{of_them}. "
             f"Policy: {policy}.")
 
 

@@ -760,3 +760,12 @@ def test_mbas_accuracy_is_shown_out_of_the_masks_answered_as_mba_decides():
 
     text = " ".join("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages).split())
     assert "3/5 right" in text and "3 of 5 answered masked words filled in correctly (5 of 10 masks not" in text
+
+
+@pytest.mark.parametrize("text, neutralised", [
+    ("=cmd", True), (" =cmd", True), ("\n\t@SUM(A1)", True), ("\u00a0+1", True), ("\tx", True),
+    ("plain id", False), ("a=b", False), ("", False), ("  spaced", False),
+])
+def test_csv_cell_looks_through_leading_spaces(text, neutralised):
+    """A spreadsheet that trims cells on import would run `` =cmd``: it gets the apostrophe too."""
+    assert report.csv_cell(text) == ("'" + text if neutralised else text)
