@@ -16,7 +16,10 @@ request, which is small beside a model's answer.
 **Proxies.** httpx honours HTTP_PROXY / ALL_PROXY from the environment. For a
 target on this machine (127.0.0.1, localhost, ::1) a proxy is never what the
 user meant, and it would receive the key in plain text: such targets ignore the
-environment's proxy settings. A proxy setting httpx cannot use (a socks5 proxy
+environment's proxy settings. So does every plain ``http://`` target: a proxy
+forwards such a request whole, key and documents included, so it would be a
+host the user never named for the key (an ``https://`` request only passes
+through a proxy's tunnel, encrypted end to end, and keeps the proxy). A proxy setting httpx cannot use (a socks5 proxy
 without its package, an ftp:// proxy) is said in plain words (``client_error``).
 """
 from __future__ import annotations
@@ -126,7 +129,7 @@ def client_options(url: str) -> dict[str, Any]:
     """The httpx.Client settings every connector uses for ``url`` (see the module docstring); redirects are
     the connectors' to follow (httpx would carry custom key headers to any host)."""
     return {"follow_redirects": False, "limits": NO_KEEPALIVE, "event_hooks": {"request": [attach_current]},
-            "trust_env": not is_loopback(url)}
+            "trust_env": urlsplit(url).scheme.lower() == "https" and not is_loopback(url)}
 
 
 def client_error(exc: Exception) -> ValueError:

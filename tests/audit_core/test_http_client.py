@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from audit_core.target.base import ChatRequest, Unreachable
+from audit_core.target.base import ChatRequest, TargetError, Unreachable
 
 REQUEST = ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=4)
 
@@ -105,6 +105,30 @@ def test_a_target_on_this_machine_ignores_the_environments_proxy(monkeypatch):
             assert OpenAITarget(srv.base_url, "m", "sk-loopback-key-123", timeout_s=5).complete(REQUEST).text == "fine"
             assert _http(f"http://127.0.0.1:{srv.port}").config.url  # built without error
         assert proxied == []
+    finally:
+        proxy.close()
+
+
+def test_a_plain_http_target_elsewhere_never_goes_through_the_environments_proxy(monkeypatch):
+    """A proxy forwards a plain-http request whole: the key went to a host the user never named for it."""
+    from audit_core.target.http_client import client_options
+    from audit_core.target.openai_compat import OpenAITarget
+
+    proxied: list[bytes] = []
+    proxy = TrickleServer(b"", drip=b"")
+    proxy._one = lambda conn: (proxied.append(conn.recv(65536)), conn.close())
+    try:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+            monkeypatch.setenv(name, proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        target = OpenAITarget("http://10.255.255.1:9/v1", "m", "sk-plain-http-key-123", timeout_s=1, max_retries=0)
+        with pytest.raises(TargetError):  # unreachable, or whatever a sandbox's network answers in its place
+            target.complete(REQUEST)
+        assert proxied == []
+        # an https request only passes through the proxy's tunnel: the environment's setting is kept there
+        assert client_options("https://api.example.com/v1")["trust_env"] is True
+        assert client_options("HTTP://api.example.com/v1")["trust_env"] is False
     finally:
         proxy.close()
 
