@@ -265,16 +265,11 @@ def _unsendable_key(names) -> str | None:
 
 
 def _print_freshness(freshness: dict) -> None:
-    """How many stored answers were used instead of sending, and when they were received."""
-    if not freshness:
-        return
-    days = freshness.get("policy_days")
-    policy = "this audit's own answers only" if days is None else f"answers received within {days} day(s)"
-    when = ""
-    if freshness.get("reused"):
-        when = f", received {freshness['oldest_reused'][:19]} to {freshness['newest_reused'][:19]} UTC"
-    print(f"answers reused: {freshness.get('reused', 0)}{when} (policy: {policy}); sent: "
-          f"{freshness.get('sent', 0)}", file=sys.stderr)
+    """How many stored answers were used instead of sending, and when they were received (the report's sentence)."""
+    from audit_core.report import freshness_sentence
+
+    if freshness:
+        print(freshness_sentence({"freshness": freshness}), file=sys.stderr)
 
 
 def _audit_config(args):

@@ -108,13 +108,18 @@ class AuditResult:
         }
 
 
-def freshness_of(target: Target) -> dict:
-    """The freshness account of a target: a caching target's own, else nothing was reused."""
+def freshness_of(target: Target, probe: int = 0) -> dict:
+    """The freshness account of a target: a caching target's own, else nothing was reused.
+
+    ``probe`` is how many requests the capability probe sent (always asked anew,
+    never stored): the report adds them to "sent", so that its count agrees with
+    the account of queries the target received.
+    """
     own = getattr(target, "freshness", None)
     if callable(own):
-        return own()
-    return {"policy_days": None, "reused": 0, "sent": target.account.as_dict().get("queries", 0),
-            "oldest_reused": None, "newest_reused": None}
+        return {**own(), "probe": probe}
+    return {"policy_days": None, "reused": 0, "sent": max(0, target.account.as_dict().get("queries", 0) - probe),
+            "oldest_reused": None, "newest_reused": None, "probe": probe}
 
 
 def config_dict(cfg: AuditConfig) -> dict:
@@ -407,6 +412,8 @@ def run_audit(
     if capabilities is None and progress:
         progress(CAPABILITY_STAGE, 0, 1)
     caps = capabilities or target.capabilities()
+    # all this target has sent so far is the capability probe (here or by the caller that passed ``capabilities``)
+    probe_sent = target.account.queries
     if capabilities is None and progress:
         progress(CAPABILITY_STAGE, 1, 1)
     if not caps.reachable:
@@ -450,7 +457,7 @@ def run_audit(
         # the last document's verdict comes with the final result, unless controls are probed first
         if on_document is not None and stopped is None and (i + 1 < len(docs) or controls):
             on_document(_result(target, created, cfg, caps, verdicts, results, observations, cal, docs,
-                                cancelled, stopped))
+                                cancelled, stopped, probe=probe_sent))
         if stopped is not None:
             break
     if progress and not cancelled and stopped is None:
@@ -480,12 +487,12 @@ def run_audit(
         verdicts = [decide_with_controls(v.doc_id, list(results[v.doc_id].values()), collection, cfg.verdict)
                     for v in verdicts]
     return _result(target, created, cfg, caps, verdicts, results, observations, cal, docs, cancelled, stopped,
-                   collection)
+                   collection, probe=probe_sent)
 
 
 def _result(target: Target, created: str, cfg: AuditConfig, caps: Capabilities, verdicts: list[Verdict],
             results: dict, observations: dict, cal: Calibrated, docs: Sequence[Document], cancelled: bool,
-            stopped: str | None, collection: dict | None = None) -> AuditResult:
+            stopped: str | None, collection: dict | None = None, probe: int = 0) -> AuditResult:
     """The audit result as it stands (copies of the growing containers, so a caller may keep it)."""
     return AuditResult(
         target=target.name,
@@ -501,7 +508,7 @@ def _result(target: Target, created: str, cfg: AuditConfig, caps: Capabilities, 
         documents=[d for d in docs if d.id in results],
         cancelled=cancelled,
         failures=failure_summary(results, observations, target.account.as_dict(), len(docs), stopped),
-        freshness=freshness_of(target),
+        freshness=freshness_of(target, probe),
         no_signal=cal.no_signal,
         finished=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         collection=collection or {},

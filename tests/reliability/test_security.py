@@ -464,14 +464,19 @@ def test_cli_second_audit_asks_again_and_the_json_and_pdf_say_what_was_reused(re
             sent.append(len([b for b in srv.chat_requests() if record_of(b) is not None]))
     first, second, third = (json.loads(p.read_text()) for p in outs)
     assert sent[0] == sent[1] == 6  # the second audit asked every question again
+    probe = second["freshness"].pop("probe")
     assert second["freshness"] == {"policy_days": None, "reused": 0, "sent": 6, "oldest_reused": None,
                                    "newest_reused": None}
+    # the capability probe is counted where the account counts it: the report's total is the account's
+    assert probe >= 1 and second["account"]["queries"] == 6 + probe
+    second["freshness"]["probe"] = probe
     assert sent[2] == 0  # within 7 days: reused, and said so
     f = third["freshness"]
     assert (f["policy_days"], f["reused"], f["sent"]) == (7, 6, 0) and f["oldest_reused"] <= f["newest_reused"]
-    assert "answers reused: 6, received" in run.stderr
-    text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf_report(second))).pages)
-    assert "Answers reused from earlier requests: 0" in " ".join(text.split())
+    assert "Answers reused from earlier requests: 6, received" in run.stderr
+    text = " ".join("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf_report(second))).pages).split())
+    assert "Answers reused from earlier requests: 0" in text
+    assert f"requests sent during this audit: {6 + probe} ({probe} of them the capability probe" in text
 
 
 # --------------------------------------------------------------------------- 3 (app). History: confirm, never a running audit
