@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 
 def format_duration(seconds: float) -> str:
@@ -84,3 +86,31 @@ class ProgressClock:
             return f"{head} · done"
         left = self.seconds_left(stage)
         return f"{head} · " + ("measuring the rate..." if left is None else f"about {format_duration(left)} left")
+
+
+# --------------------------------------------------------------------------- steps inside one call
+
+_steps: ContextVar[Callable[[int, int], None] | None] = ContextVar("rpa_progress_steps", default=None)
+
+
+@contextmanager
+def steps_of(report: Callable[[int, int], None] | None) -> Iterator[None]:
+    """Within this block, ``step(done, total)`` reaches ``report``.
+
+    For a stage that is one call to a method (S-RAG's calibration: k fold
+    classifiers and a final one, up to ``time_limit_s`` each) the caller knows
+    the stage and the method knows its steps; without this the stage read
+    0 / 1 for minutes, with no time left.
+    """
+    token = _steps.set(report)
+    try:
+        yield
+    finally:
+        _steps.reset(token)
+
+
+def step(done: int, total: int) -> None:
+    """Report ``done`` of ``total`` steps to the enclosing ``steps_of``; nothing outside one."""
+    report = _steps.get()
+    if report is not None:
+        report(done, total)

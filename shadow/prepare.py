@@ -30,6 +30,7 @@ from typing import Callable, Sequence
 from audit_core.documents import Document
 from audit_core.methods.base import Calibration, MembershipMethod, Observation
 from audit_core.models import cache_dir
+from audit_core.progress import steps_of
 
 log = logging.getLogger(__name__)
 
@@ -267,14 +268,23 @@ def prepare_shadow(
         if not calibrate:
             prep.seconds[method.name] = time.time() - t0
             continue
-        if progress:
-            progress(f"{method_label(method.name)}: calibrating", 0, 1)
-        prep.calibrations[method.name] = _calibrate(method, mem, non, folder)
+        cal_stage = f"{method_label(method.name)}: calibrating"
+        finished = [False]
+
+        def cal_step(done: int, total: int) -> None:
+            finished[0] = done >= total
+            if progress:
+                progress(cal_stage, done, total)
+
+        cal_step(0, 1)
+        # a method that fits several models (S-RAG: a classifier per fold, then the final one) counts them
+        with steps_of(cal_step):
+            prep.calibrations[method.name] = _calibrate(method, mem, non, folder)
         note = mirror_note(method, cfg)
         if note is not None:
             prep.calibrations[method.name].params["mirror"] = note
-        if progress:
-            progress(f"{method_label(method.name)}: calibrating", 1, 1)
+        if not finished[0]:
+            cal_step(1, 1)
         prep.seconds[method.name] = time.time() - t0
     return prep
 

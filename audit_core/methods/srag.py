@@ -664,14 +664,19 @@ class SragMethod(MembershipMethod):
 
     def _prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
         from audit_core.evidence.calibration import oof_predictions
+        from audit_core.progress import step
 
         df, labels = self._training_frame(members, nonmembers)
         y = np.asarray(labels)
         folds = int(min(SRAG_CV_FOLDS, (y == 1).sum(), (y == 0).sum()))
         oof = None
+        fitted = [0]  # the k fold classifiers, then the final one: the calibration stage's steps
         if self.config.scorer != "mean_probability":
             def fit_predict(train_idx, test_idx):
+                step(fitted[0], folds + 1)
                 fold_model = train_predictor(df.iloc[train_idx], self.config)
+                fitted[0] += 1
+                step(fitted[0], folds + 1)
                 return member_probability(fold_model, df.iloc[test_idx].drop(columns=["member"]))
 
             oof = oof_predictions(len(df), labels, fit_predict, folds=folds, seed=self.config.seed)
@@ -679,6 +684,7 @@ class SragMethod(MembershipMethod):
         if cal.params["scorer"] == "autogluon":
             cal.model = train_predictor(df, self.config)
             cal.params["best_model"] = _best_model_name(cal.model)
+            step(folds + 1, folds + 1)
         return cal
 
     def _calibration(self, df, labels: Sequence[int], classifier_oof: np.ndarray | None, folds: int) -> Calibration:

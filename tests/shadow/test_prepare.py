@@ -75,8 +75,15 @@ def test_a_cached_srag_calibration_refits_only_the_final_model(tmp_path, monkeyp
     method = srag.SragMethod()
     monkeypatch.setattr(method, "features", lambda o: (o.data["f"], None, []))
 
-    first = prepare._calibrate(method, obs[:30], obs[30:], tmp_path)
+    from audit_core.progress import steps_of
+
+    steps: list[tuple[int, int]] = []
+    with steps_of(lambda done, total: steps.append((done, total))):
+        first = prepare._calibrate(method, obs[:30], obs[30:], tmp_path)
     assert fits == [48] * 5 + [60]
+    # the calibration stage counts its six fits (it read 0 / 1 for minutes, with no time left)
+    assert steps[-1] == (6, 6) and {t for _, t in steps} == {6}
+    assert sorted({d for d, _ in steps}) == [0, 1, 2, 3, 4, 5, 6]
     fits.clear()
     again = prepare._calibrate(method, obs[:30], obs[30:], tmp_path)
     assert fits == [60]  # the final model only
