@@ -244,8 +244,10 @@ def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | No
             # target without them: no refused request per document, and its shadow is probed
             # the same way (the preparation key includes the flag)
             mc.use_logprobs = False
-        if m.requires_logprobs and caps.max_top_logprobs and hasattr(mc, "top_logprobs"):
-            # the shadow is probed with the target's cap: the preparation key includes it
+        reads_logprobs = m.requires_logprobs or getattr(mc, "use_logprobs", False)
+        if reads_logprobs and caps.max_top_logprobs and hasattr(mc, "top_logprobs"):
+            # the shadow is probed with the target's cap (so RAG-MIA's and DCMI's P(yes) sum the same
+            # alternatives on both): the preparation key includes it
             mc.top_logprobs = min(mc.top_logprobs, caps.max_top_logprobs)
         runnable.append(m)
     if progress:

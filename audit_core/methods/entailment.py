@@ -98,7 +98,7 @@ class EntailmentMethod(QuestionMethod):
     version = "1"
     #: 2, session 48: non-answers are no score; 3, session 49: a reply that opens as a
     #: non-answer (in any of nine languages) is "I don't know", even after a leading "no"
-    scoring_revision = "3"
+    scoring_revision = "4"  # session 51: "No idea" is "I don't know", not "no"
     kind = "broad"
 
     @property

@@ -48,7 +48,7 @@ class InterrogationMethod(QuestionMethod):
     version = "1"
     #: 2, session 48: non-answers are no score; 3, session 49: a reply that opens as a
     #: non-answer (in any of nine languages) is "I don't know", even after a leading "no"
-    scoring_revision = "3"
+    scoring_revision = "4"  # session 51: "No idea" is "I don't know", not "no"
     kind = "yes_no"
     suffix = YES_NO_SUFFIX
     words_per_question = 15  # a question restates about one sentence

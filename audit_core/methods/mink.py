@@ -6,6 +6,11 @@ tokens, as returned in ``logprobs``). A system that has the document in its
 retrieved context continues it confidently, so even its least likely tokens
 are likely: the raw value is closer to 0 for members.
 
+The mean follows Shi et al.; MBA's section 5.4.2 says "the sum" of those
+log-probabilities. A sum grows with the continuation's length, which differs
+per document here (up to 64 tokens, fewer for short documents), so it would
+rank documents by length as much as by confidence: the mean is kept.
+
 Score in [0, 1]: ``exp(raw)``, the geometric mean probability of those
 k% tokens -- monotonic in the raw value, so thresholds and AUC are the same
 on either scale; the raw value is kept in the evidence.

@@ -64,10 +64,10 @@ def answer_value(resp: dict | None) -> tuple[float | None, str]:
 
 class PerturbationMethod(ThresholdTextMethod):
     name = "perturbation"
-    version = "1"
+    version = "2"  # session 51: the antonym list keeps to adjectives and adverbs
     #: 2, session 48: non-answers are no score; 3, session 49: a reply that opens as a
     #: non-answer (in any of nine languages) is "I don't know", even after a leading "no"
-    scoring_revision = "3"
+    scoring_revision = "4"  # session 51: "No idea" is unsure, not "no"
     min_words = 5
 
     def __init__(self, config: PerturbationConfig | None = None) -> None:

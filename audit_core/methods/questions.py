@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Sequence
 
 from audit_core.evidence.answers import non_answer
-from audit_core.methods.rag_mia import parse_yes_no
+from audit_core.methods.rag_mia import HEDGE, parse_yes_no
 from audit_core.methods.text_edits import key_phrase, perturb_antonyms, statements
 
 #: bump when the rules change: cached questions of older rules are not reused
@@ -68,14 +68,14 @@ def read_answer(text: str) -> str:
     """yes / no / idk ("I don't know", a hedge or a refusal) / empty / other.
 
     A reply that opens as a non-answer (``evidence.answers.non_answer``, in any
-    of its languages) is "idk"; else a leading yes or no commits ("No, I don't
+    of its languages) or as RAG-MIA's hedge ("No idea", "No way to tell") is "idk"; else a leading yes or no commits ("No, I don't
     know that" is no); otherwise a hedge or refusal anywhere makes it "idk"; otherwise RAG-MIA's yes/no reader
     decides; an answer that commits to neither is "other".
     """
     t = text.strip()
     if not t or not re.search(r"\w", t):
         return EMPTY
-    if non_answer(t):  # before the leading no: "No lo sé" is "I don't know", "No information" a hedge
+    if non_answer(t) or HEDGE.match(t.lower()):  # before the leading no: "No lo sé", "No idea" are no "no"
         return IDK
     first = re.findall(r"[a-z]+", t.lower())[:1]
     if first and first[0] in ("yes", "no"):

@@ -30,7 +30,8 @@ _NEG_PHRASE = re.compile(
     r"(?:appear|appears|present|included|in the context|part of|mentioned|found)\b"
 )
 _POS_PHRASE = re.compile(r"\b(?:does appear|appears in|is present|is included|is part of|is in the context)\b")
-_HEDGE = re.compile(r"^\s*no\s+(?:idea|way\s+to\s+(?:know|tell|say))\b")
+#: a reply that opens with "no" without answering it ("No idea", "No way to tell"); read on lower-cased text
+HEDGE = re.compile(r"^\s*no\s+(?:idea|way\s+to\s+(?:know|tell|say))\b")
 _UNSURE = re.compile(r"\b(?:not sure|unsure|uncertain|cannot|can't|unable|don't know|do not know|not certain"
                      r"|not able|impossible|(?:can|could) not|couldn't|no way to)\b")
 #: characters a tokenizer may leave around a word token ("▁Yes", "ĠYes", "Yes.")
@@ -45,7 +46,7 @@ def parse_yes_no(text: str) -> bool | None:
     and contradictory answers are None, never guessed.
     """
     low = text.lower()
-    if _HEDGE.match(low):
+    if HEDGE.match(low):
         return None
     words = re.findall(r"[a-z]+", low)
     if not words:

@@ -81,8 +81,9 @@ class SragConfig:
     #: generic LM that ranks suffix words by difficulty (the paper uses GPT-2 XL;
     #: we use the small model that ships with the product)
     proxy_model: str = "smollm2-135m-instruct"
-    #: segment factor k: n = floor(l / k) probes for a suffix of l words. With
-    #: k = 10 a 150-word document (l = 75) gets 7 probes, inside the 5-10 range.
+    #: segment factor k: n = floor(l / k) probes for a suffix of l words. The
+    #: paper (Algorithm 1) gives no value for k: 10 is our choice, so that a
+    #: 150-word document (l = 75) gets 7 probes, inside the 5-10 range.
     segment_factor: int = 10
     #: floor on the number of probes (our addition): short documents (60 words)
     #: would otherwise get 3 probes, too few for a 10-bin histogram to say much.

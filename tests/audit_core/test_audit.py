@@ -113,6 +113,8 @@ def test_methods_that_read_logprobs_when_they_can_ask_a_text_only_target_without
     assert text_only[0].request(doc, text_only[0].config.use_logprobs).logprobs is False
     with_lp, _ = select_methods(cfg, Capabilities(True, True, 5))
     assert all(m.config.use_logprobs for m in with_lp[:2])
+    # the target's cap of 5 alternatives reaches them too: the shadow then sums P(yes) over the same 5
+    assert [m.config.top_logprobs for m in with_lp] == [5, 5, 5]
     shadow = ShadowConfig()
     assert preparation_key(text_only[0], shadow, "h") != preparation_key(with_lp[0], shadow, "h")
 

@@ -16,7 +16,7 @@ import pytest
 
 from audit_core.documents import Document
 from audit_core.methods import create_method
-from audit_core.methods.base import Calibration
+from audit_core.methods.base import Calibration, Observation
 from audit_core.methods.text_edits import STOPWORDS, split_sentences
 from audit_core.methods.verbatim import TIE_WEIGHT
 from audit_core.target.base import ChatRequest, Completion, Target, Usage
@@ -682,3 +682,33 @@ def test_the_cli_sends_verbatims_decoy_probes_when_asked_and_says_what_is_wrong(
     assert "error: cannot read the honest questions" in capsys.readouterr().err
     assert main(base + ["--decoy-questions", str(tmp_path / "missing.txt")]) == 2
     assert "only with --verbatim-decoys" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, phones", [
+    ("Take 500/1000 mg from 12/05/2021 on.", []),
+    ("It lasted 2019-2020, then again 1990 - 2005.", []),
+    ("Seen on 2021-05-12 and 12.05.2021; doses 100 200 300 mg; 1000000 units; 1.5-2.5 mg.", []),
+    ("Call 555-201-7788 or +44 20 7946 0958 or (555) 201-7788 or 5552017788.",
+     ["555-201-7788", "+44 20 7946 0958", "(555) 201-7788", "5552017788"]),
+    ("My number is 555 201 7788, the office 020 7946 0958.", ["555 201 7788", "020 7946 0958"]),
+])
+def test_extraction_reads_only_phone_numbers_as_phone_numbers(text, phones):
+    """A dose, a date or a span of years read as a phone number decided "member" whenever an answer repeated it."""
+    from audit_core.methods.extraction import find_personal_data
+
+    assert [i.value for i in find_personal_data(text) if i.kind == "phone"] == phones
+
+
+def test_extraction_counts_a_number_only_as_written_and_never_an_echo_of_its_query():
+    from audit_core.methods.extraction import reproduced
+
+    assert not reproduced({"kind": "phone", "value": "555-201-7788"}, "It was 555 and 201, then 7788.")
+    assert not reproduced({"kind": "phone", "value": "2019-2020"}, "It began in 2019 and got worse in 2020.")
+    assert reproduced({"kind": "phone", "value": "555-201-7788"}, "Reach me at (555) 201 7788.")
+    # the item occurs twice in the text, so its own query carried it: the answer echoes, it does not copy
+    m = create_method("extraction")
+    obs = Observation("extraction", "d", requests=[{"messages": [{"role": "user", "content": "call 555-201-7788"}]}],
+                      responses=[{"text": "Yes, call 555-201-7788."}],
+                      data={"items": [{"kind": "phone", "value": "555-201-7788", "start": 40}]})
+    share, ev, why = m.observation_score(obs)
+    assert why is None and share == 0.0 and ev["items"][0]["reproduced"] is False

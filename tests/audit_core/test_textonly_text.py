@@ -40,6 +40,16 @@ def test_perturbation_changes_only_the_chosen_adjectives_and_adverbs():
     assert perturb_antonyms("The cat sat on the mat.").edits == []
 
 
+def test_perturbation_leaves_prepositions_verbs_and_participles_alone():
+    """DCMI swaps adjectives and adverbs: "Patients absent with symptoms after the age of 3 and are unknown to
+    have" was a copy any model rejects, member or not."""
+    text = ("Patients present with symptoms before the age of 3 and are known to have pain above the right knee. "
+            "The right to open the file was taken inside the clinic, with a daily dose.")
+    assert perturb_antonyms(text, ratio=1.0).edits == []
+    got = perturb_antonyms("Patients with mild symptoms recover quickly.", ratio=1.0)
+    assert [(e.old, e.new) for e in got.edits] == [("mild", "severe"), ("quickly", "slowly")]
+
+
 def test_antonyms_keep_capitalisation():
     assert antonym("Severe") == "Mild" and antonym("RARE") == "COMMON" and antonym("quickly") == "slowly"
     assert antonym("table") is None
@@ -96,6 +106,8 @@ def test_broad_questions_can_name_several_key_phrases_each(tmp_path):
     ("I'm sorry, I cannot help with that.", "idk"), ("", "empty"), ("  ...", "empty"),
     ("The context does not mention it.", "idk"), ("Drusen are deposits.", "other"),
     ("The answer is yes.", "yes"),
+    # a hedge that opens with "no" is not a committed no (it escaped IA's "I don't know" penalty)
+    ("No idea.", "idk"), ("No way to tell from the text.", "idk"), ("No, I have no idea.", "no"),
 ])
 def test_answers_are_read_as_yes_no_or_i_dont_know(text, label):
     assert Q.read_answer(text) == label
