@@ -205,7 +205,67 @@ def profile_capabilities(cfg: BenchConfig, prof: TargetProfile) -> Capabilities:
 # --------------------------------------------------------------------------- running
 
 
-def target_identity(cfg: BenchConfig, prof_name: str, prof: TargetProfile, defense: str) -> str:
+#: the run folder's record of the draw its rows and stored answers belong to (``check_draw``)
+DRAW_FILE = "draw.json"
+
+
+def draw_manifest(cfg: BenchConfig, kb: list[Document], members: list[Document],
+                  nonmembers: list[Document]) -> dict:
+    """What identifies a run's draw: its settings and a hash of the knowledge base and of the test documents."""
+    import hashlib
+
+    def digest(docs: list[Document]) -> str:
+        h = hashlib.sha256()
+        for d in docs:
+            h.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
+        return h.hexdigest()[:20]
+
+    return {"target_corpus": Path(cfg.target_corpus).name, "seed": cfg.seed, "kb_size": cfg.kb_size,
+            "n_members": cfg.n_members, "n_nonmembers": cfg.n_nonmembers, "min_words": cfg.min_words,
+            "knowledge_base": digest(kb), "test_documents": digest(sorted(members + nonmembers, key=lambda d: d.id))}
+
+
+def check_draw(out: Path, manifest: dict) -> None:
+    """Record the draw of a new run folder; refuse to go on in a folder that holds another draw.
+
+    A resumed run keeps the rows already scored and the answers already stored. In
+    a folder of another draw (another seed, corpus, size) it kept the old knowledge
+    base, served the old draw's answers and pooled both draws' documents in one AUC,
+    with members that were not in the knowledge base being served (session 51).
+    """
+    f = out / DRAW_FILE
+    if f.exists():
+        old = json.loads(f.read_text())
+        if old != manifest:
+            diff = ", ".join(f"{k}: {old.get(k)!r} there, {v!r} now" for k, v in manifest.items() if old.get(k) != v)
+            raise ValueError(f"{out} holds another draw's results ({diff}); give another --out, or the same "
+                             "settings to resume it")
+    elif (out / "scores.jsonl").exists() or any(out.glob("target_kb*.jsonl")):
+        raise ValueError(f"{out} holds results of a run that did not record its draw (before session 51); "
+                         "give another --out")
+    else:
+        f.write_text(json.dumps(manifest, indent=1))
+
+
+def check_disjoint(shadow_docs: Sequence[Document], target_docs: Sequence[Document]) -> None:
+    """Refuse a run whose shadow corpus shares a text with the target's knowledge base or test documents.
+
+    The shadow is the auditor's public data; a text in both would let a calibration
+    see a document it is then tested on. The shipped corpora share none
+    (session 51: 0 texts of 487); this keeps a user's ``--aux-corpus`` to that.
+    """
+    def norm(t: str) -> str:
+        return " ".join(t.split()).lower()
+
+    target = {norm(d.text) for d in target_docs}
+    shared = [d.id for d in shadow_docs if norm(d.text) in target]
+    if shared:
+        raise ValueError(f"the shadow corpus shares {len(shared)} text(s) with the target corpus (e.g. "
+                         f"{', '.join(shared[:3])}); a benchmark's shadow must hold none of the target's documents")
+
+
+def target_identity(cfg: BenchConfig, prof_name: str, prof: TargetProfile, defense: str,
+                    kb_hash: str = "") -> str:
     """What the answers of one (profile, defense) target are stored under.
 
     The system, not its address: the server takes a new port every run, and a
@@ -218,6 +278,8 @@ def target_identity(cfg: BenchConfig, prof_name: str, prof: TargetProfile, defen
     generator = cfg.target_generator if prof_name == "completion" else prof.rag.generator
     system = cfg.target_generator if prof_name == "completion" else f"profile {prof_name}"
     ident = f"reference RAG · {system} · {cfg.target_corpus} · kb {cfg.kb_size} · {defense}"
+    if kb_hash:  # answers of one knowledge base are never read as another's (a store copied between draws)
+        ident += f" · kb {kb_hash}"
     variant = paraphrase_variant(generator, cfg.paraphraser, prof.rag.paraphrase_min_similarity)
     if defense == "paraphrase" and variant:
         ident += f" ({variant})"
@@ -432,6 +494,9 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     memo = out / GENERATION_MEMO_FILE if cfg.reuse_generations else None
     t_start = time.time()
     kb, members, nonmembers = split_target_corpus(cfg)
+    check_disjoint(cfg.shadow.corpus_docs(), kb + nonmembers)
+    draw = draw_manifest(cfg, kb, members, nonmembers)
+    check_draw(out, draw)
     labels = {d.id: 1 for d in members} | {d.id: 0 for d in nonmembers}
     test_docs = members + nonmembers
     random.Random(cfg.seed + 7).shuffle(test_docs)
@@ -526,7 +591,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
                 return sum(getattr(h, "start_s", 0.0) for h in https)
 
             try:
-                identity = target_identity(cfg, prof_name, prof, defense)
+                identity = target_identity(cfg, prof_name, prof, defense, draw["knowledge_base"])
                 cachings = [CachingTarget(h, store, identity=identity) for h in https]
                 for m in methods:
                     docs = [d for mm, d in todo if mm is m]

@@ -133,6 +133,30 @@ def test_rerun_and_rescore_send_no_target_query(quick_run, monkeypatch):
     assert written["section"] == bench.SECTIONS["quick"] != bench.SECTIONS["full"]
 
 
+def test_a_folder_of_another_draw_is_refused_before_anything_runs(quick_run, monkeypatch, tmp_path):
+    """With another seed in the same folder, the old knowledge base was served and its stored answers read:
+    27 of 50 "members" were not in the knowledge base being served, and two draws were pooled in one AUC."""
+    from dataclasses import replace
+
+    cfg, _, _ = quick_run
+    monkeypatch.setattr(bench.runner, "prepare_shadow",
+                        lambda *a, **k: (_ for _ in ()).throw(AssertionError("nothing may run")))
+    with pytest.raises(ValueError, match=r"another draw's results \(seed: 0 there, 1 now"):
+        run_bench(replace(cfg, seed=cfg.seed + 1), log=lambda s: None)
+    # a folder of results from before the draw was recorded cannot be checked: refused too
+    (tmp_path / "scores.jsonl").write_text("{}\n")
+    with pytest.raises(ValueError, match="did not record its draw"):
+        run_bench(replace(cfg, out_dir=str(tmp_path)), log=lambda s: None)
+    # a shadow corpus that holds a target document is refused
+    shared = bench.runner.split_target_corpus(cfg)[2][:1]
+    with pytest.raises(ValueError, match="shares 1 text"):
+        bench.runner.check_disjoint(shared, bench.runner.split_target_corpus(cfg)[0] + shared)
+    # answers are stored under the knowledge base they came from
+    prof = bench.runner.get_profile("completion")
+    assert (bench.runner.target_identity(cfg, "completion", prof, "none", "aaa")
+            != bench.runner.target_identity(cfg, "completion", prof, "none", "bbb"))
+
+
 def test_a_row_whose_target_calls_failed_is_done_again(tmp_path):
     rows = [{"defense": "none", "method": "srag", "doc_id": "a", "failed": 0},
             {"defense": "none", "method": "srag", "doc_id": "b", "failed": 2},
