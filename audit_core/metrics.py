@@ -450,8 +450,21 @@ def summarize(
         "n_boot": n_boot,
     }
     boot = dict(n=n_boot, seed=seed, level=level)
+    out["n_scored_members"] = int(ys.sum())
+    out["n_scored_nonmembers"] = int(len(ys) - ys.sum())
     out["auc"] = _none_if_nan(roc_auc(ys, s))
     out["auc_ci"] = _ci(lambda: bootstrap_auc_ci(ys, s, **boot), n_boot) if out["auc"] is not None else None
+    # every document ranked, those without a score tied below all others: whether a document gets a
+    # score can depend on its label, and the AUC over the scored ones alone does not show that
+    if n_bad_s and len(ys):
+        floor = float(np.min(s)) - 1.0
+        v = _values(scores)
+        s_all = np.where(np.isnan(v), floor, v)
+        out["auc_all"] = _none_if_nan(roc_auc(y_all, s_all))
+        out["auc_all_ci"] = (_ci(lambda: bootstrap_auc_ci(y_all, s_all, **boot), n_boot)
+                             if out["auc_all"] is not None else None)
+    else:
+        out["auc_all"], out["auc_all_ci"] = out["auc"], out["auc_ci"]
     for f in fprs:
         name = fpr_key(f)
         out[name] = _none_if_nan(tpr_at_fpr(ys, s, f))

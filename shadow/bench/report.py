@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
 from dataclasses import asdict
@@ -61,12 +62,30 @@ def ranking_score(row: dict) -> float | None:
     return (row.get("evidence") or {}).get("raw_score", row["score"])
 
 
-def combined_rows(rows: list[dict]) -> list[dict]:
-    """The product's verdict (S-RAG primary, MBA second opinion) as one more method.
+#: what every generated table says about its columns (a review of the benchmark, session 51)
+TABLE_NOTES = (
+    "Where documents are left out of a score metric, the members + non-members cell adds how many of each "
+    "were scored, and *AUC, unscored last* ranks every document, those without a score tied below all "
+    "others: whether a document gets a score can depend on whether it is a member. TPR@1%FPR allows "
+    "floor(0.01 x n0) false positives among n0 scored non-members: below 100 non-members it is the TPR at "
+    "zero false positives (and so is TPR@0.1%FPR), read off the single highest-scoring non-member. "
+    "Accuracy, precision, recall and F1 are over decided documents only (a \"not cleared\" member is in "
+    "none of them). The combined verdict reads every method the run ran, and its queries, tokens and CPU "
+    "are theirs together."
+)
 
-    Its cost is what the product pays for the verdict: the sum over the
-    primary and second methods' rows (the baselines do not feed it), or over
-    every method's where neither ran. Its score, for the AUC, is the
+
+def combined_rows(rows: list[dict]) -> list[dict]:
+    """The product's verdict over the methods this run ran, as one more method.
+
+    The verdict rules read every method's result (S-RAG primary, MBA second
+    opinion, and any member call of another method stands against a "not
+    found", rule R4), so the row is the verdict an owner who selected the same
+    methods would get, and its cost is the sum over all of them. A run with
+    baselines beside S-RAG and MBA therefore reports another combined row than
+    one with S-RAG and MBA alone (before session 51 the cost counted only the
+    primary and the second opinion, while the baselines' calls still moved
+    verdicts). Its score, for the AUC, is the
     verdict's; where the verdict has none (nobody decided, e.g. every method
     "not cleared"), the score of the first method in voting order that scored
     the document, so that the AUC is not taken over the decided documents
@@ -86,10 +105,7 @@ def combined_rows(rows: list[dict]) -> list[dict]:
         results = [row_result(r) for r in rs]
         v = decide(doc_id, results, vc)
         decision = None if v.verdict == "inconclusive" else v.verdict == "member"
-        # the primary and second opinion feed the verdict where they ran; on a target where neither can,
-        # the methods that ran in their place do (a Verbatim-only run's verdict is not free)
-        feeding = [r for r in rs if r["method"] in (vc.primary, vc.second)] or rs
-        costs = {k: sum(r[k] for r in feeding if r.get(k) is not None) if feeding else None for k in COST_KEYS}
+        costs = {k: sum(r[k] for r in rs if r.get(k) is not None) for k in COST_KEYS}  # every method feeds it
         score = v.score
         if score is None:
             scored = {r["method"]: r["score"] for r in rs if r["score"] is not None}
@@ -135,6 +151,13 @@ def _fmt(s: dict, key: str) -> str:
     return f"{v:.3f}"
 
 
+def _members_cell(s: dict) -> str:
+    """ "50 + 50", or "50 + 50 (scored 29 + 26)" where documents without a score were left out."""
+    n1, n0 = s.get("n_members", 0), s.get("n_nonmembers", 0)
+    s1, s0 = s.get("n_scored_members", n1), s.get("n_scored_nonmembers", n0)
+    return f"{n1} + {n0}" if (s1, s0) == (n1, n0) else f"{n1} + {n0} (scored {s1} + {s0})"
+
+
 def _inconclusive(s: dict) -> str:
     """Documents without a score / without a decision: they differ for the combined
     verdict, which has a score but no decision where its two methods disagree."""
@@ -163,8 +186,8 @@ def markdown_table(metrics: dict, benign: dict | None = None) -> str:
 
     k1, k01 = fpr_key(0.01), fpr_key(0.001)
     show_benign = "mirabel" in metrics
-    lines = ["| defense | method | members + non-members | AUC | accuracy | precision | recall | F1 | TPR@1%FPR | TPR@0.1%FPR | inconclusive | member retrieval recall | queries/doc | tokens/doc | auditor CPU s/doc |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| defense | method | members + non-members | AUC | AUC, unscored last | accuracy | precision | recall | F1 | TPR@1%FPR | TPR@0.1%FPR | inconclusive | member retrieval recall | queries/doc | tokens/doc | auditor CPU s/doc |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     if show_benign:
         lines = [lines[0] + " defense's benign FPR |", lines[1] + "---|"]
     for defense, ms in metrics.items():
@@ -172,8 +195,8 @@ def markdown_table(metrics: dict, benign: dict | None = None) -> str:
             toks = (s.get("prompt_tokens_per_doc") or 0) + (s.get("completion_tokens_per_doc") or 0)
             rr = s.get("retrieval_recall_members")
             lines.append(
-                f"| {defense} | {LABELS.get(method, method)} | {s.get('n_members', 0)} + {s.get('n_nonmembers', 0)} | "
-                f"{_fmt(s, 'auc')} | {_fmt(s, 'accuracy')} | {_fmt(s, 'precision')} | {_fmt(s, 'recall')} | "
+                f"| {defense} | {LABELS.get(method, method)} | {_members_cell(s)} | "
+                f"{_fmt(s, 'auc')} | {_fmt(s, 'auc_all')} | {_fmt(s, 'accuracy')} | {_fmt(s, 'precision')} | {_fmt(s, 'recall')} | "
                 f"{_fmt(s, 'f1')} | {_fmt(s, k1)} | {_fmt(s, k01)} | {_inconclusive(s)} | "
                 f"{'n/a' if rr is None else f'{rr:.2f}'} | {s.get('queries_per_doc') or 0:.1f} | {toks:.0f} | "
                 f"{s.get('auditor_cpu_s_per_doc') or 0:.2f} |" + (f" {benign_cell(benign, defense)} |" if show_benign else "")
@@ -271,8 +294,15 @@ def pooled_draws(runs: Sequence[Path], method: str, profile: str = "completion",
         cfgs.append(cfg)
         aucs.append(roc_auc(y, s))
     lo, hi = bootstrap_mean_auc_ci(draws, n=n_boot)
+    # the bootstrap resamples documents within each draw; how much knowledge bases differ is in the spread of
+    # the per-draw AUCs, which a t interval over them carries (wide with few draws, as it should be)
+    from scipy.stats import t as student_t
+
+    k = len(aucs)
+    half = float(student_t.ppf(0.975, k - 1) * np.std(aucs, ddof=1) / math.sqrt(k))
     return {"profile": profile, "defense": defense, "method": method, "runs": [str(r) for r in runs],
             "seeds": [c.get("seed") for c in cfgs], "per_draw_auc": aucs, "mean_auc": float(np.mean(aucs)), "ci": [lo, hi],
+            "between_draws_ci": [max(0.0, float(np.mean(aucs)) - half), min(1.0, float(np.mean(aucs)) + half)],
             "members": sum(sum(y) for y, _ in draws), "nonmembers": sum(len(y) - sum(y) for y, _ in draws),
             "left_out": left_out}
 
@@ -282,7 +312,9 @@ def pooled_line(p: dict) -> str:
     seeds = ", ".join(str(s) for s in p["seeds"])
     per = ", ".join(f"{a:.3f}" for a in p["per_draw_auc"])
     return (f"{p['profile']} / {p['defense']} / {p['method']}: mean AUC over {len(p['seeds'])} draws (seeds {seeds}) "
-            f"{p['mean_auc']:.3f} [{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]; per draw {per} "
+            f"{p['mean_auc']:.3f} [{p['ci'][0]:.3f}, {p['ci'][1]:.3f}] within draws, "
+            f"[{p['between_draws_ci'][0]:.3f}, {p['between_draws_ci'][1]:.3f}] between draws (t over the draws' "
+            f"AUCs); per draw {per} "
             f"({p['members']} + {p['nonmembers']} documents; {p['left_out']} without a score left out)")
 
 
@@ -367,8 +399,8 @@ def zoo_table(zoo: dict, cannot: dict, benign: dict | None = None) -> str:
 
     k1 = fpr_key(0.01)
     benign = benign or {}
-    lines = ["| profile | method | defense | members + non-members | AUC [95% CI] | TPR@1%FPR | inconclusive | queries/doc | defense's benign FPR |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| profile | method | defense | members + non-members | AUC [95% CI] | AUC, unscored last | TPR@1%FPR | inconclusive | queries/doc | defense's benign FPR |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     profiles = list(dict.fromkeys(list(zoo) + list(cannot)))
     for p in profiles:
         defenses = list(dict.fromkeys(list(zoo.get(p, {})) + list(cannot.get(p, {}))))
@@ -378,12 +410,12 @@ def zoo_table(zoo: dict, cannot: dict, benign: dict | None = None) -> str:
             for method in [m for m in ALL_METHODS + ["combined"] if m in ms or m in why]:
                 cell = benign_cell(benign.get(p), defense)
                 if method in why and method not in ms:
-                    lines.append(f"| {p} | {LABELS.get(method, method)} | {defense} | - | {why[method]} | - | - | - | {cell} |")
+                    lines.append(f"| {p} | {LABELS.get(method, method)} | {defense} | - | {why[method]} | - | - | - | - | {cell} |")
                     continue
                 s = ms[method]
                 lines.append(
-                    f"| {p} | {LABELS.get(method, method)} | {defense} | {s.get('n_members', 0)} + "
-                    f"{s.get('n_nonmembers', 0)} | {_fmt(s, 'auc')} | {_fmt(s, k1)} | {_inconclusive(s)} | "
+                    f"| {p} | {LABELS.get(method, method)} | {defense} | {_members_cell(s)} | "
+                    f"{_fmt(s, 'auc')} | {_fmt(s, 'auc_all')} | {_fmt(s, k1)} | {_inconclusive(s)} | "
                     f"{s.get('queries_per_doc') or 0:.1f} | {cell} |")
     return "\n".join(lines)
 
@@ -454,7 +486,7 @@ def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCH
         "Intervals are bootstrap 95% intervals (1,000 stratified resamples). Inconclusive documents are "
         "excluded from the metrics and counted: a single number, or *a / b* where a documents have no "
         "score (left out of AUC and TPR) and b have no decision (left out of accuracy, precision, recall "
-        "and F1). Queries, tokens and CPU of the combined verdict are those of S-RAG and MBA together.",
+        "and F1). " + TABLE_NOTES,
         end,
     ]
     text = path.read_text() if path.exists() else "# Benchmarks\n"
@@ -466,7 +498,7 @@ def update_benchmarks_md(results: dict, command: str, path: Path = ROOT / "BENCH
         body[8] = ("AUC: bootstrap 95% interval (1,000 stratified resamples). Inconclusive: documents without "
                    "a score (an S-RAG document whose probes the target's answers never reached, a failed "
                    "call...), left out of AUC and TPR. *cannot run*: the method cannot read its signal on "
-                   "this target, so it reports no number.")
+                   "this target, so it reports no number. " + TABLE_NOTES)
     block = "\n".join(body)
     if start in text and end in text:
         text = text[: text.index(start)] + block + text[text.index(end) + len(end):]

@@ -282,12 +282,41 @@ def test_the_combined_verdict_costs_what_its_two_methods_cost():
     rows = [row("srag", "a", 0.9, 5, 0.5), row("mba", "a", 0.8, 10, 0.25), row("mink", "a", 0.1, 1, 2.0)]
     (c,) = bench.combined_rows(rows)
     assert c["decision"] is True and c["score"] == 0.9
-    # S-RAG and MBA feed the verdict; Min-k% does not, so its cost is not counted
-    assert (c["queries"], c["prompt_tokens"], c["completion_tokens"], c["auditor_cpu_s"]) == (15, 150, 15, 0.75)
-    assert bench.compute_metrics(rows, n_boot=10)["none"]["combined"]["queries_per_doc"] == 15
+    # every method the run ran feeds the verdict (a Min-k% member call stands against a "not found", R4),
+    # so its cost is counted too: it was left out while its calls still moved verdicts
+    assert (c["queries"], c["prompt_tokens"], c["completion_tokens"], c["auditor_cpu_s"]) == (16, 160, 16, 2.75)
+    assert bench.compute_metrics(rows, n_boot=10)["none"]["combined"]["queries_per_doc"] == 16
+    (not_found,) = bench.combined_rows([row("srag", "b", 0.1, 5, 0.5), row("mba", "b", 0.2, 10, 0.25)])
+    (moved,) = bench.combined_rows([row("srag", "b", 0.1, 5, 0.5), row("mba", "b", 0.2, 10, 0.25),
+                                    row("rag_mia", "b", 0.9, 1, 0.1)])
+    assert not_found["decision"] is False and moved["decision"] is None and moved["queries"] == 16
     # where neither S-RAG nor MBA ran (a text-only chat target), the methods that ran in their place pay
     (c,) = bench.combined_rows([row("verbatim", "a", 0.9, 3, 0.1)])
     assert c["queries"] == 3
+
+
+def test_the_tables_say_how_many_of_each_class_were_scored_and_rank_every_document_too():
+    """Whether a document gets a score can depend on its label (20 unscored non-members raised an AUC from
+    0.69 to 0.86 while the row read "50 + 50"): the scored counts per class and an AUC over every document
+    say so."""
+    from shadow.bench.report import zoo_table
+
+    rows = []
+    for i in range(10):
+        rows.append({"defense": "none", "method": "verbatim", "doc_id": f"m{i}", "label": 1, "score": 0.55 + i / 100,
+                     "decision": None, "reason": None})
+        hidden = i >= 6  # the four best non-members could not be scored
+        rows.append({"defense": "none", "method": "verbatim", "doc_id": f"n{i}", "label": 0,
+                     "score": None if hidden else [0.2, 0.3, 0.4, 0.7, 0.8, 0.9][i], "decision": None,
+                     "reason": "x" if hidden else None})
+    s = bench.compute_metrics(rows, n_boot=10)["none"]["verbatim"]
+    assert (s["n_scored_members"], s["n_scored_nonmembers"]) == (10, 6)
+    # scored: every member above 3 of the 6 scored non-members; all: above those 3 and the 4 ranked last
+    assert s["auc"] == pytest.approx(30 / 60) and s["auc_all"] == pytest.approx(70 / 100)
+    line = next(x for x in zoo_table({"chat": {"none": {"verbatim": s}}}, {}).splitlines() if "Verbatim" in x)
+    assert "| 10 + 10 (scored 10 + 6) |" in line and f"| {s['auc_all']:.3f}" in line
+    line = next(x for x in bench.markdown_table({"none": {"verbatim": s}}).splitlines() if "Verbatim" in x)
+    assert "(scored 10 + 6)" in line
 
 
 def test_the_table_counts_undecided_combined_verdicts():
@@ -436,7 +465,7 @@ def test_pooling_draws_reads_each_draw_apart_and_refuses_what_is_not_another_dra
     """The mean of per-draw AUCs of one method; a repeated seed, another experiment or a missing method is
     refused with a clear message, and the command line prints one line."""
     from shadow.bench.cli import main
-    from shadow.bench.report import pooled_draws
+    from shadow.bench.report import pooled_draws, pooled_line
 
     ids = [f"d{i}" for i in range(20)]  # odd index = member
     a = _finished_run(tmp_path / "a", 3, "completion", "srag", ids)
@@ -447,6 +476,8 @@ def test_pooling_draws_reads_each_draw_apart_and_refuses_what_is_not_another_dra
     p = pooled_draws([a, b], "srag", n_boot=200)
     assert p["per_draw_auc"][0] == 1.0 and p["per_draw_auc"][1] == pytest.approx(0.8)
     assert p["mean_auc"] == pytest.approx(0.9) and p["ci"][0] < 0.9 <= p["ci"][1] <= 1.0
+    # between draws: two draws 0.2 apart give a t interval (1 degree of freedom) far wider than the bootstrap's
+    assert p["between_draws_ci"] == [0.0, 1.0] and "between draws" in pooled_line(p)  # 0.9 -+ 12.7 x 0.1
     assert (p["seeds"], p["members"], p["nonmembers"], p["left_out"]) == ([3, 4], 20, 19, 1)
     with pytest.raises(ValueError, match="repeats the draw of seed 3"):
         pooled_draws([a, _finished_run(tmp_path / "again", 3, "completion", "srag", ids)], "srag")
