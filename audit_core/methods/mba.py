@@ -107,8 +107,8 @@ class MbaMethod(MembershipMethod):
     """Mask-based membership inference: cloze accuracy of the target on the document."""
 
     name = "mba"
-    version = "3"  # 2: a spelling correction counts only when it is the same word (issue 20);
-    # 3: each document's requests form their own batch (probe_many)
+    version = "4"  # 2: a spelling correction counts only when it is the same word (issue 20);
+    # 3: each document's requests form their own batch (probe_many); 4: a repeated word is never masked
     scoring_revision = "2"  # session 48: a refused mask is not a wrong fill-in
     requires_logprobs = False
 
