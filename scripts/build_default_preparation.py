@@ -33,17 +33,14 @@ if str(ROOT) not in sys.path:
 
 
 def _progress():
-    """A done / total line with the time left from the rate so far, per stage."""
-    started: dict[str, tuple[float, int]] = {}
+    """A done / total line with the time left from the rate so far, per stage (``audit_core.progress``)."""
+    from audit_core.progress import ProgressClock
+
+    clock = ProgressClock()
 
     def show(stage: str, done: int, total: int) -> None:
-        now = time.time()
-        t0, d0 = started.setdefault(stage, (now, done))
-        left = ""
-        if done > d0 and total:
-            rate = (now - t0) / (done - d0)
-            left = f", about {rate * (total - done) / 60:.1f} min left"
-        print(f"  {stage}: {done} / {total}{left}", flush=True)
+        clock.update(stage, done, total)
+        print(f"  {stage}: {clock.describe(stage)}", flush=True)
 
     return show
 
