@@ -108,7 +108,8 @@ class MbaMethod(MembershipMethod):
 
     name = "mba"
     version = "4"  # 2: a spelling correction counts only when it is the same word (issue 20);
-    # 3: each document's requests form their own batch (probe_many); 4: a repeated word is never masked
+    # 3: each document's requests form their own batch (probe_many); 4: no mask where its request shows
+    # another occurrence of the word
     scoring_revision = "2"  # session 48: a refused mask is not a wrong fill-in
     requires_logprobs = False
 

@@ -19,12 +19,14 @@ Sections 4.3.1-4.3.4 and Algorithms 1-4:
   punctuation and the neighbours of an already chosen mask are never eligible
   (Algorithm 4).
 
-A word the document repeats is never masked (session 51): ranked against the
-original text, a rare word scores high at its first occurrence and low where
-the proxy could copy it, so the first was masked and a later one stayed in the
-prompt. The paper's sequential conditioning avoids part of that (a masked first
-occurrence makes a later one hard again), not all of it (a subtext masks one
-word only).
+A word is never masked where the request shows another occurrence of it
+(session 51): ranked against the original text, a rare word scores high at its
+first occurrence and low where the proxy could copy it, so the first was masked
+and a later one stayed in the fill-in prompt (17% of masks on genmedgpt5k). The
+paper's sequential conditioning avoids part of that (a masked first occurrence
+makes a later one hard again), not all of it (a subtext masks one word only).
+A "continue" request shows only the text before its mask, so there only an
+earlier occurrence rules a word out.
 
 Deviation from Algorithm 4, for cost: the paper conditions subtext i on the
 *masked* earlier subtexts, which needs M sequential passes. Here every word is
@@ -291,13 +293,16 @@ def word_form(word: str) -> str:
     return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
 
 
-def choose_masks(units: Sequence[RankedUnit], n_masks: int) -> tuple[list[int], str | None]:
+def choose_masks(units: Sequence[RankedUnit], n_masks: int, shown: str = "all") -> tuple[list[int], str | None]:
     """Indices (into ``units``) of the words to mask, in text order, and why fewer than M.
 
     One mask per subtext of equal word count: its eligible word with the
     largest rank score (the earliest on ties), never beside a chosen mask, and
-    never a word the document repeats (``word_form``): its other occurrence
-    would give it away to any reader of the prompt.
+    never a word whose other occurrence the request shows (``word_form``): any
+    reader of the prompt could fill it in. ``shown`` is what a request shows
+    around a mask: "all" (the fill-in request sends the whole masked document:
+    any other occurrence) or "before" (a "continue" request sends the text
+    before the mask: an earlier occurrence only).
     A subtext with no eligible word leaves its mask to the best remaining
     word elsewhere, so a document gets M masks whenever it has M eligible,
     pairwise non-adjacent words.
@@ -306,14 +311,22 @@ def choose_masks(units: Sequence[RankedUnit], n_masks: int) -> tuple[list[int], 
     chosen: set[int] = set()  # positions in ``words``
     # a word the document repeats stays readable at its other occurrences: the target could fill it in
     # from the prompt alone, member or not (17% of masks on genmedgpt5k, 27% on MedQuAD before session 51)
+    if shown not in ("all", "before"):
+        raise ValueError(f"shown must be 'all' or 'before', not {shown!r}")
     forms = Counter(word_form(units[i].text) for i in words)
+    first_at: dict[str, int] = {}  # form -> index (into ``units``) of its first occurrence
+    for i in words:
+        first_at.setdefault(word_form(units[i].text), i)
 
-    def repeated(u: RankedUnit) -> bool:
-        return forms[word_form(u.text)] > 1 or (u.correction is not None and forms[word_form(u.correction)] > 0)
+    def given_away(i: int) -> bool:
+        u = units[i]
+        spellings = [word_form(u.text)] + ([word_form(u.correction)] if u.correction else [])
+        if shown == "before":
+            return any(first_at.get(f, i) < i for f in spellings)
+        return forms[spellings[0]] > 1 or any(forms[f] > 0 for f in spellings[1:])
 
     def free(w: int) -> bool:
-        u = units[words[w]]
-        return (u.eligible and not repeated(u) and w not in chosen and w - 1 not in chosen
+        return (units[words[w]].eligible and not given_away(words[w]) and w not in chosen and w - 1 not in chosen
                 and w + 1 not in chosen)
 
     def best(cands: Sequence[int]) -> int | None:
@@ -331,10 +344,10 @@ def choose_masks(units: Sequence[RankedUnit], n_masks: int) -> tuple[list[int], 
         chosen.add(w)
     reason = None
     if len(chosen) < n_masks:
-        n_eligible = sum(1 for i in words if units[i].eligible and not repeated(units[i]))
+        n_eligible = sum(1 for i in words if units[i].eligible and not given_away(i))
         reason = (
             f"the document allows only {len(chosen)} of {n_masks} masks: it has {len(words)} words, "
-            f"{n_eligible} of them maskable (not stop words, not repeated), and no two masks may be adjacent; "
+            f"{n_eligible} of them maskable (not stop words, not shown elsewhere in the request), and no two masks may be adjacent; "
             f"M masks need at least M maskable words with a word between any two "
             f"(at least {2 * n_masks - 1} words)"
         )
@@ -406,7 +419,9 @@ class MaskGenerator:
             if isinstance(ranked, str):
                 plans.append(MaskPlan(text, [], self.config.n_masks, ranked, self.lm.name))
             else:
-                chosen, reason = choose_masks(ranked, self.config.n_masks)
+                # a "continue" request shows the text before a mask, a fill-in request the whole masked text
+                shown = "before" if self.config.elicitation == "continue" else "all"
+                chosen, reason = choose_masks(ranked, self.config.n_masks, shown)
                 plans.append(build_plan(text, ranked, chosen, self.config.n_masks, reason, self.lm.name))
             if progress is not None:
                 progress(1)
