@@ -126,16 +126,19 @@ def _store_path(args) -> str:
     return str(cache_dir() / "audits.sqlite")
 
 
-def _print_estimate(docs, cfg, is_demo: bool) -> None:
+def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = False,
+                    uncapped: bool = False) -> None:
     """The cost of the audit on the target, before anything is sent (every query is paid).
 
     Counted in the style the audit will read the target in: the demo's, the
     user's ``--target-style``, or for an endpoint not yet checked chat, the
     upper bound (a chat target gets longer S-RAG probes and more Verbatim
     probes) and what an audit reads a target in when its style cannot be found.
+    The controls are probed with one method only: the dearest is counted for
+    them, apart from the documents (as the app does).
     """
     from audit_core.audit import with_target_style
-    from audit_core.estimate import estimate_audit
+    from audit_core.estimate import assumptions, controls_queries, estimate_audit
     from audit_core.target.base import Capabilities
     from shadow.demo import DEMO_STYLE
 
@@ -144,12 +147,31 @@ def _print_estimate(docs, cfg, is_demo: bool) -> None:
     paid = "free: the demo runs on this computer" if is_demo else "billed by the endpoint's provider"
     print(f"estimated cost: {est.queries} target queries for {len(docs)} documents, about "
           f"{est.prompt_tokens} prompt tokens + at most {est.completion_tokens} completion tokens "
-          f"({paid}; retrieved context the target adds is not counted; counted for a target that answers "
-          f"in {styled.target_style} style)", file=sys.stderr)
+          f"({paid}; counted for a target that answers in {styled.target_style} style)", file=sys.stderr)
     for m in est.methods.values():
-        skipped = f", {m.skipped_documents} documents too short for it" if m.skipped_documents else ""
+        skipped = f", {m.skipped_documents} documents it skips" if m.skipped_documents else ""
         note = f" ({m.note})" if m.note else ""
         print(f"  {_named(m.method)}: {m.queries} queries{skipped}{note}", file=sys.stderr)
+    if controls:
+        made = " to be rewritten from the documents (one local rewrite each, nothing sent)" if generated else ""
+        print(f"  + at most {controls_queries(list(controls), styled.methods, styled.method_params)} queries for "
+              f"the {len(controls)} controls{made}: they are probed with one method only, chosen during the audit",
+              file=sys.stderr)
+    if uncapped:
+        print("  the target file's body has no {{max_tokens}}: the service writes answers as long as it likes, "
+              "so the completion tokens are no bound", file=sys.stderr)
+    if not is_demo:  # the demo bills nothing: what a provider's bill may add is for real targets
+        print("  " + assumptions(), file=sys.stderr)
+
+
+def _file_answers_uncapped(args) -> bool:
+    """Whether a ``--target-file`` target's answers carry no length cap (its body has no ``{{max_tokens}}``)."""
+    if not getattr(args, "target_file", None):
+        return False
+    from audit_core.target import load_target_file
+
+    _, config = load_target_file(args.target_file)  # validated before the estimate
+    return hasattr(config, "caps_answers") and not config.caps_answers()
 
 
 def _print_failures(failures: dict) -> None:
@@ -435,11 +457,8 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         cfg.controls_kind = "generated" if generate_controls else controls_kind
         # controls to be generated: one rewrite per document, of about its length
         counted = list(docs) if generate_controls else list(controls)
-        _print_estimate(list(docs) + counted, cfg, args.target == "demo")
-        if counted:
-            made = " to be rewritten from the documents" if generate_controls else ""
-            print(f"  (includes {len(counted)} controls{made}, of which only one method's queries are sent)",
-                  file=sys.stderr)
+        _print_estimate(list(docs), cfg, args.target == "demo", counted, generate_controls,
+                        _file_answers_uncapped(args))
     except ValueError as exc:  # unknown method, parameter out of range
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -31,28 +31,50 @@ def _estimate(settings: Settings, docs, controls=()) -> None:
                           0, step=100, key="context_tokens",
                           help="A RAG target puts its retrieved documents into every prompt and bills them; "
                                "we cannot see them. 0 counts only the tokens we send.")
+    from audit_core.estimate import assumptions, controls_queries, will_not_run
+    from audit_core.methods import LABELS
+
     params, styled = _styled_params(settings)
+    skipped = will_not_run(settings.methods, _known_capabilities(settings))
+    methods = [m for m in settings.methods if m not in skipped]
+    ecfg = EstimateConfig(context_tokens_per_query=ctx)
     try:
-        est = estimate_audit(docs, settings.methods, params, EstimateConfig(context_tokens_per_query=ctx))
+        est = estimate_audit(docs, methods, params, ecfg)
     except ValueError as exc:
         st.error(f"A setting is not valid: {exc}")
         return
-    from audit_core.methods import LABELS
-
     rows = est.rows()
     for r in rows:
         r["method"] = LABELS.get(r["method"], r["method"])
     st.dataframe(rows, hide_index=True)
     cost = "queries cost nothing (it runs on this computer)" if settings.target_kind == DEMO else "queries are billed by the endpoint's provider"
-    st.caption(f"{est.queries} target queries in all; {cost}. Token counts are estimates from word counts; "
-               "completion tokens are the most each answer may use. Preparing the shadow RAG runs locally and "
-               "is cached after the first run. Answers already received (an audit cancelled and started "
-               f"again) are not sent again. Counted for a target that answers in {styled.target_style} style "
-               f"({_style_source(settings, styled)}); the connection check adds 4 to 5 short queries.")
+    uncapped = _uncapped_answers(settings)
+    st.caption(f"{est.queries} target queries in all; {cost}. Completion tokens are the most each answer may "
+               f"use{uncapped}. Preparing the shadow RAG runs locally and is cached after the first run. Answers "
+               "already received (an audit cancelled and started again) are not sent again. Counted for a target "
+               f"that answers in {styled.target_style} style ({_style_source(settings, styled)})."
+               + ("" if settings.target_kind == DEMO else " " + assumptions(ecfg)))
+    if skipped:
+        st.caption("Not counted, they cannot run on this target (the connection check found it): " + "; ".join(
+            f"{LABELS.get(m, m)} ({why})" for m, why in skipped.items()) + ".")
     if controls:
-        per_method = [estimate_audit(controls, [m], params).queries for m in settings.methods]
-        st.caption(f"The {len(controls)} controls add at most {max(per_method)} queries: they are probed with one "
-                   "method only, the first that decides (primary, then second opinion, text-only, baselines).")
+        st.caption(f"The {len(controls)} controls add at most {controls_queries(controls, methods, params, ecfg)} "
+                   "queries: they are probed with one method only, the one whose shadow gives the collection test "
+                   "the most power, chosen during the audit.")
+
+
+def _uncapped_answers(settings: Settings) -> str:
+    """ "" where answers are capped; else why the completion tokens are not a bound (a target file whose body
+    has no ``{{max_tokens}}``)."""
+    from app.target_file import HTTP_FILE, parsed_config
+
+    if settings.target_kind != HTTP_FILE:
+        return ""
+    config = parsed_config()
+    if config is None or not hasattr(config, "caps_answers") or config.caps_answers():
+        return ""
+    return (" where the target takes a length limit: this target file's body has no {{max_tokens}}, so the "
+            "service writes answers as long as it likes and they may cost far more")
 
 
 def _style_source(settings: Settings, styled) -> str:

@@ -96,6 +96,12 @@ def file_target_digest() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def parsed_config():
+    """The configuration of the target file in the sidebar, or None while there is no valid one."""
+    parsed = st.session_state.get(_PARSED)
+    return parsed[1] if parsed else None
+
+
 def build_file_target(for_check: bool = False):
     """The target of the current target file, with only the secrets the user agreed to send."""
     parsed = st.session_state.get(_PARSED)

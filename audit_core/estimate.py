@@ -2,8 +2,11 @@
 
 Every query to a real target is paid by the user, so the app shows this
 estimate before the explicit start. Query counts follow each method's probe
-exactly (they depend only on word counts); token counts are estimated from
-word counts, because the target's tokenizer is unknown to us.
+(from the word count, or from the text where a method's requests depend on it
+and that is cheap to read: ``MembershipMethod.document_cost``); token counts
+are estimated from word counts, because the target's tokenizer is unknown to
+us. What the figures assume and leave out (tokens per word, the capability
+probe, retries) is said beside them (``assumptions``).
 
 Queries per document come from each method's own ``query_cost`` (declared
 next to its ``probe``, so the two cannot drift apart).
@@ -113,6 +116,54 @@ def method_estimate(name: str, costs: Sequence[Any], cfg: EstimateConfig | None 
     return est
 
 
+def capability_probe() -> tuple[int, int]:
+    """(queries, completion tokens) the capability probe sends before any method: one request asking what
+    the target returns (1 token), then the style probes (``style.STYLE_PROBES``)."""
+    from audit_core.target.style import STYLE_PROBE_TOKENS, STYLE_PROBES
+
+    return 1 + len(STYLE_PROBES), 1 + len(STYLE_PROBES) * STYLE_PROBE_TOKENS
+
+
+def will_not_run(methods: Sequence[str], caps: Any) -> dict[str, str]:
+    """Methods of ``methods`` that cannot run on a target with capabilities ``caps`` (None: not checked yet),
+    and why: they send nothing, so an estimate that counted them overstated the bill."""
+    from audit_core.methods import METHODS
+
+    if caps is None:
+        return {}
+    out = {}
+    for name in methods:
+        spec = METHODS.get(name)
+        if spec is not None and spec.requires_logprobs and not caps.logprobs:
+            out[name] = "the target returns no logprobs"
+        elif spec is not None and spec.requires_sources and not caps.sources:
+            out[name] = "the target's answers cite no sources"
+    return out
+
+
+def controls_queries(controls: Sequence[Document], methods: Sequence[str],
+                     method_params: dict[str, dict] | None = None, cfg: EstimateConfig | None = None) -> int:
+    """The most queries the collection test's controls can cost: they are probed with one method only
+    (``evidence.collection.choose_method`` picks it during the audit), so the dearest of ``methods``."""
+    if not controls or not methods:
+        return 0
+    return max(estimate_audit(controls, [m], method_params, cfg).queries for m in methods)
+
+
+def assumptions(cfg: EstimateConfig | None = None, max_retries: int = 5, bad_response_retries: int = 2) -> str:
+    """What the estimate assumes and leaves out, in one paragraph for the app and the CLI."""
+    cfg = cfg or EstimateConfig()
+    n, tok = capability_probe()
+    context = (f"{cfg.context_tokens_per_query} tokens of retrieved context per query" if cfg.context_tokens_per_query
+               else "not the retrieved context the target adds to each prompt")
+    return (f"Tokens are estimated at {cfg.tokens_per_word} per word, as English text comes out of common "
+            f"tokenizers (other languages, numbers and codes take up to 3 or more), plus "
+            f"{cfg.chat_overhead_tokens} per query for the chat framing, and {context}. Not counted: the "
+            f"capability probe ({n} short queries, up to {tok} completion tokens) and retries: a request the "
+            f"target rate-limits, fails or answers too late is sent again up to {max_retries} times, one whose "
+            f"answer could not be read up to {bad_response_retries} times, and a provider may bill each try.")
+
+
 def estimate_audit(
     docs: Sequence[Document],
     methods: Sequence[str],
@@ -126,11 +177,13 @@ def estimate_audit(
     """
     cfg = cfg or EstimateConfig()
     method_params = method_params or {}
-    counts = [len(d.text.split()) for d in docs]
     out = AuditEstimate(len(docs))
-    costs = {name: [create_method(name, **(method_params.get(name) or {})).query_cost(n) for n in counts]
-             for name in methods}
-    out.skipped_by_every_method = sum(all(costs[m][i] is None for m in methods) for i in range(len(counts))) \
+    costs = {}
+    for name in methods:
+        m = create_method(name, **(method_params.get(name) or {}))
+        costs[name] = [m.document_cost(d) for d in docs]
+    counts = range(len(docs))
+    out.skipped_by_every_method = sum(all(costs[m][i] is None for m in methods) for i in counts) \
         if methods else 0
     for name in methods:
         est = method_estimate(name, costs[name], cfg)

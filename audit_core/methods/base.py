@@ -154,6 +154,11 @@ class MembershipMethod:
         """
         raise NotImplementedError
 
+    def document_cost(self, doc: Document) -> QueryCost | None:
+        """What probing ``doc`` sends: ``query_cost`` of its word count, unless what a method sends depends on
+        the text itself and can be read off it cheaply (Extraction: one query per personal-data item)."""
+        return self.query_cost(len(doc.text.split()))
+
     def probe_many(
         self, docs: Sequence[Document], target: Target, progress: Callable[[int], None] | None = None
     ) -> list[Observation]:

@@ -114,15 +114,30 @@ class ExtractionMethod(ThresholdTextMethod):
         self.config = config or ExtractionConfig()
 
     def query_cost(self, n_words: int) -> QueryCost | None:
-        """At most one query per personal-data item (``max_items``); documents without any cost nothing."""
+        """At most one query per personal-data item (``max_items``), as if every document had that many (an
+        upper bound for a word count alone); ``document_cost`` reads the items and counts none where there
+        are none."""
         if n_words < self.min_words:
             return None
         q = self.config.max_items
         words = min(n_words, self.config.prefix_words)
         return QueryCost(q, q * (template_words(PROMPT) + words), q * self.config.max_tokens)
 
+    def document_cost(self, doc: Document) -> QueryCost | None:
+        """One query per personal-data item the document holds (``max_items`` at most); none, no cost."""
+        if len(doc.text.split()) < self.min_words:
+            return None
+        q = len(self._items(doc))
+        if not q:
+            return None
+        words = min(len(doc.text.split()), self.config.prefix_words)
+        return QueryCost(q, q * (template_words(PROMPT) + words), q * self.config.max_tokens)
+
+    def _items(self, doc: Document) -> list[PersonalItem]:
+        return [i for i in find_personal_data(doc.text) if i.start > 0][: self.config.max_items]
+
     def probe(self, doc: Document, target: Target) -> Observation:
-        items = [i for i in find_personal_data(doc.text) if i.start > 0][: self.config.max_items]
+        items = self._items(doc)
         if not items:
             obs = Observation(self.name, doc.id)
             obs.skipped = "no_personal_data: no e-mail address, phone number or name found in the document"

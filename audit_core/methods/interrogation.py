@@ -51,7 +51,7 @@ class InterrogationMethod(QuestionMethod):
     scoring_revision = "4"  # session 51: "No idea" is "I don't know", not "no"
     kind = "yes_no"
     suffix = YES_NO_SUFFIX
-    words_per_question = 15  # a question restates about one sentence
+    words_per_question = 20  # a question restates about one sentence (20.1 words on MedQuAD, session 51)
 
     def __init__(self, config: InterrogationConfig | None = None) -> None:
         super().__init__(config or InterrogationConfig())

@@ -203,6 +203,11 @@ class HttpTargetConfig:
         if not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
 
+    def caps_answers(self) -> bool:
+        """Whether requests carry the auditor's answer-length cap: only where the body has ``{{max_tokens}}``
+        (else the service writes answers as long as it likes, and bills them)."""
+        return "max_tokens" in template_placeholders(self.body)
+
     def env_vars(self) -> list[str]:
         """The environment variables the headers read, in order (their values are secrets)."""
         names: list[str] = []

@@ -255,7 +255,7 @@ def test_documents_given_again_as_controls_are_audited_as_documents_only(tmp_pat
     assert main(["audit", "--target", "demo", "--docs", docs, "--controls", docs, "--method", "rag_mia",
                  "--estimate-only"]) == 0
     err = capsys.readouterr().err
-    assert "1 control(s) have the same text as a document you audit" in err and "includes 1 controls" not in err
+    assert "1 control(s) have the same text as a document you audit" in err and "for the 1 controls" not in err
 
 
 def test_an_output_that_is_an_input_is_refused_before_anything_is_sent(tmp_path, capsys):
@@ -358,7 +358,10 @@ def test_generated_controls_are_counted_in_the_estimate_and_made_only_after_ever
     assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", "--generate-controls",
                  "--estimate-only"]) == 0
     err = capsys.readouterr().err
-    assert made == [] and "includes 1 controls to be rewritten from the documents" in err
+    assert made == [] and "+ at most 1 queries for the 1 controls to be rewritten from the documents" in err
+    # the documents are counted apart from the controls (the CLI said "for 2 documents", counting every
+    # control under every method, where the app counted one method's)
+    assert "estimated cost: 1 target queries for 1 documents" in err
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", "--generate-controls",
@@ -386,3 +389,18 @@ def test_run_cli_reads_relative_paths_from_where_it_was_called(tmp_path):
                           env={**os.environ, "RPA_VENV": str(venv)})
     assert proc.returncode == 0, proc.stderr
     assert "for 1 documents" in proc.stderr
+
+
+def test_the_estimate_says_when_a_target_files_answers_have_no_length_cap(tmp_path, capsys):
+    """Without {{max_tokens}} in the body a service writes answers as long as it likes: "completion tokens (max)"
+    was no maximum. The assumptions behind the figures are said for a billed target."""
+    docs = _docs_csv(tmp_path)
+    for body, uncapped in (('  question: "{{prompt}}"\n', True),
+                           ('  question: "{{prompt}}"\n  limit: "{{max_tokens}}"\n', False)):
+        tf = tmp_path / "t.yaml"
+        tf.write_text(f"type: http\nurl: http://127.0.0.1:9/ask\nbody:\n{body}answer_path: $.answer\n")
+        assert main(["audit", "--docs", docs, "--method", "rag_mia", "--target-file", str(tf),
+                     "--estimate-only"]) == 0
+        err = capsys.readouterr().err
+        assert ("body has no {{max_tokens}}" in err) is uncapped
+        assert "per word" in err and "capability probe" in err and "sent again up to 5 times" in err

@@ -79,3 +79,42 @@ def test_mba_continue_elicitation_costs_one_request_per_mask():
     assert fill.methods["mba"].queries == 1 and cont.methods["mba"].queries == 8
     assert cont.methods["mba"].skipped_documents == 1
     assert cont.methods["mba"].completion_tokens == 8 * 6
+
+
+def test_extraction_is_counted_only_for_the_documents_that_hold_personal_data():
+    """It was charged 3 queries for every document of 3 words or more; it sends none without personal data."""
+    plain = Document("a", "The patient had a cough for three weeks and was given rest and fluids. " * 3)
+    contact = Document("b", "Please write to me at maria.lopez@clinic.example or call 555-201-7788 about the rash.")
+    est = estimate_audit([plain, contact], ["extraction"]).methods["extraction"]
+    assert (est.queries, est.skipped_documents) == (2, 1)
+
+
+def test_methods_that_cannot_run_on_the_checked_target_are_named_and_not_counted():
+    from audit_core.estimate import will_not_run
+    from audit_core.target.base import Capabilities
+
+    text_only = Capabilities(True, False, 0)
+    assert set(will_not_run(["srag", "mink", "mba", "cited_sources"], text_only)) == {"srag", "mink", "cited_sources"}
+    assert will_not_run(["srag"], None) == {}  # not checked yet: everything is counted
+    assert will_not_run(["srag", "cited_sources"], Capabilities(True, True, 20, sources=True)) == {}
+
+
+def test_controls_cost_the_dearest_single_method_and_the_assumptions_are_said():
+    from audit_core.estimate import assumptions, capability_probe, controls_queries
+
+    controls = [Document(f"c{i}", "The patient had a cough for three weeks and was given rest and fluids. " * 4)
+                for i in range(3)]
+    alone = {m: estimate_audit(controls, [m]).queries for m in ("rag_mia", "verbatim")}
+    assert controls_queries(controls, ["rag_mia", "verbatim"]) == max(alone.values()) < sum(alone.values())
+    said = assumptions(EstimateConfig(tokens_per_word=1.4))
+    n, _ = capability_probe()
+    assert "1.4 per word" in said and f"capability probe ({n} short queries" in said and "5 times" in said
+
+
+def test_a_target_file_says_whether_its_answers_are_capped():
+    from audit_core.target.http_api import HttpTargetConfig
+
+    free = HttpTargetConfig(url="http://127.0.0.1:9/ask", body={"q": "{{prompt}}"}, answer_path="$.a")
+    capped = HttpTargetConfig(url="http://127.0.0.1:9/ask", body={"q": "{{prompt}}", "n": "{{ max_tokens }}"},
+                              answer_path="$.a")
+    assert not free.caps_answers() and capped.caps_answers()
