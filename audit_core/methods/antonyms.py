@@ -5,16 +5,8 @@ but WordNet's data cannot be installed offline from PyPI here (``nltk`` and
 ``wn`` download their data from other hosts at run time) and no POS tagger
 model ships either. The list below is our own, written by hand from common
 English usage, weighted toward words that occur in health texts (the
-project's corpora). Every entry is an adjective or adverb (with "more",
-"less", "many" and "few", quantifiers whose swap keeps a sentence whole), so
-the list is also the part-of-speech filter: a word is perturbed only when it
-is in it. Words that are mostly something else in health texts are left out
-(session 51): prepositions ("before", "above", "inside"), verbs and
-participles ("present with", "to open", "known to"), "right" (a side, a
-claim) and "daily" (an adjective whose antonym was an adverb). Their swaps
-made sentences no reader would take for the original ("Patients absent with"),
-which any model rejects whether or not it holds the document. A few words
-kept can still be another part of speech ("a cold", "the light").
+project's corpora). Every entry is an adjective or adverb, so the list is
+also the part-of-speech filter: a word is perturbed only when it is in it.
 
 Pairs are read both ways; a word with several antonyms keeps the first.
 """
@@ -30,19 +22,19 @@ positive negative; normal abnormal; normally abnormally; benign malignant; inter
 upper lower; inner outer; active inactive; safe unsafe; effective ineffective; healthy unhealthy;
 possible impossible; likely unlikely; usually rarely; always never; painful painless; visible invisible;
 easy difficult; easily hardly; simple complex; young old; younger older; new old; more less;
-most least; many few; full empty; thick thin; deep shallow; wide narrow; bright dark;
+most least; many few; full empty; open closed; thick thin; deep shallow; wide narrow; bright dark;
 clear unclear; stable unstable; regular irregular; regularly irregularly; necessary unnecessary;
 important unimportant; dangerous harmless; serious minor; major minor; primary secondary;
 general specific; temporary permanent; temporarily permanently; partial complete; partially completely;
-same different; similar different; inherited acquired; dominant recessive; male female;
+present absent; same different; similar different; inherited acquired; dominant recessive; male female;
 true false; correct incorrect; able unable; sufficient insufficient; adequate inadequate;
 constant intermittent; persistent transient; increased decreased; increasing decreasing; elevated reduced;
 excessive deficient; healthier sicker; happy sad; calm anxious; comfortable uncomfortable;
-certain uncertain; natural artificial; frequent occasional; worse better;
+certain uncertain; known unknown; natural artificial; frequent occasional; daily rarely; worse better;
 swollen shrunken; tight loose; dull sharp; fever-free feverish; hungry full; awake asleep; alive dead;
 successful unsuccessful; successfully unsuccessfully; completely partially; fully partly;
 slightly greatly; mildly severely; severely mildly; significantly slightly; highly slightly;
-forward backward; legal illegal;
+inside outside; above below; before after; forward backward; right wrong; legal illegal;
 treatable untreatable; curable incurable; contagious noncontagious; infectious noninfectious;
 painfully painlessly; visibly invisibly; quickly slowly; heavily lightly; deeply shallowly;
 harmful harmless; useful useless; helpful unhelpful; responsive unresponsive; conscious unconscious;

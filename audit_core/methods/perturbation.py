@@ -23,7 +23,7 @@ from typing import Any
 
 from audit_core.documents import Document
 from audit_core.methods.base import Observation, QueryCost, send_all, template_words
-from audit_core.methods.questions import NO, YES, read_answer
+from audit_core.methods.questions import IDK, NO, YES, read_answer
 from audit_core.methods.rag_mia import p_yes_from_tokens
 from audit_core.methods.text_edits import perturb_antonyms
 from audit_core.methods.textonly_base import ThresholdTextMethod
@@ -50,11 +50,13 @@ def answer_value(resp: dict | None) -> tuple[float | None, str]:
     if resp is None:
         return None, "failed"
     comp = Completion.from_json(resp)
+    lab = read_answer(comp.text)
+    if lab == IDK:  # "No idea" opens with "no": its first token's P(yes) would read it as a committed no
+        return 0.5, "unsure"
     if comp.tokens:
         found = p_yes_from_tokens(comp.tokens)
         if found is not None:
             return found[0], "logprobs"
-    lab = read_answer(comp.text)
     if lab == YES:
         return 1.0, "text"
     if lab == NO:
@@ -64,7 +66,7 @@ def answer_value(resp: dict | None) -> tuple[float | None, str]:
 
 class PerturbationMethod(ThresholdTextMethod):
     name = "perturbation"
-    version = "2"  # session 51: the antonym list keeps to adjectives and adverbs
+    version = "1"
     #: 2, session 48: non-answers are no score; 3, session 49: a reply that opens as a
     #: non-answer (in any of nine languages) is "I don't know", even after a leading "no"
     scoring_revision = "4"  # session 51: "No idea" is unsure, not "no"

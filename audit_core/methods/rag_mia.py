@@ -31,7 +31,7 @@ _NEG_PHRASE = re.compile(
 )
 _POS_PHRASE = re.compile(r"\b(?:does appear|appears in|is present|is included|is part of|is in the context)\b")
 #: a reply that opens with "no" without answering it ("No idea", "No way to tell"); read on lower-cased text
-HEDGE = re.compile(r"^\s*no\s+(?:idea|way\s+to\s+(?:know|tell|say))\b")
+HEDGE = re.compile(r"^[\W_]*no\s+(?:idea|clue|way\s+(?:to|of)\s+(?:know|tell|say|be\s+sure|knowing|telling))\b")
 _UNSURE = re.compile(r"\b(?:not sure|unsure|uncertain|cannot|can't|unable|don't know|do not know|not certain"
                      r"|not able|impossible|(?:can|could) not|couldn't|no way to)\b")
 #: characters a tokenizer may leave around a word token ("▁Yes", "ĠYes", "Yes.")
@@ -116,7 +116,7 @@ class RagMiaMethod(MembershipMethod):
 
     name = "rag_mia"
     version = "1"
-    scoring_revision = "2"  # session 48: non-answers are no score
+    scoring_revision = "3"  # session 48: non-answers are no score; session 51: "No clue", "**No idea**" are hedges
     requires_logprobs = False
     min_words = 1
 

@@ -40,16 +40,6 @@ def test_perturbation_changes_only_the_chosen_adjectives_and_adverbs():
     assert perturb_antonyms("The cat sat on the mat.").edits == []
 
 
-def test_perturbation_leaves_prepositions_verbs_and_participles_alone():
-    """DCMI swaps adjectives and adverbs: "Patients absent with symptoms after the age of 3 and are unknown to
-    have" was a copy any model rejects, member or not."""
-    text = ("Patients present with symptoms before the age of 3 and are known to have pain above the right knee. "
-            "The right to open the file was taken inside the clinic, with a daily dose.")
-    assert perturb_antonyms(text, ratio=1.0).edits == []
-    got = perturb_antonyms("Patients with mild symptoms recover quickly.", ratio=1.0)
-    assert [(e.old, e.new) for e in got.edits] == [("mild", "severe"), ("quickly", "slowly")]
-
-
 def test_antonyms_keep_capitalisation():
     assert antonym("Severe") == "Mild" and antonym("RARE") == "COMMON" and antonym("quickly") == "slowly"
     assert antonym("table") is None
@@ -108,6 +98,7 @@ def test_broad_questions_can_name_several_key_phrases_each(tmp_path):
     ("The answer is yes.", "yes"),
     # a hedge that opens with "no" is not a committed no (it escaped IA's "I don't know" penalty)
     ("No idea.", "idk"), ("No way to tell from the text.", "idk"), ("No, I have no idea.", "no"),
+    ("**No idea.**", "idk"), ('"No idea."', "idk"), ("No clue.", "idk"), ("No way of knowing.", "idk"),
 ])
 def test_answers_are_read_as_yes_no_or_i_dont_know(text, label):
     assert Q.read_answer(text) == label
@@ -158,3 +149,15 @@ def test_a_helper_model_writes_questions_and_must_not_be_the_target(tmp_path, mo
     assert "sk-test" not in cached and "helper.example" in cached
     with pytest.raises(ValueError, match="must not be the audited target"):
         Q.questions_for(TEXT + " x", "yes_no", 4, cfg, helper=h, root=tmp_path, target_name=h.name)
+
+
+def test_dcmi_reads_a_hedge_as_unsure_even_where_the_first_tokens_logprobs_say_no():
+    """On a target that returns logprobs, "No idea" was read from its first token's P(yes): a committed no."""
+    from audit_core.methods.perturbation import answer_value
+    from audit_core.target.base import TokenLogprob
+
+    comp = Completion("No idea.", [TokenLogprob("No", -0.01, [("No", -0.01), ("Yes", -5.0)])], Usage(5, 2), "m")
+    assert answer_value(comp.to_json()) == (0.5, "unsure")
+    comp = Completion("No, it is not.", [TokenLogprob("No", -0.01, [("No", -0.01), ("Yes", -5.0)])], Usage(5, 2), "m")
+    value, how = answer_value(comp.to_json())
+    assert how == "logprobs" and value < 0.05
