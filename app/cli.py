@@ -127,7 +127,7 @@ def _store_path(args) -> str:
 
 
 def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = False,
-                    uncapped: bool = False) -> None:
+                    file_config=None) -> None:
     """The cost of the audit on the target, before anything is sent (every query is paid).
 
     Counted in the style the audit will read the target in: the demo's, the
@@ -157,21 +157,21 @@ def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = Fal
         print(f"  + at most {controls_queries(list(controls), styled.methods, styled.method_params)} queries for "
               f"the {len(controls)} controls{made}: they are probed with one method only, chosen during the audit",
               file=sys.stderr)
-    if uncapped:
+    if file_config is not None and hasattr(file_config, "caps_answers") and not file_config.caps_answers():
         print("  the target file's body has no {{max_tokens}}: the service writes answers as long as it likes, "
               "so the completion tokens are no bound", file=sys.stderr)
     if not is_demo:  # the demo bills nothing: what a provider's bill may add is for real targets
-        print("  " + assumptions(), file=sys.stderr)
+        retries = getattr(file_config, "max_retries", 5)
+        print("  " + assumptions(max_retries=retries), file=sys.stderr)
 
 
-def _file_answers_uncapped(args) -> bool:
-    """Whether a ``--target-file`` target's answers carry no length cap (its body has no ``{{max_tokens}}``)."""
+def _file_config(args):
+    """The ``--target-file``'s configuration (validated before the estimate), or None without one."""
     if not getattr(args, "target_file", None):
-        return False
+        return None
     from audit_core.target import load_target_file
 
-    _, config = load_target_file(args.target_file)  # validated before the estimate
-    return hasattr(config, "caps_answers") and not config.caps_answers()
+    return load_target_file(args.target_file)[1]
 
 
 def _print_failures(failures: dict) -> None:
@@ -457,8 +457,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         cfg.controls_kind = "generated" if generate_controls else controls_kind
         # controls to be generated: one rewrite per document, of about its length
         counted = list(docs) if generate_controls else list(controls)
-        _print_estimate(list(docs), cfg, args.target == "demo", counted, generate_controls,
-                        _file_answers_uncapped(args))
+        _print_estimate(list(docs), cfg, args.target == "demo", counted, generate_controls, _file_config(args))
     except ValueError as exc:  # unknown method, parameter out of range
         print(f"error: {exc}", file=sys.stderr)
         return 2

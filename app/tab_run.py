@@ -53,7 +53,7 @@ def _estimate(settings: Settings, docs, controls=()) -> None:
                f"use{uncapped}. Preparing the shadow RAG runs locally and is cached after the first run. Answers "
                "already received (an audit cancelled and started again) are not sent again. Counted for a target "
                f"that answers in {styled.target_style} style ({_style_source(settings, styled)})."
-               + ("" if settings.target_kind == DEMO else " " + assumptions(ecfg)))
+               + ("" if settings.target_kind == DEMO else " " + assumptions(ecfg, _max_retries(settings))))
     if skipped:
         st.caption("Not counted, they cannot run on this target (the connection check found it): " + "; ".join(
             f"{LABELS.get(m, m)} ({why})" for m, why in skipped.items()) + ".")
@@ -61,6 +61,14 @@ def _estimate(settings: Settings, docs, controls=()) -> None:
         st.caption(f"The {len(controls)} controls add at most {controls_queries(controls, methods, params, ecfg)} "
                    "queries: they are probed with one method only, the one whose shadow gives the collection test "
                    "the most power, chosen during the audit.")
+
+
+def _max_retries(settings: Settings) -> int:
+    """Retries after a request's first try: a target file's own ``max_retries``, else the connectors' default."""
+    from app.target_file import HTTP_FILE, parsed_config
+
+    config = parsed_config() if settings.target_kind == HTTP_FILE else None
+    return int(getattr(config, "max_retries", 5))
 
 
 def _uncapped_answers(settings: Settings) -> str:

@@ -276,7 +276,7 @@ def csv_cell(value: Any) -> str:
     on import (LibreOffice's "trim spaces") would otherwise run `` =cmd``.
     """
     s = "" if value is None else str(value)
-    first = s.lstrip(" \t\r\n\v\f\u00a0")[:1]
+    first = s.lstrip()[:1]  # every Unicode space and separator Python strips (a spreadsheet may trim them)
     return "'" + s if s[:1] in ("\t", "\r") or first in ("=", "+", "-", "@") else s
 
 

@@ -30,12 +30,16 @@ from audit_core.methods.textonly_base import ThresholdTextMethod, answers
 from audit_core.target.base import Target
 
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
-#: a phone number: an optional country code and area code in brackets, then two to five groups of digits
-#: joined by a space, a dot or a hyphen, or one run of 10-15 digits; never a slash (dates, doses: "500/1000")
-_GROUPS = r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,5}(?:[ .-]\d{2,5}){1,4}"
-_PHONE = re.compile(rf"(?<![\w/.,:+-])(?:{_GROUPS}|\+?\d{{10,15}})(?![\w/]|[.,:-]\d)")
+#: a phone number: an optional country code and area code in brackets, then digit groups joined by a space, a
+#: dot or a hyphen (``_is_phone`` decides which such runs are phone numbers), or one run of 10-15 digits; never a
+#: slash (dates, doses: "500/1000")
+_GROUPS = r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{1,8}(?:[ .-]\d{1,8}){1,5}"
+_PHONE = re.compile(rf"(?<![\w/.,+-])(?:{_GROUPS}|\+?\d{{10,15}})(?![\w/]|[.,:-]\d)")
 _DATE = re.compile(r"\d{4}([.-])\d{1,2}\1\d{1,2}|\d{1,2}([.-])\d{1,2}\2(?:\d{2}|\d{4})")
-_YEARS = re.compile(r"(?:1[89]|20)\d\d\s?[-.]\s?(?:1[89]|20)\d\d")
+#: spans and lists of years ("2019-2020", "1990 - 2005 - 2010")
+_YEARS = re.compile(r"(?:1[89]|20)\d\d(?:\s?[-.]\s?(?:1[89]|20)\d\d)+")
+#: thousands written with dots ("10.000.000"), addresses ("192.168.1.20"), clock ranges ("10.30-11.45")
+_NOT_PHONE = re.compile(r"\d{1,3}(?:\.\d{3})+|\d{1,3}(?:\.\d{1,3}){3}|\d{1,2}\.\d{2}\s?-\s?\d{1,2}\.\d{2}")
 #: words that announce a number written as digit groups and spaces only ("my number is 555 201 7788")
 _CUE = re.compile(r"\b(?:phone|tel|telephone|call|mobile|cell|fax|number|whatsapp|text|reach|contact)\b"
                   r"(?:\W+(?:is|at|on|me|was))*\W*$", re.I)
@@ -65,19 +69,24 @@ def find_personal_data(text: str) -> list[PersonalItem]:
 
 
 def _is_phone(text: str, m: re.Match) -> bool:
-    """Whether a ``_PHONE`` match is a phone number: 7-15 digits, not a date or a span of years, and
-    written as one (hyphens or dots, a + or a bracket, a leading 0, one long run) or announced as one.
+    """Whether a ``_PHONE`` match is a phone number: 7-15 digits, not a date, a span of years, a number
+    with thousands dots, an address or a clock range, and written as one or announced as one.
 
-    A date, a dose ("500/1000 mg") or a span of years read as a phone number decided "member" by
-    itself whenever an answer repeated it, and such numbers are guessable.
+    Written as one: a leading + or bracket or 0, one run of 10 or more digits, or three or more groups
+    joined by hyphens or dots alike ("555-201-7788", "1-800-555-0199"). Two groups ("1000-2000 IU"), or
+    groups joined by spaces ("100 200 300 mg"), count only after a word such as "call" or "number". A
+    date, a dose or a span of years read as a phone number decided "member" by itself whenever an
+    answer repeated it, and such numbers are guessable.
     """
     s = m.group(0)
     digits = re.sub(r"\D", "", s)
-    if not 7 <= len(digits) <= 15 or _DATE.fullmatch(s) or _YEARS.fullmatch(s):
+    if not 7 <= len(digits) <= 15 or any(p.fullmatch(s) for p in (_DATE, _YEARS, _NOT_PHONE)):
         return False
-    if "-" in s or "." in s or s[0] in "+(0" or (len(digits) >= 10 and " " not in s):
+    seps = set(re.findall(r"[ .-]", s.split(")")[-1]))
+    groups = re.findall(r"\d+", s)
+    if s[0] in "+(0" or (len(groups) == 1 and len(digits) >= 10) or (len(groups) >= 3 and seps in ({"-"}, {"."})):
         return True
-    return bool(_CUE.search(text[max(0, m.start() - 30): m.start()]))  # digit groups and spaces: "100 200 300 mg"
+    return bool(_CUE.search(text[max(0, m.start() - 30): m.start()]))
 
 
 def _norm(kind: str, s: str) -> str:

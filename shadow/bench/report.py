@@ -302,7 +302,9 @@ def pooled_draws(runs: Sequence[Path], method: str, profile: str = "completion",
     half = float(student_t.ppf(0.975, k - 1) * np.std(aucs, ddof=1) / math.sqrt(k))
     return {"profile": profile, "defense": defense, "method": method, "runs": [str(r) for r in runs],
             "seeds": [c.get("seed") for c in cfgs], "per_draw_auc": aucs, "mean_auc": float(np.mean(aucs)), "ci": [lo, hi],
-            "between_draws_ci": [max(0.0, float(np.mean(aucs)) - half), min(1.0, float(np.mean(aucs)) + half)],
+            # draws that agree exactly give no spread to read an interval from (not certainty): None
+            "between_draws_ci": ([max(0.0, float(np.mean(aucs)) - half), min(1.0, float(np.mean(aucs)) + half)]
+                                 if half > 0 else None),
             "members": sum(sum(y) for y, _ in draws), "nonmembers": sum(len(y) - sum(y) for y, _ in draws),
             "left_out": left_out}
 
@@ -313,8 +315,9 @@ def pooled_line(p: dict) -> str:
     per = ", ".join(f"{a:.3f}" for a in p["per_draw_auc"])
     return (f"{p['profile']} / {p['defense']} / {p['method']}: mean AUC over {len(p['seeds'])} draws (seeds {seeds}) "
             f"{p['mean_auc']:.3f} [{p['ci'][0]:.3f}, {p['ci'][1]:.3f}] within draws, "
-            f"[{p['between_draws_ci'][0]:.3f}, {p['between_draws_ci'][1]:.3f}] between draws (t over the draws' "
-            f"AUCs); per draw {per} "
+            + (f"[{p['between_draws_ci'][0]:.3f}, {p['between_draws_ci'][1]:.3f}] between draws (t over the draws' "
+               f"AUCs)" if p.get("between_draws_ci") else "no interval between draws (they read the same AUC)")
+            + f"; per draw {per} "
             f"({p['members']} + {p['nonmembers']} documents; {p['left_out']} without a score left out)")
 
 

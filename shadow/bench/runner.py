@@ -375,6 +375,7 @@ class TqdmProgress:
             self.close()
             self.stage = stage
             self.bar = tqdm(total=total, desc=f"  {stage}", unit="doc", file=sys.stderr, mininterval=5)
+        self.bar.total = total  # a stage may learn its size as it goes (S-RAG's calibration: 0 / 1, then its fits)
         self.bar.n = done
         self.bar.refresh()
         if done >= total:

@@ -395,12 +395,13 @@ def test_the_estimate_says_when_a_target_files_answers_have_no_length_cap(tmp_pa
     """Without {{max_tokens}} in the body a service writes answers as long as it likes: "completion tokens (max)"
     was no maximum. The assumptions behind the figures are said for a billed target."""
     docs = _docs_csv(tmp_path)
-    for body, uncapped in (('  question: "{{prompt}}"\n', True),
-                           ('  question: "{{prompt}}"\n  limit: "{{max_tokens}}"\n', False)):
+    for body, uncapped, retries in (('  question: "{{prompt}}"\n', True, 5),
+                                    ('  question: "{{prompt}}"\n  limit: "{{max_tokens}}"\n', False, 5),
+                                    ('  question: "{{prompt}}"\nmax_retries: 1\n', True, 1)):
         tf = tmp_path / "t.yaml"
         tf.write_text(f"type: http\nurl: http://127.0.0.1:9/ask\nbody:\n{body}answer_path: $.answer\n")
         assert main(["audit", "--docs", docs, "--method", "rag_mia", "--target-file", str(tf),
                      "--estimate-only"]) == 0
         err = capsys.readouterr().err
         assert ("body has no {{max_tokens}}" in err) is uncapped
-        assert "per word" in err and "capability probe" in err and "sent again up to 5 times" in err
+        assert "per word" in err and "capability probe" in err and f"sent again up to {retries} times" in err

@@ -764,6 +764,7 @@ def test_mbas_accuracy_is_shown_out_of_the_masks_answered_as_mba_decides():
 
 @pytest.mark.parametrize("text, neutralised", [
     ("=cmd", True), (" =cmd", True), ("\n\t@SUM(A1)", True), ("\u00a0+1", True), ("\tx", True),
+    ("\u3000=cmd", True), ("\u2003-1", True), ("\x1c=cmd", True),
     ("plain id", False), ("a=b", False), ("", False), ("  spaced", False),
 ])
 def test_csv_cell_looks_through_leading_spaces(text, neutralised):

@@ -691,6 +691,10 @@ def test_the_cli_sends_verbatims_decoy_probes_when_asked_and_says_what_is_wrong(
     ("Call 555-201-7788 or +44 20 7946 0958 or (555) 201-7788 or 5552017788.",
      ["555-201-7788", "+44 20 7946 0958", "(555) 201-7788", "5552017788"]),
     ("My number is 555 201 7788, the office 020 7946 0958.", ["555 201 7788", "020 7946 0958"]),
+    ("Ring +33 1 23 45 67 89, +49 30 12345678, 07911 123456, 1-800-555-0199 or Tel:555-123-4567.",
+     ["+33 1 23 45 67 89", "+49 30 12345678", "07911 123456", "1-800-555-0199", "555-123-4567"]),
+    ("Take 1000-2000 IU daily, 2000-4000 mg/day, from 10.30-11.45; 10.000.000 units; 2019-2020-2021; "
+     "host 192.168.100.200.", []),
 ])
 def test_extraction_reads_only_phone_numbers_as_phone_numbers(text, phones):
     """A dose, a date or a span of years read as a phone number decided "member" whenever an answer repeated it."""
