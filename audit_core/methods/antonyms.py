@@ -5,8 +5,13 @@ but WordNet's data cannot be installed offline from PyPI here (``nltk`` and
 ``wn`` download their data from other hosts at run time) and no POS tagger
 model ships either. The list below is our own, written by hand from common
 English usage, weighted toward words that occur in health texts (the
-project's corpora). Every entry is an adjective or adverb, so the list is
-also the part-of-speech filter: a word is perturbed only when it is in it.
+project's corpora). The list is also the part-of-speech filter: a word is
+perturbed only when it is in it. Most entries are adjectives or adverbs, but
+not all (session 51): prepositions ("before", "above", "inside"), verbs and
+participles ("present", "open", "known"), "right" and "daily" make copies no
+reader takes for the original. They stay for now because Interrogation makes
+its false statements with this list too, and its shipped preparations were
+probed with it (BENCHMARKS.md, session 51).
 
 Pairs are read both ways; a word with several antonyms keeps the first.
 """
