@@ -165,15 +165,6 @@ def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = Fal
         print("  " + assumptions(max_retries=retries), file=sys.stderr)
 
 
-def _file_config(args):
-    """The ``--target-file``'s configuration (validated before the estimate), or None without one."""
-    if not getattr(args, "target_file", None):
-        return None
-    from audit_core.target import load_target_file
-
-    return load_target_file(args.target_file)[1]
-
-
 def _print_failures(failures: dict) -> None:
     """The run-level failure summary: what failed, how often, and whether the audit stopped."""
     if not failures:
@@ -439,11 +430,12 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
     from audit_core.audit import config_dict, run_audit
     from shadow.prepare import prepare_shadow
 
+    file_config = None
     if getattr(args, "target_file", None):  # a bad target file is bad input: said before the estimate, nothing sent
         from audit_core.target import TargetFileError, load_target_file
 
         try:
-            load_target_file(args.target_file)
+            file_config = load_target_file(args.target_file)[1]
         except TargetFileError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -457,7 +449,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         cfg.controls_kind = "generated" if generate_controls else controls_kind
         # controls to be generated: one rewrite per document, of about its length
         counted = list(docs) if generate_controls else list(controls)
-        _print_estimate(list(docs), cfg, args.target == "demo", counted, generate_controls, _file_config(args))
+        _print_estimate(list(docs), cfg, args.target == "demo", counted, generate_controls, file_config)
     except ValueError as exc:  # unknown method, parameter out of range
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -178,12 +178,9 @@ def estimate_audit(
     cfg = cfg or EstimateConfig()
     method_params = method_params or {}
     out = AuditEstimate(len(docs))
-    costs = {}
-    for name in methods:
-        m = create_method(name, **(method_params.get(name) or {}))
-        costs[name] = [m.document_cost(d) for d in docs]
-    counts = range(len(docs))
-    out.skipped_by_every_method = sum(all(costs[m][i] is None for m in methods) for i in counts) \
+    made = {name: create_method(name, **(method_params.get(name) or {})) for name in methods}
+    costs = {name: [m.document_cost(d) for d in docs] for name, m in made.items()}
+    out.skipped_by_every_method = sum(all(costs[m][i] is None for m in methods) for i in range(len(docs))) \
         if methods else 0
     for name in methods:
         est = method_estimate(name, costs[name], cfg)
