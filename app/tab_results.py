@@ -203,7 +203,7 @@ def marked_masked_text(masked_text: str, rows: list[dict]) -> str:
 
 
 def _mba_detail(result: dict, doc_id: str) -> None:
-    from audit_core.report import mba_accuracy, mba_unanswered
+    from audit_core.report import mba_accuracy, mba_unanswered, reason_note
 
     res = (result.get("results") or {}).get(doc_id, {}).get("mba")
     if res is None:
@@ -221,8 +221,9 @@ def _mba_detail(result: dict, doc_id: str) -> None:
         if acc:
             st.caption(f"{acc[0]} of {acc[1]} answered masked words filled in correctly"
                        f"{mba_unanswered(result, doc_id)}.")
-    if res.get("reason"):
-        st.caption(f"MBA gave no answer: {res['reason']}")
+    note = reason_note("mba", res)
+    if note:
+        st.caption(note)
 
 
 def _detail(result: dict, key: str) -> None:

@@ -675,6 +675,24 @@ def mba_unanswered(result: dict, doc_id: str) -> str:
     return f" ({len(rows) - answered} of {len(rows)} masks not answered)"
 
 
+def reason_note(name: str, info: dict) -> str | None:
+    """The line under a method's evidence that gives its reason, or None when it has none.
+
+    The reason's lead says what the method did: "gave no answer" only when it has no score; a score
+    that decides nothing (not cleared, no signal) "decides nothing"; a decision with a reason (a call
+    against the owner's controls) says which. The app and the PDF both use it.
+    """
+    reason = info.get("reason")
+    if not reason:
+        return None
+    label = method_label(name)
+    if info.get("score") is None:
+        return f"{label} gave no answer: {reason}"
+    if info.get("decision") is None:
+        return f"{label} decides nothing: {reason}"
+    return f"{label} says “{decision_text(info['decision'])}”: {reason}"
+
+
 #: how the app and the PDF give Verbatim's count of copied runs (``VerbatimConfig.reading``)
 COPIED_NOTE = ("Word runs of the unseen part that the best answer reproduced: {} (four words each, "
                "overlapping).")
@@ -1150,9 +1168,9 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
                              f"{mba_unanswered(r, doc_id)}."
                              + (" The words and the target's answers are redacted with the document text."
                                 if redacted else ""), "small"))
-        if mba.get("reason"):
-            said = "gave no answer" if mba.get("score") is None else "decides nothing"
-            out.append(P(f"MBA {said}: {esc(mba.get('reason'))}", "note"))
+        note = reason_note("mba", mba)
+        if note:
+            out.append(P(esc(note), "note"))
 
     out.extend(_verbatim_evidence(r, doc_id, st, width))
 

@@ -509,6 +509,17 @@ def test_a_verbatim_reading_without_a_score_says_why_and_not_that_nothing_was_re
     assert "No reading: too many non" in shown and "reproduced no run" not in shown
 
 
+def test_an_mba_score_that_decides_nothing_is_not_called_no_answer():
+    """The Results tab said "MBA gave no answer: not cleared: ..." under an 8 of 10 fill-in."""
+    rows = [{"mask": f"[Mask_{i}]", "expected": "w", "predicted": "w", "correct": i < 8} for i in range(10)]
+    at = _results_part("_mba_detail", {"results": {"d1": {"mba": {
+        "method": "mba", "score": 0.89, "decision": None, "evidence": {"rows": rows, "answered": 10},
+        "reason": "not cleared: below the member threshold"}}}}, "d1")
+    assert not at.exception
+    shown = " ".join(c.value for c in at.caption)
+    assert "MBA decides nothing: not cleared" in shown and "gave no answer" not in shown
+
+
 def test_the_verdict_table_has_a_column_for_each_method_that_ran():
     from app.tab_results import _verdict_rows
 

@@ -668,6 +668,19 @@ def test_path_like_ids_stay_two_documents_and_a_score_that_decides_nothing_is_no
         == "MBA gave no answer (too many non-answers)."
 
 
+def test_a_reason_under_a_method_says_whether_it_answered_decided_nothing_or_decided():
+    """The Results tab put "MBA gave no answer:" before the reason of every MBA score that did not decide
+    (an 8 of 10 fill-in with "not cleared: ..."), though MBA had answered; the PDF said so too for a call
+    against the owner's controls."""
+    assert report.reason_note("mba", {"score": 0.89, "decision": None, "reason": "not cleared: 30%"}) \
+        == "MBA decides nothing: not cleared: 30%"
+    assert report.reason_note("mba", {"score": None, "decision": None, "reason": "too many non-answers"}) \
+        == "MBA gave no answer: too many non-answers"
+    assert report.reason_note("mba", {"score": 0.9, "decision": True, "reason": "against your 20 controls"}) \
+        == "MBA says “member”: against your 20 controls"
+    assert report.reason_note("mba", {"score": 0.9, "decision": True, "reason": None}) is None
+
+
 def test_the_pdf_states_what_the_audit_can_and_cannot_show():
     from audit_core.evidence.statement import what_this_shows
 
