@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from audit_core.methods import METHODS, method_label, suggested_methods, unchosen_source_methods  # noqa: E402
+from audit_core.methods import METHODS, method_label, suggested_methods, unchosen_chat_methods, \
+    unchosen_source_methods  # noqa: E402
 
 
 def _named(name: str) -> str:
@@ -163,6 +164,33 @@ def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = Fal
     if not is_demo:  # the demo bills nothing: what a provider's bill may add is for real targets
         retries = getattr(file_config, "max_retries", 5)
         print("  " + assumptions(max_retries=retries), file=sys.stderr)
+
+
+def method_hints(chosen: list[str], caps, style: str | None, some_cannot_run: bool) -> list[str]:
+    """What to add to --method for the target the capability probe found: the methods for a target without
+    logprobs (when a chosen one cannot run), for one that answers like a chat model, for one that cites sources."""
+    hints, text_only = [], []
+    if not caps.logprobs and some_cannot_run:
+        text_only = suggested_methods(False, caps.sources)
+        hints.append(f"for a target without logprobs, --method {','.join(text_only)}")
+    chat = unchosen_chat_methods(chosen) if style == "chat" else []
+    if chat and not set(chat) <= set(text_only):
+        hints.append("on a target that answers like a chat model, S-RAG and MBA usually find no signal on their "
+                     f"shadow and abstain; add --method {','.join(chat)}")
+    unused = unchosen_source_methods(chosen) if caps.sources else []
+    if unused:
+        hints.append(f"this target lists the sources of its answers; add --method {','.join(unused)} to read them")
+    return hints
+
+
+def nothing_decided_note(chosen: list[str], no_signal: dict, not_run: dict, chat_methods: list[str]) -> str | None:
+    """One line after the verdicts when no chosen method could decide anything: 20 "inconclusive" rows are no
+    finding, and the owner should learn at once what to run instead."""
+    if not chosen or not set(chosen) <= set(no_signal) | set(not_run):
+        return None
+    advice = (f"; on this chat-style target run --method {','.join(chat_methods)}" if chat_methods
+              else "; the notes above say why")
+    return f"note: none of the chosen methods could decide anything on this target{advice}"
 
 
 def _print_failures(failures: dict) -> None:
@@ -490,6 +518,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
             raise
     run_id = None
     resumed = False
+    chat_methods: list[str] = []  # the methods for chat-style targets that were not chosen, once the probe says chat
     try:
         target = _target(args)
         from audit_core import history
@@ -516,13 +545,9 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
             styled = with_target_style(cfg, caps)
             print(f"target style: {styled.target_style} ({styled.target_style_source}); the shadow answers, "
                   "and S-RAG reads, in this style", file=sys.stderr)
-            if not caps.logprobs and cannot:
-                print(f"  hint: for a target without logprobs, --method "
-                      f"{','.join(suggested_methods(False, caps.sources))}", file=sys.stderr)
-            unused = unchosen_source_methods(cfg.methods) if caps.sources else []
-            if unused:
-                print(f"  hint: this target lists the sources of its answers; add --method {','.join(unused)} "
-                      "to read them", file=sys.stderr)
+            chat_methods = unchosen_chat_methods(cfg.methods) if styled.target_style == "chat" else []
+            for hint in method_hints(cfg.methods, caps, styled.target_style, bool(cannot)):
+                print(f"  hint: {hint}", file=sys.stderr)
         result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result,
                            controls=controls, capabilities=caps)
     except KeyboardInterrupt:
@@ -547,6 +572,9 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         sent = "its queries were sent (--run-without-signal) but it does not vote" if name in cfg.run_without_signal \
             else "none of its queries were sent (--run-without-signal to send them anyway)"
         print(f"note: {method_label(name)}: {why}; {sent}", file=sys.stderr)
+    note = nothing_decided_note(cfg.methods, result.no_signal, result.not_run, chat_methods)
+    if note:
+        print(note, file=sys.stderr)
     _print_collection(result.collection)
     _print_power(result.to_json()["method_power"], cfg.fpr)
     for v in result.verdicts:

@@ -241,7 +241,8 @@ def connection_id(settings: Settings) -> str:
 
 def _connection_check(settings: Settings) -> None:
     from audit_core.audit import AuditConfig, select_methods
-    from audit_core.methods import LABELS, METHODS, suggested_methods, unchosen_source_methods
+    from audit_core.methods import LABELS, METHODS, suggested_methods, unchosen_chat_methods, unchosen_source_methods
+    from audit_core.target.style import resolve_style
 
     if st.button("Check connection", key="check_connection"):
         if settings.missing_target:
@@ -283,6 +284,13 @@ def _connection_check(settings: Settings) -> None:
             st.button("Use the methods for text-only targets: " + ", ".join(LABELS[m] for m in text_only),
                       key="use_text_only_methods", on_click=_select_methods, args=(text_only,),
                       help="Methods that need no token probabilities; S-RAG cannot run on this target.")
+    style, _ = resolve_style(settings.target_style, caps.style, caps.style_detail)
+    for_chat = unchosen_chat_methods(settings.methods) if style == "chat" and caps.logprobs else []
+    if for_chat:  # without logprobs the text-only button above already offers them
+        st.button("This target answers like a chat model: add " + ", ".join(LABELS[m] for m in for_chat),
+                  key="add_chat_methods", on_click=_select_methods, args=(list(settings.methods) + for_chat,),
+                  help="On chat models S-RAG and MBA usually find no signal on their shadow and abstain; "
+                       + " ".join(METHODS[m].description for m in for_chat))
     reading_sources = unchosen_source_methods(settings.methods) if caps.sources else []
     if reading_sources:
         st.button("This target lists the sources of its answers: add " + ", ".join(LABELS[m] for m in reading_sources),

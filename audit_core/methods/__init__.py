@@ -33,7 +33,8 @@ class MethodSpec:
     cost: str
     #: what the method does, in words a data owner reads in the report
     description: str = ""
-    #: the kinds of target ("logprobs", "text only") for which the app proposes the method
+    #: the kinds of target ("logprobs", "text only") for which the app proposes the method; "chat": also
+    #: proposed for any target that answers like a chat model, where the benchmark found it the best method
     suggested_for: tuple[str, ...] = ()
     #: why the method never says "not found" (its documents under the member threshold stay "not
     #: cleared"), where the benchmark showed its shadow's clearing threshold missing target members
@@ -102,7 +103,7 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                False, "text-only", "3 requests to quote how the document goes on (9 on a chat target)",
                description='gives the target the beginning of the document and asks it to quote the rest; a RAG that '
                            'retrieved the document copies word sequences from it that the question did not contain',
-               suggested_for=("text only",),
+               suggested_for=("text only", "chat"),
                no_clearing='Verbatim continuation says no "not found": a chat model that holds a document copies '
                            'nothing from it for about a third of the shadow\'s members, so an answer without a copy '
                            'is no evidence of absence (BENCHMARKS.md, session 43)'),
@@ -159,6 +160,14 @@ def unchosen_source_methods(chosen: Iterable[str]) -> list[str]:
     """The methods that read cited sources and are not among ``chosen``: what to offer for a target that cites them."""
     chosen = set(chosen)
     return [n for n, s in METHODS.items() if s.requires_sources and n not in chosen]
+
+
+def unchosen_chat_methods(chosen: Iterable[str]) -> list[str]:
+    """The methods proposed for chat-style targets that are not among ``chosen``: what to offer once a target is
+    found (or said) to answer like a chat model. There S-RAG and MBA usually find no signal on their shadow and
+    abstain, so an audit without these decides nothing (BENCHMARKS.md, target zoo)."""
+    chosen = set(chosen)
+    return [n for n, s in METHODS.items() if "chat" in s.suggested_for and n not in chosen]
 
 
 def method_spec(name: str) -> MethodSpec:

@@ -432,6 +432,29 @@ def test_a_text_only_endpoint_offers_the_methods_that_need_no_logprobs(app):
     assert not [b for b in app.button if b.key == "use_text_only_methods"]  # nothing left to switch to
 
 
+def test_a_chat_endpoint_with_logprobs_offers_the_method_that_works_on_chat_models(app):
+    """The fake answers like a chat model and gives logprobs: S-RAG and MBA can run but usually abstain there
+    (their shadows find no signal), so the sidebar offers Verbatim continuation, once."""
+    from audit_core.methods import suggested_methods
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(models=["m"]) as srv:
+        app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+        app.text_input(key="base_url").input(srv.base_url)
+        app.text_input(key="model").input("m").run()
+        app.button(key="check_connection").click().run(timeout=60)
+        assert not app.exception
+        assert "Answer style: chat" in _texts(app)
+        assert not [b for b in app.button if b.key == "use_text_only_methods"]
+        app.button(key="add_chat_methods").click().run(timeout=60)
+        assert not app.exception
+        assert app.multiselect(key="methods").value == suggested_methods(logprobs=True) + ["verbatim"]
+        assert not [b for b in app.button if b.key == "add_chat_methods"]
+        app.selectbox(key="target_style").set_value("completion").run(timeout=60)
+        app.multiselect(key="methods").set_value(suggested_methods(logprobs=True)).run(timeout=60)
+        assert not [b for b in app.button if b.key == "add_chat_methods"]  # read as completion: not offered
+
+
 def test_the_verdict_table_shows_each_documents_p_value_against_the_controls_only_when_there_are_controls():
     from app.tab_results import _verdict_rows
 

@@ -405,3 +405,25 @@ def test_the_estimate_says_when_a_target_files_answers_have_no_length_cap(tmp_pa
         err = capsys.readouterr().err
         assert ("body has no {{max_tokens}}" in err) is uncapped
         assert "per word" in err and "capability probe" in err and f"sent again up to {retries} times" in err
+
+
+def test_the_cli_says_which_methods_to_add_for_the_target_found_and_when_nothing_could_decide():
+    """The README's audit of a chat service with the default S-RAG + MBA printed 20 "inconclusive" rows and a hint
+    about cited sources only: nothing said that Verbatim continuation is the method that works on chat models."""
+    from app.cli import method_hints, nothing_decided_note
+    from audit_core.target.base import Capabilities
+
+    chat = Capabilities(reachable=True, logprobs=True, max_top_logprobs=20, sources=True)
+    hints = method_hints(["srag", "mba"], chat, "chat", False)
+    assert any(h.endswith("add --method verbatim") for h in hints)
+    assert any("sources" in h and "cited_sources" in h for h in hints)
+    assert not any("verbatim" in h for h in method_hints(["srag", "mba"], chat, "completion", False))
+    assert not any("verbatim" in h for h in method_hints(["srag", "verbatim"], chat, "chat", False))
+    text_only = Capabilities(reachable=True, logprobs=False, max_top_logprobs=0)
+    hints = method_hints(["srag", "mba"], text_only, "chat", True)
+    assert hints == ["for a target without logprobs, --method mba,verbatim"]  # said once, not twice
+
+    note = nothing_decided_note(["srag", "mba"], {"srag": "no signal"}, {"mba": "uncalibrated"}, ["verbatim"])
+    assert note.endswith("on this chat-style target run --method verbatim")
+    assert nothing_decided_note(["srag", "mba"], {"srag": "no signal"}, {}, ["verbatim"]) is None
+    assert "notes above" in nothing_decided_note(["srag"], {"srag": "no signal"}, {}, [])
