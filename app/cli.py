@@ -97,22 +97,32 @@ def _open_store(args):
     input, said before anything is sent (it was reported as a bug in the auditor, after the estimate)."""
     import sqlite3
 
-    from audit_core.models import cache_dir
     from audit_core.store import Store
 
-    try:
-        folder = cache_dir()
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise PermissionError(13, "not writable", str(folder))
-    except OSError as exc:
-        return None, (f"the cache folder {exc.filename or os.environ.get('RPA_CACHE_DIR')} cannot be used "
-                      f"({exc.strerror or exc}); set RPA_CACHE_DIR to a folder you can write")
+    problem = _cache_problem()
+    if problem:
+        return None, problem
     path = _store_path(args)
     try:
         return Store(path), None
     except (sqlite3.DatabaseError, OSError) as exc:
         return None, (f"the answer store {path} cannot be opened ({exc}); give --store (or RPA_AUDIT_DB) a "
                       "new file name, or the store file of an earlier audit")
+
+
+def _cache_problem() -> str | None:
+    """What is wrong with the cache folder (``RPA_CACHE_DIR``), or None: bad input for every command that
+    writes there, said before it starts (``prepare`` called it a bug in the auditor)."""
+    from audit_core.models import cache_dir
+
+    try:
+        folder = cache_dir()
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(13, "not writable", str(folder))
+    except OSError as exc:
+        return (f"the cache folder {exc.filename or os.environ.get('RPA_CACHE_DIR')} cannot be used "
+                f"({exc.strerror or exc}); set RPA_CACHE_DIR to a folder you can write")
+    return None
 
 
 def _store_path(args) -> str:
@@ -362,6 +372,8 @@ def _check_aux_corpus(shadow, fpr: float) -> None:
         docs = shadow.corpus_docs()
     except OSError as exc:
         raise ValueError(f"--aux-corpus {shadow.aux_corpus}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--aux-corpus {shadow.aux_corpus}: not UTF-8 text; save it as UTF-8") from None
     need = 2 * min_nonmembers(fpr)  # half of it outside the shadow's knowledge base: below that none decides
     if len(docs) < need:
         raise ValueError(f"--aux-corpus {shadow.aux_corpus}: {len(docs)} usable text(s); at a {fpr:.0%} false-"
@@ -493,6 +505,9 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         if path and Path(path).is_dir():
             print(f"error: {flag} {path} is a folder; give a file name", file=sys.stderr)
             return 2
+        if path and not os.access(Path(path).resolve().parent, os.W_OK | os.X_OK):
+            print(f"error: {flag} {path}: the folder {Path(path).resolve().parent} is not writable", file=sys.stderr)
+            return 2
     if getattr(args, "report_dir", None):
         # the folder is made after the audit: the nearest part of its path that exists must be a folder
         existing = next(q for q in [Path(args.report_dir).resolve(), *Path(args.report_dir).resolve().parents]
@@ -500,6 +515,9 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         if not existing.is_dir():
             where = "is a file" if existing == Path(args.report_dir).resolve() else f"is inside the file {existing}"
             print(f"error: --report-dir {args.report_dir} {where}; give a folder", file=sys.stderr)
+            return 2
+        if not os.access(existing, os.W_OK | os.X_OK):
+            print(f"error: --report-dir {args.report_dir}: the folder {existing} is not writable", file=sys.stderr)
             return 2
     if getattr(args, "store", None) and Path(args.store).is_dir():
         print(f"error: --store {args.store} is a folder; give the file name of the answer store", file=sys.stderr)
@@ -677,6 +695,10 @@ def cmd_prepare(args) -> int:
 
     from audit_core.models import ModelNotAvailableError
 
+    problem = _cache_problem()
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     # no target is asked: the shadow answers in --target-style, else in completion style
     caps = Capabilities(True, True, 20, style="completion", style_detail="'prepare' asks no target")
     try:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -328,6 +330,27 @@ def test_a_cache_folder_that_cannot_be_used_is_bad_input(tmp_path, capsys, monke
                  "--store", str(tmp_path / "s.sqlite")]) == 2
     err = capsys.readouterr().err
     assert "the cache folder" in err and "RPA_CACHE_DIR" in err and "bug in the auditor" not in err
+    assert main(["prepare", "--method", "rag_mia"]) == 2  # prepare called it a bug in the auditor, exit 3
+    err = capsys.readouterr().err
+    assert "the cache folder" in err and "bug in the auditor" not in err
+
+
+def test_an_aux_corpus_not_in_utf8_and_an_output_folder_not_writable_are_said_before_anything_is_sent(
+        tmp_path, capsys, monkeypatch):
+    docs = _docs_csv(tmp_path)
+    latin = tmp_path / "corpus.jsonl"
+    latin.write_bytes(b'{"text": "caf\xe9 au lait"}\n' * 50)
+    assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", "--aux-corpus", str(latin)]) == 2
+    err = capsys.readouterr().err
+    assert f"--aux-corpus {latin}: not UTF-8 text" in err
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access  # the tests run as root, for whom every folder is writable
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != locked and real_access(p, mode))
+    for argv in (["--report-dir", str(locked / "reports")], ["--out", str(locked / "r.json")],
+                 ["--junit", str(locked / "j.xml")]):
+        assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", *argv]) == 2, argv
+        assert f"the folder {locked} is not writable" in capsys.readouterr().err
 
 
 def test_a_stopped_audit_still_writes_its_junit_report_and_its_findings_still_fail_the_gate(tmp_path):
