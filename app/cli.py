@@ -25,9 +25,12 @@ any query is sent; --estimate-only stops there.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
+import signal
 import sys
+import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -452,6 +455,28 @@ def cmd_audit(args) -> int:
     return _audit(args, docs, controls, "declared", generate_controls=bool(args.generate_controls and not controls))
 
 
+@contextlib.contextmanager
+def _first_ctrl_c_stops_between_documents():
+    """An Event the first Ctrl-C sets: the audit stops after the document in progress and returns what it found,
+    so its verdicts, reports, JUnit file and --fail-on gate still come (a Ctrl-C had discarded a member finding
+    already made). The second Ctrl-C stops at once, as before."""
+    cancel = threading.Event()
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield cancel
+        return
+
+    def first(signum, frame):
+        cancel.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print("\nstopping after the document in progress (Ctrl-C again to stop at once) ...", file=sys.stderr)
+
+    before = signal.signal(signal.SIGINT, first)
+    try:
+        yield cancel
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def _generated_controls(docs) -> list:
     """Controls rewritten from the documents by a local model, with a progress bar (minutes on 2 cores)."""
     from audit_core.evidence.controls import generate_controls
@@ -467,7 +492,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
     estimate, then, unless ``--estimate-only``, the controls to generate and the audit itself."""
     from audit_core.models import ModelNotAvailableError
     from audit_core.target.base import TargetError
-    from audit_core.audit import config_dict, run_audit
+    from audit_core.audit import Cancelled, config_dict, run_audit
     from shadow.prepare import prepare_shadow
 
     file_config = None
@@ -528,12 +553,6 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    if generate_controls:
-        try:
-            controls = _generated_controls(docs)
-        except BaseException:
-            store.close()
-            raise
     run_id = None
     resumed = False
     chat_methods: list[str] = []  # the methods for chat-style targets that were not chosen, once the probe says chat
@@ -566,8 +585,16 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
             chat_methods = unchosen_chat_methods(cfg.methods) if styled.target_style == "chat" else []
             for hint in method_hints(cfg.methods, caps, styled.target_style, bool(cannot)):
                 print(f"  hint: {hint}", file=sys.stderr)
-        result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result,
-                           controls=controls, capabilities=caps)
+            if generate_controls:  # minutes of local rewriting: only once the target is known to answer
+                controls = _generated_controls(docs)
+        with _first_ctrl_c_stops_between_documents() as cancel:
+            result = run_audit(docs, target, cfg, prepare_shadow, progress=_progress_bar(), on_result=on_result,
+                               controls=controls, capabilities=caps, cancel=cancel)
+    except Cancelled as exc:  # Ctrl-C while the shadow was being prepared: nothing was sent
+        history.mark_failed(store, run_id, str(exc), cancelled=True)
+        store.close()
+        print(f"\nerror: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         if store is not None:
             store.close()
@@ -584,6 +611,10 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
     saved = result.to_json()
     if run_id is not None:
         saved = history.save_audit(store, run_id, saved, resumed)
+    if result.cancelled:
+        print(f"note: the audit was interrupted after {len(result.verdicts)} of {len(docs)} document(s); what it "
+              "found so far follows, and the same command run again goes on (answered requests are not sent "
+              "again)", file=sys.stderr)
     for name, why in result.not_run.items():
         print(f"note: {method_label(name)} not run: {why}", file=sys.stderr)
     for name, why in result.no_signal.items():
@@ -638,7 +669,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
     if store is not None:
         store.close()
     code = _ci_outputs(args, saved, written)  # a stopped audit's findings and JUnit report count too
-    if result.failures.get("stopped") and code != GATE_FAILED:
+    if (result.failures.get("stopped") or result.cancelled) and code != GATE_FAILED:
         return 3
     return code
 
@@ -820,7 +851,10 @@ def retrieval_flag(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     from audit_core.evidence.canaries import MIN_CANARIES
 
-    ap = argparse.ArgumentParser(prog="rpa", description="RAG Provenance Auditor command line")
+    ap = argparse.ArgumentParser(
+        prog="rpa", description="RAG Provenance Auditor command line",
+        epilog="exit status: 0 the command ran; 1 --fail-on found what it names; 2 bad input, nothing was sent; "
+               "3 the audit failed, stopped or was interrupted, or an output could not be written")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p):

@@ -29,6 +29,7 @@ import math
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from audit_core.methods import method_label
 from audit_core.verdict import INCONCLUSIVE, MEMBER
 
 #: the gate's levels: fail on evidence of membership only, or also on every document the audit
@@ -71,7 +72,7 @@ def _method_lines(verdict: dict) -> str:
     lines = []
     for name, info in (verdict.get("methods") or {}).items():
         info = info or {}
-        line = f"{name}: score {_score(info.get('score'))}, {decided.get(info.get('decision'), 'no decision')}"
+        line = f"{method_label(name)}: score {_score(info.get('score'))}, {decided.get(info.get('decision'), 'no decision')}"
         if info.get("reason"):
             line += f" ({info['reason']})"
         lines.append(line)

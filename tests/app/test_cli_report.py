@@ -390,6 +390,15 @@ def test_generated_controls_are_counted_in_the_estimate_and_made_only_after_ever
     assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", "--generate-controls",
                  "--report-dir", str(a_file)]) == 2
     assert made == []
+    # nor before the target answered: a closed port is found in a second, not after every document was rewritten
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        closed = free.getsockname()[1]
+    assert main(["audit", "--target", f"http://127.0.0.1:{closed}/v1", "--model", "m", "--docs", docs, "--method",
+                 "rag_mia", "--generate-controls", "--store", str(tmp_path / "s.sqlite")]) == 3
+    assert made == [] and "cannot connect" in capsys.readouterr().err
 
 
 def test_run_cli_reads_relative_paths_from_where_it_was_called(tmp_path):

@@ -32,7 +32,7 @@ def test_each_verdict_maps_to_its_test_outcome():
     assert set(cases) == set(verdicts)  # ids with markup survive the XML escaping
     member = cases["doc-1"].find("failure")
     assert member is not None and "S-RAG calls it a member" in member.get("message")
-    assert "srag: score 0.910, member" in member.text
+    assert "S-RAG: score 0.910, member" in member.text  # the label a reader knows, not the internal name
     for doc in ("A&B <x>", "=cmd"):
         assert cases[doc].find("skipped").get("message").startswith("inconclusive: ")
         assert cases[doc].find("failure") is None

@@ -486,3 +486,48 @@ def test_an_error_body_is_read_only_as_far_as_it_is_quoted():
             tracemalloc.stop()
         # one network chunk may decode to tens of MiB; the whole body would be 512 MiB
         assert peak < 8 * MAX_BODY_BYTES
+
+
+def test_ctrl_c_in_a_cli_audit_keeps_what_was_found_for_the_junit_report_and_the_gate(custom, tmp_path, monkeypatch,
+                                                                                      capsys):
+    """A Ctrl-C ended the audit with exit 3 and no JUnit file, though a member had been found: now the first
+    Ctrl-C stops after the document in progress, and the findings so far still fail the gate."""
+    import os
+    import signal
+    import xml.etree.ElementTree as ET
+
+    import audit_core.audit
+    from app.cli import GATE_FAILED, main
+    from audit_core.methods.base import MethodResult
+    from audit_core.verdict import VerdictConfig, decide
+
+    url, _ = custom
+    file = tmp_path / "t.yaml"
+    file.write_text((ROOT / "assets/targets/http_custom.yaml").read_text().replace("http://127.0.0.1:8100/ask",
+                                                                                   url + "/ask"))
+    docs = tmp_path / "docs.csv"
+    docs.write_text("id,text\n" + "".join(f"d{j}," + " ".join(f"word{i}x{j}" for i in range(60)) + "\n" for j in (1, 2)))
+    seen = []
+
+    def interrupted(docs, target, cfg, prepare, *, cancel, **kw):
+        os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C during the first document
+        seen.append(cancel.is_set())
+        found = MethodResult("verbatim", docs[0].id, 9.0, True, None, {"fpr": 0.05})
+        return audit_core.audit.AuditResult(
+            target=target.name, created="2026-11-29T00:00:00+00:00", config=audit_core.audit.config_dict(cfg),
+            capabilities={}, verdicts=[decide(docs[0].id, [found], VerdictConfig())],
+            results={docs[0].id: {"verbatim": found}}, observations={docs[0].id: {}}, calibrations={}, not_run={},
+            account={"queries": 1, "failures": 0, "prompt_tokens": 0, "completion_tokens": 0},
+            documents=list(docs), cancelled=True)
+
+    monkeypatch.setattr(audit_core.audit, "run_audit", interrupted)
+    monkeypatch.setenv("RPA_SERVE_API_KEY", KEY)
+    junit = tmp_path / "audit.xml"
+    common = ["audit", "--target-file", str(file), "--docs", str(docs), "--method", "verbatim"]
+    rc = main([*common, "--store", str(tmp_path / "s.sqlite"), "--junit", str(junit), "--fail-on", "member"])
+    err = capsys.readouterr().err
+    assert seen == [True] and rc == GATE_FAILED, err
+    assert "stopping after the document in progress" in err and "interrupted after 1 of 2 document(s)" in err
+    assert "cancelled" in junit.read_text()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
+    assert main([*common, "--store", str(tmp_path / "s2.sqlite")]) == 3  # no gate: an unfinished audit exits 3
