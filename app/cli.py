@@ -196,13 +196,14 @@ def method_hints(chosen: list[str], caps, style: str | None, some_cannot_run: bo
     return hints
 
 
-def nothing_decided_note(chosen: list[str], no_signal: dict, not_run: dict, chat_methods: list[str]) -> str | None:
-    """One line after the verdicts when no chosen method could decide anything: 20 "inconclusive" rows are no
-    finding, and the owner should learn at once what to run instead."""
-    if not chosen or not set(chosen) <= set(no_signal) | set(not_run):
+def nothing_decided_note(result: dict) -> str | None:
+    """The line before the verdicts when no chosen method could decide anything (``nothing_could_decide``)."""
+    from audit_core.report import nothing_could_decide
+
+    add = nothing_could_decide(result)
+    if add is None:
         return None
-    advice = (f"; on this chat-style target run --method {','.join(chat_methods)}" if chat_methods
-              else "; the notes above say why")
+    advice = f"; on this chat-style target run --method {','.join(add)}" if add else "; the notes above say why"
     return f"note: none of the chosen methods could decide anything on this target{advice}"
 
 
@@ -555,7 +556,6 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         return 2
     run_id = None
     resumed = False
-    chat_methods: list[str] = []  # the methods for chat-style targets that were not chosen, once the probe says chat
     try:
         target = _target(args)
         from audit_core import history
@@ -582,7 +582,6 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
             styled = with_target_style(cfg, caps)
             print(f"target style: {styled.target_style} ({styled.target_style_source}); the shadow answers, "
                   "and S-RAG reads, in this style", file=sys.stderr)
-            chat_methods = unchosen_chat_methods(cfg.methods) if styled.target_style == "chat" else []
             for hint in method_hints(cfg.methods, caps, styled.target_style, bool(cannot)):
                 print(f"  hint: {hint}", file=sys.stderr)
             if generate_controls:  # minutes of local rewriting: only once the target is known to answer
@@ -621,7 +620,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         sent = "its queries were sent (--run-without-signal) but it does not vote" if name in cfg.run_without_signal \
             else "none of its queries were sent (--run-without-signal to send them anyway)"
         print(f"note: {method_label(name)}: {why}; {sent}", file=sys.stderr)
-    note = nothing_decided_note(cfg.methods, result.no_signal, result.not_run, chat_methods)
+    note = nothing_decided_note(saved)
     if note:
         print(note, file=sys.stderr)
     _print_collection(result.collection)

@@ -110,6 +110,14 @@ def _header(result: dict) -> None:
                 else "none of its queries were sent")
         st.warning(f"{LABELS.get(m, m)}: {why}; {sent}. Its result is not counted as agreeing or disagreeing "
                    "with the other methods.")
+    from audit_core.report import nothing_could_decide
+
+    add = nothing_could_decide(result)
+    if add is not None:
+        st.warning("None of the chosen methods could decide anything on this target (see why above), so every "
+                   "document is inconclusive: this is no finding either way."
+                   + (" The target answers like a chat model: add " + ", ".join(LABELS.get(m, m) for m in add)
+                      + " to the sidebar's Methods and run the audit again." if add else ""))
     counts = {"member": 0, "not found": 0, "inconclusive": 0}
     for v in result.get("verdicts", []):
         counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1

@@ -842,6 +842,23 @@ def mirror_sentences(result: dict) -> list[str]:
     return out
 
 
+def nothing_could_decide(result: dict) -> list[str] | None:
+    """None when some chosen method could decide; otherwise the methods to add and run again: those made for
+    chat-style targets where the target answered like a chat model (S-RAG and MBA abstain there), else [].
+
+    Every document "inconclusive" because every method abstained is no finding, and the owner should learn at
+    once what to run instead (the CLI and the Results tab say it).
+    """
+    from audit_core.methods import unchosen_chat_methods
+
+    config = result.get("config") or {}
+    chosen = list(config.get("methods") or [])
+    silent = set(result.get("no_signal") or {}) | set(result.get("not_run") or {})
+    if not chosen or not set(chosen) <= silent:
+        return None
+    return unchosen_chat_methods(chosen) if config.get("target_style") == "chat" else []
+
+
 def freshness_line(result: dict) -> str:
     """The first page's line on reused answers (``freshness_sentence``), or "not computed"."""
     return freshness_sentence(result) or "Answer freshness: not computed for this audit."

@@ -543,6 +543,17 @@ def test_an_mba_score_that_decides_nothing_is_not_called_no_answer():
     assert "MBA decides nothing: not cleared" in shown and "gave no answer" not in shown
 
 
+def test_results_say_when_no_method_could_decide_and_what_to_add_on_a_chat_target():
+    result = {"documents": [{"id": "a", "text": "t"}], "verdicts": [], "config": {"methods": ["srag", "mba"],
+              "target_style": "chat"}, "no_signal": {"srag": "no signal"}, "not_run": {"mba": "uncalibrated"}}
+    at = _results_part("_header", result)
+    assert not at.exception
+    warned = " ".join(w.value for w in at.warning)
+    assert "None of the chosen methods could decide" in warned and "add Verbatim continuation" in warned
+    at = _results_part("_header", {**result, "not_run": {}})
+    assert "None of the chosen methods" not in " ".join(w.value for w in at.warning)
+
+
 def test_the_verdict_table_has_a_column_for_each_method_that_ran():
     from app.tab_results import _verdict_rows
 

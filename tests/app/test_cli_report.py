@@ -455,7 +455,9 @@ def test_the_cli_says_which_methods_to_add_for_the_target_found_and_when_nothing
     hints = method_hints(["srag", "mba"], text_only, "chat", True)
     assert hints == ["for a target without logprobs, --method mba,verbatim"]  # said once, not twice
 
-    note = nothing_decided_note(["srag", "mba"], {"srag": "no signal"}, {"mba": "uncalibrated"}, ["verbatim"])
-    assert note.endswith("on this chat-style target run --method verbatim")
-    assert nothing_decided_note(["srag", "mba"], {"srag": "no signal"}, {}, ["verbatim"]) is None
-    assert "notes above" in nothing_decided_note(["srag"], {"srag": "no signal"}, {}, [])
+    chat_audit = {"config": {"methods": ["srag", "mba"], "target_style": "chat"},
+                  "no_signal": {"srag": "no signal"}, "not_run": {"mba": "uncalibrated"}}
+    assert nothing_decided_note(chat_audit).endswith("on this chat-style target run --method verbatim")
+    assert nothing_decided_note({**chat_audit, "not_run": {}}) is None  # MBA could decide
+    completion = {**chat_audit, "config": {"methods": ["srag", "mba"], "target_style": "completion"}}
+    assert "notes above" in nothing_decided_note(completion)
