@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import streamlit as st
 
 from app.consent import bind_to_origin, dropped_message
-from audit_core.target import TARGET_TYPES, TargetFileError, create_target, parse_target_file
+from audit_core.target import TARGET_TYPES, TargetFileError, create_target, parse_target_file, target_file_text
 from audit_core.target.base import display_url
 
 #: the sidebar's name for this kind of target: the registry's label
@@ -45,12 +45,12 @@ def target_file_section() -> tuple[str, str]:
                           help="Describes the API: url, headers (secrets as $VARIABLE), a body template with "
                                "{{prompt}}, and a JSONPath to the answer. See README 'Auditing any HTTP API'.")
     pasted = st.text_area("…or paste it here", key="target_file_text", height=180, placeholder=_EXAMPLE)
-    text = up.getvalue().decode("utf-8", "replace") if up is not None else pasted
     st.session_state[_PARSED] = None
-    if not text.strip():
-        st.caption("No target file yet. assets/targets/http_custom.yaml is an example.")
-        return "", ""
     try:
+        text = target_file_text(up.getvalue(), f"the file {up.name}") if up is not None else pasted
+        if not text.strip():
+            st.caption("No target file yet. assets/targets/http_custom.yaml is an example.")
+            return "", ""
         spec, config = parse_target_file(text)
     except TargetFileError as exc:
         st.error(f"The target file cannot be used: {exc}")

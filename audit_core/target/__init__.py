@@ -113,6 +113,8 @@ def target_config(data: Mapping[str, Any], source: str = "the target file") -> t
             values[key] = _check_type(value, hints[key], key)
         except TargetFileError as exc:
             raise TargetFileError(f"{source}: {exc}") from None
+        except OverflowError:  # a 400-digit whole number where a float goes
+            raise TargetFileError(f"{source}: {key!r} is far too large") from None
     required = [n for n, f in fields.items() if f.default is dataclasses.MISSING
                 and f.default_factory is dataclasses.MISSING]  # type: ignore[misc]
     missing = [n for n in required if n not in values]
@@ -132,6 +134,15 @@ def _unique_key_loader() -> type:
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            # an alias ("*a") repeats a node; nested aliases grow a 400-byte file into 10^8 values, decoded
+            # again on every rerun of the app: a target file has no need of them
+            if self.check_event(yaml.events.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a target file; "
+                                                  "write the value out", event.start_mark)
+            return super().compose_node(parent, index)
+
         def construct_mapping(self, node, deep=False):
             seen = set()
             for key_node, _ in node.value:
@@ -161,6 +172,9 @@ def parse_target_file(text: str, source: str = "the target file") -> tuple[Targe
                               "or headers") from None
     except RecursionError:
         raise TargetFileError(f"{source} is nested too deeply to be a target file") from None
+    except (ValueError, OverflowError) as exc:  # a scalar YAML types but cannot build: "2024-02-30", "!!float abc"
+        raise TargetFileError(f"{source} holds a value YAML cannot read ({exc}); quote it to send it as text") \
+            from None
     return target_config(data, source)
 
 
@@ -168,10 +182,27 @@ def load_target_file(path: str | Path) -> tuple[TargetSpec, Any]:
     """Read and validate a target file from disk."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TargetFileError(f"cannot read the target file {p}: {exc}") from None
-    return parse_target_file(text, f"target file {p.name}")
+        data = p.read_bytes()
+    except OSError as exc:
+        raise TargetFileError(f"cannot read the target file {p}: {exc.strerror or exc}") from None
+    return parse_target_file(target_file_text(data, f"target file {p.name}"), f"target file {p.name}")
+
+
+def target_file_text(data: bytes, source: str = "the target file") -> str:
+    """A target file's bytes as text: UTF-8 (with or without a BOM) or UTF-16 with a BOM, else a clear error.
+
+    Decoding with replacement characters changed "Réponds" into "R\ufffdponds" in every request sent.
+    """
+    import codecs
+
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding = "utf-16"
+    else:
+        encoding = "utf-8-sig"
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError:
+        raise TargetFileError(f"{source} is not UTF-8 text; save it as UTF-8") from None
 
 
 def create_target(spec: TargetSpec, config: Any, environ: Mapping[str, str] | None = None):

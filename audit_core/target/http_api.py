@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import math
 import json
 import logging
 import os
@@ -83,7 +82,7 @@ from audit_core.target.base import (
     storable_text,
     url_origin,
 )
-from audit_core.target.http_client import capped, client_error, client_options, is_loopback
+from audit_core.target.http_client import capped, check_timeout, client_error, client_options, is_loopback
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 from audit_core.target.openai_compat import (
     RequestRejected,
@@ -112,6 +111,10 @@ MAX_REDIRECTS = 3
 _MAX_QUOTED_CHARS = 300
 _ERROR_BODY_BYTES = 64 * 1024
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+#: a header name as HTTP defines it (a "token")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+#: header names that carry credentials: their values must come from the environment, never the file
+_CREDENTIAL_HEADER = re.compile(r"auth|key|token|secret|password|cookie|credential|signature", re.I)
 
 
 class _Failed(Exception):
@@ -172,6 +175,10 @@ class HttpTargetConfig:
                              f"known: {', '.join('{{' + p + '}}' for p in PLACEHOLDERS)}")
         if "prompt" not in used:
             raise ValueError("body must contain the placeholder {{prompt}} where the question goes")
+        try:  # YAML reads 2024-01-01 as a date and .nan as a float: neither can be sent as JSON
+            json.dumps(self.body, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"body: a value cannot be sent as JSON ({exc}); quote dates and other text") from None
         keyed = _template_keys(self.body)
         if any(_PLACEHOLDER.search(k) for k in keyed):
             raise ValueError("body: placeholders go in values, not in field names (a name is sent as written)")
@@ -183,17 +190,29 @@ class HttpTargetConfig:
                 isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items()):
             raise ValueError("headers must map header names to text values")
         for k, v in self.headers.items():
+            if not _HEADER_NAME.fullmatch(k):
+                raise ValueError(f"header name {k!r} is not a valid HTTP header name (letters, digits and "
+                                 "- only; no spaces or ':')")
             if not string.Template(v).is_valid():
                 raise ValueError(f"header {k!r}: a '$' must start an environment variable name "
                                  "($NAME or ${NAME}); write '$$' for a literal '$'")
+            literal = string.Template(v).safe_substitute({n: "" for n in string.Template(v).get_identifiers()})
+            # said without the value: it may be a key, and httpx would quote it in its own error
+            if not (literal.isascii() and literal.isprintable()):
+                raise ValueError(f"header {k!r}: its value holds a line break, a control character or a "
+                                 "non-ASCII letter, which no header can carry (a YAML '|' block ends with a "
+                                 "line break: write the value on one line)")
+            words = [w for w in literal.replace(",", " ").split() if len(w) >= 8]
+            if _CREDENTIAL_HEADER.search(k) and words:
+                raise ValueError(f"header {k!r} holds its credential in the file; put it in an environment "
+                                 f"variable and write it as $NAME (for example 'Bearer $MY_KEY'): a key written "
+                                 "in a file is shown, shared and stored with it")
         compile_jsonpath(self.answer_path, "answer_path")
         if self.logprobs_path is not None:
             compile_jsonpath(self.logprobs_path, "logprobs_path")
         if self.sources_path is not None:
             compile_jsonpath(self.sources_path, "sources_path")
-        if (isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float))
-                or not math.isfinite(self.timeout_s) or self.timeout_s <= 0):  # .nan and .inf are YAML floats
-            raise ValueError("timeout_s must be a positive number of seconds")
+        check_timeout(self.timeout_s)
         codes = tuple(self.retry_on)
         if not all(isinstance(c, int) and not isinstance(c, bool) and 400 <= c <= 599 for c in codes):
             raise ValueError("retry_on must list HTTP error statuses (400-599), for example [429, 503]")

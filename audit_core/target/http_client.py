@@ -116,6 +116,21 @@ def attach_current(request: httpx.Request) -> None:
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
+#: the longest timeout a target file may set: an hour per answer is already more than any service takes (a
+#: 1e300-second timeout passed the old check and then failed every request with OverflowError)
+MAX_TIMEOUT_S = 3600.0
+
+
+def check_timeout(value: Any) -> None:
+    """A target file's ``timeout_s``: a number of seconds above 0 and at most ``MAX_TIMEOUT_S``, else ValueError
+    (.nan and .inf are YAML floats; a bool is an int to Python)."""
+    import math
+
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not 0 < value <= MAX_TIMEOUT_S):
+        raise ValueError(f"timeout_s must be a positive number of seconds, at most {MAX_TIMEOUT_S:.0f}")
+
+
 def is_loopback(url: str) -> bool:
     """Whether ``url`` names this machine."""
     try:

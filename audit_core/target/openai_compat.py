@@ -53,8 +53,8 @@ from audit_core.target.base import (
     check_service_url,
     display_url,
 )
-from audit_core.target.http_client import (DEADLINE_GRACE_S, Deadline, capped, client_error, client_options,
-                                            current_deadline, is_loopback)
+from audit_core.target.http_client import (DEADLINE_GRACE_S, Deadline, capped, check_timeout, client_error,
+                                           client_options, current_deadline, is_loopback)
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 
 log = logging.getLogger(__name__)
@@ -757,9 +757,7 @@ class OpenAITargetConfig:
             raise ValueError("model must name the model the endpoint serves")
         if not isinstance(self.api_key_env, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
             raise ValueError("api_key_env must be the name of an environment variable (letters, digits, _)")
-        if (isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float))
-                or not math.isfinite(self.timeout_s) or self.timeout_s <= 0):  # .nan and .inf are YAML floats
-            raise ValueError("timeout_s must be a positive number of seconds")
+        check_timeout(self.timeout_s)
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ValueError("max_retries must be a whole number, 0 or more")
         if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) \

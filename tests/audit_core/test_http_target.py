@@ -236,6 +236,25 @@ def test_bad_answers_are_bad_responses_with_a_clear_message():
     ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}', '{{system}}': x}\nanswer_path: $.a", "not in field names"),
     ("type: openai\nbase_url: http://h/v1\nmodel: ''", "model must name"),
     ("type: openai\nbase_url: http://h/v1\nmodel: m\ntimeout_s: -1", "timeout_s must be a positive"),
+    ("type: openai\nbase_url: http://h/v1\nmodel: m\ntimeout_s: 1.0e+300", "at most 3600"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\nheaders:\n  Authorization: |\n"
+     "    Bearer sk-live-abcdef1234567890\n", "holds a line break"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\nheaders:\n"
+     "  Authorization: Bearer sk-live-abcdef1234567890\n", "holds its credential in the file"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\nheaders:\n"
+     "  X-Api-Key: sk-live-abcdef1234567890\n", "write it as $NAME"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\nheaders: {'X Key:': v}",
+     "not a valid HTTP header name"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\nheaders: {X-Name: 'Zo\u00eb'}",
+     "non-ASCII"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}', since: 2024-01-01}\nanswer_path: $.a",
+     "cannot be sent as JSON"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}', since: 2024-02-30}\nanswer_path: $.a",
+     "quote it to send it as text"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\ntimeout_s: 1" + "0" * 400,
+     "far too large"),
+    ("type: http\nname: !!float abc\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a",
+     "quote it to send it as text"),
     ("type: openai\nbase_url: http://h/v1\nmodel: m\ntimeout_s: .nan", "timeout_s must be a positive"),
     ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\ntimeout_s: .inf",
      "timeout_s must be a positive"),
@@ -244,6 +263,27 @@ def test_bad_target_files_get_clear_messages(text, message):
     with pytest.raises(TargetFileError) as exc:
         parse_target_file(text)
     assert message in str(exc.value)
+    assert "abcdef1234567890" not in str(exc.value)  # a key written in the file is never repeated
+
+
+def test_a_target_file_keeps_harmless_literal_headers_and_refuses_aliases_and_other_encodings():
+    """Literal values that are no credential stay (an API version, a short tenant); YAML aliases, which let a
+    400-byte file grow into 10^8 values decoded again on every rerun, are refused; a file in another encoding
+    is refused, not decoded with replacement characters that every request would then send."""
+    from audit_core.target import target_file_text
+
+    ok = ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\nheaders:\n"
+          "  X-Api-Version: '2024-06-01'\n  X-Tenant: acme\n  Authorization: Bearer $MY_KEY\n  X-Name: Zoe\n")
+    assert parse_target_file(ok)[1].headers["X-Api-Version"] == "2024-06-01"
+    bomb = ("type: http\nurl: http://h/ask\nanswer_path: $.a\nbody:\n  q: '{{prompt}}'\n  a0: &a0 [x, x]\n"
+            "  a1: &a1 [*a0, *a0]\n")
+    with pytest.raises(TargetFileError, match="aliases"):
+        parse_target_file(bomb)
+    french = "type: http\nurl: http://h/ask\nbody: {q: 'Réponds en français: {{prompt}}'}\nanswer_path: $.a\n"
+    with pytest.raises(TargetFileError, match="not UTF-8 text"):
+        target_file_text(french.encode("cp1252"), "t.yaml")
+    for data in (french.encode("utf-8"), b"\xef\xbb\xbf" + french.encode("utf-8"), french.encode("utf-16")):
+        assert "Réponds en français" in parse_target_file(target_file_text(data))[1].body["q"]
 
 
 def test_cli_audits_through_a_target_file(custom, tmp_path, monkeypatch, capsys):
