@@ -202,8 +202,9 @@ class HttpTargetConfig:
                 raise ValueError(f"header {k!r}: its value holds a line break, a control character or a "
                                  "non-ASCII letter, which no header can carry (a YAML '|' block ends with a "
                                  "line break: write the value on one line)")
-            words = [w for w in literal.replace(",", " ").split() if len(w) >= 8]
-            if _CREDENTIAL_HEADER.search(k) and words:
+            keyish = [w for w in literal.replace(",", " ").split()  # letters and digits, as keys are, not a date
+                      if len(w) >= 12 and any(c.isalpha() for c in w) and any(c.isdigit() for c in w)]
+            if _CREDENTIAL_HEADER.search(k) and keyish:
                 raise ValueError(f"header {k!r} holds its credential in the file; put it in an environment "
                                  f"variable and write it as $NAME (for example 'Bearer $MY_KEY'): a key written "
                                  "in a file is shown, shared and stored with it")

@@ -273,8 +273,8 @@ def test_a_target_file_keeps_harmless_literal_headers_and_refuses_aliases_and_ot
     from audit_core.target import target_file_text
 
     ok = ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\nheaders:\n"
-          "  X-Api-Version: '2024-06-01'\n  X-Tenant: acme\n  Authorization: Bearer $MY_KEY\n  X-Name: Zoe\n")
-    assert parse_target_file(ok)[1].headers["X-Api-Version"] == "2024-06-01"
+          "  X-Api-Key-Version: '2024-06-01'\n  X-Tenant: acme\n  Authorization: Bearer $MY_KEY\n  X-Name: Zoe\n")
+    assert parse_target_file(ok)[1].headers["X-Api-Key-Version"] == "2024-06-01"
     bomb = ("type: http\nurl: http://h/ask\nanswer_path: $.a\nbody:\n  q: '{{prompt}}'\n  a0: &a0 [x, x]\n"
             "  a1: &a1 [*a0, *a0]\n")
     with pytest.raises(TargetFileError, match="aliases"):
