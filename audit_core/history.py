@@ -57,11 +57,13 @@ def resume_or_start_run(
     want_docs = [(d.id, d.content_hash()) for d in documents]
     tid = target_identity(target_name)
     for info in store.list_runs():  # newest first
-        if info.status not in RESUMABLE or info.target_id != tid or info.params != _plain(config):
+        if info.status not in RESUMABLE or info.damaged or info.target_id != tid or info.params != _plain(config):
             continue
         if info.status == "running" and store.running_elsewhere(info.id):
             continue  # another process is auditing it now: joining would send its queries twice
         record = store.load_run(info.id)
+        if record.info.damaged:  # its answers cannot all be read back: start afresh rather than trust it
+            continue
         if [(d.id, d.content_hash()) for d in record.documents] == want_docs:
             store.set_status(info.id, "running")
             store.claim_run(info.id)
@@ -152,9 +154,10 @@ def load_audit(store: Store, run_id: str) -> dict[str, Any]:
     """The audit dict of a run: its stored summary, or one rebuilt from its rows."""
     record = store.load_run(run_id)
     summary = record.info.summary
-    if isinstance(summary, dict) and "verdicts" in summary:
+    if isinstance(summary, dict) and isinstance(summary.get("verdicts"), list) and all(
+            isinstance(v, dict) and isinstance(v.get("verdict"), str) and "doc_id" in v for v in summary["verdicts"]):
         return summary
-    return _rebuild(record)
+    return _rebuild(record)  # no summary, or one damaged: the verdicts again from the rows that read
 
 
 def _rebuilt_verdict(doc_id: str, results: dict[str, dict], probing: set[str], vcfg: VerdictConfig) -> dict:
@@ -207,8 +210,9 @@ def _rebuild(record) -> dict[str, Any]:
 def verdict_counts(result: dict[str, Any]) -> dict[str, int]:
     """How many documents got each verdict."""
     out: dict[str, int] = {}
-    for v in result.get("verdicts", []):
-        out[v["verdict"]] = out.get(v["verdict"], 0) + 1
+    for v in result.get("verdicts") or []:
+        if isinstance(v, dict) and isinstance(v.get("verdict"), str):
+            out[v["verdict"]] = out.get(v["verdict"], 0) + 1
     return out
 
 
@@ -229,10 +233,10 @@ def _row(info: RunInfo) -> dict[str, Any]:
         "created": info.created[:19].replace("T", " "),
         "target": target_label({"target": info.target_id}),
         "methods": ", ".join(LABELS.get(m, m) for m in info.methods),
-        "status": info.status,
+        "status": "damaged" if info.damaged else info.status,
         "documents": info.n_documents,
         "member": counts.get("member", 0),
         "not found": counts.get("not found", 0),
         "inconclusive": counts.get("inconclusive", 0),
-        "error": info.error or "",
+        "error": (f"{info.damaged}: open it to see what remains, or delete it" if info.damaged else info.error) or "",
     }

@@ -208,6 +208,9 @@ class RunInfo:
     error: str | None = None
     n_documents: int = 0
     n_results: int = 0
+    #: why part of the run's record could not be read (a file cut short, edited or damaged on disk), or "":
+    #: the run is still listed, so it can be opened as far as it reads and deleted, and it is never resumed
+    damaged: str = ""
 
 
 @dataclass
@@ -557,9 +560,20 @@ class Store:
     _RUN_COLS = ("id", "created", "target_id", "methods", "params", "status", "summary", "finished", "error")
 
     def _run_info(self, row: tuple) -> RunInfo:
+        """One run's row; a column that does not decode is left empty and named in ``damaged`` (one bad row
+        had made the whole history unreadable and every new audit fail to start)."""
         d = dict(zip(self._RUN_COLS + ("n_documents", "n_results"), row))
-        for k in ("methods", "params", "summary"):
-            d[k] = _loads(d[k])
+        bad = []
+        for k, kind, empty in (("methods", list, []), ("params", dict, {}), ("summary", dict, None)):
+            try:
+                d[k] = _loads(d[k])
+            except ValueError:
+                d[k] = kind  # not a value any column holds: marks it unreadable below
+            if d[k] is not None and not isinstance(d[k], kind):
+                d[k] = empty
+                bad.append(k)
+        if bad:
+            d["damaged"] = f"its stored {' and '.join(bad)} could not be read"
         return RunInfo(**d)
 
     def _run_select(self) -> str:
@@ -590,9 +604,12 @@ class Store:
                 (run_id,))
         results = []
         for doc_id, method, res, obs in rows:
-            o = _loads(obs)
-            results.append(StoredResult(doc_id, method, MethodResult(**json.loads(res)),
-                                        None if o is None else Observation.from_json(o)))
+            try:
+                o = _loads(obs)
+                results.append(StoredResult(doc_id, method, MethodResult(**json.loads(res)),
+                                            None if o is None else Observation.from_json(o)))
+            except (ValueError, TypeError, KeyError, AttributeError):  # a damaged row: that result is missing
+                info.damaged = info.damaged or "some of its stored results could not be read"
         return RunRecord(info, docs, results)
 
     def delete_run(self, run_id: str) -> bool:

@@ -183,3 +183,36 @@ def test_an_audit_another_live_process_runs_is_neither_joined_nor_deleted(tmp_pa
         other.wait()
     assert resume_or_start_run(store, DOCS, "t", CONFIG)[1]  # its process gone: resumable again
 
+
+
+def test_a_damaged_run_stays_listed_openable_and_deletable_and_blocks_no_new_audit(tmp_path):
+    """One run whose summary was cut short made the History tab fail (JSONDecodeError) and every new audit
+    fail to start ("A setting is not valid: Expecting ',' delimiter")."""
+    import sqlite3
+
+    from audit_core.history import resume_or_start_run
+
+    path = tmp_path / "h.sqlite"
+    store = Store(path)
+    rec = result_recorder(store, stopped := start_run(store, DOCS, "t", CONFIG))
+    for doc, methods in _results().items():
+        for m, res in methods.items():
+            rec(doc, m, Observation(m, doc), res)
+    mark_failed(store, stopped, "killed")
+    done = start_run(store, DOCS, "t", CONFIG)
+    save_audit(store, done, _audit_dict())
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET summary=? WHERE id=?", ('{"verdicts": [{"doc_id": "d2"', done))
+        db.execute("UPDATE results SET result='{broken' WHERE run_id=? AND doc_id='b'", (stopped,))
+    store = Store(path)
+    rows = {r["id"]: r for r in history_rows(store)}
+    assert rows[done]["status"] == "damaged" and "summary could not be read" in rows[done]["error"]
+    assert rows[stopped]["status"] == "failed"  # its run row reads; only results are damaged
+    opened = load_audit(store, done)  # rebuilt from the rows that read
+    assert [v["doc_id"] for v in opened["verdicts"]] == []  # this finished run kept no rows: nothing to show
+    partial = load_audit(store, stopped)
+    assert [v["doc_id"] for v in partial["verdicts"]] == ["a"]
+    run_id, resumed = resume_or_start_run(store, DOCS, "t", CONFIG)  # the damaged run is not resumed
+    assert not resumed and run_id not in (done, stopped)
+    assert store.delete_run(done) and done not in {r["id"] for r in history_rows(store)}
