@@ -344,7 +344,8 @@ def _aux_corpus() -> str:
     try:  # read now, so that a file without texts is said here and not when the audit starts
         n = len(load_corpus(path))
     except CorpusError as exc:
-        st.error(f"This corpus cannot be used: {exc}. The shipped corpus is used instead.")
+        named = str(exc).replace(str(path), up.name)  # the user's file name, not the cache's copy of it
+        st.error(f"This corpus cannot be used: {named}. The shipped corpus is used instead.")
         return str(DEFAULT_AUX_CORPUS)
     st.caption(f"{n} public texts read.")
     return str(path)

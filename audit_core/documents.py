@@ -253,11 +253,14 @@ def read_csv_bytes(data: bytes) -> pd.DataFrame:
     ',' ';' tab '|'. Nothing is coerced: "NA", "0012" and "1e5" stay text.
     Raises DocumentInputError for empty, binary or unparseable input.
     """
-    return _csv_table(_text_of(data))
+    return _csv_table(upload_text(data))
 
 
-def _text_of(data: bytes) -> str:
-    """An upload's text: not empty, not binary, decoded (``_decode``), without a byte-order mark."""
+def upload_text(data: bytes) -> str:
+    """An upload's text: not empty, not binary, decoded (``_decode``), without a byte-order mark.
+
+    Every reader of a user's file goes through it (documents, controls, a public corpus), so a file saved
+    by Excel on Windows or with a byte-order mark reads the same everywhere."""
     if not data or not data.strip():
         raise DocumentInputError("The file is empty.")
     _check_not_binary(data)
@@ -354,7 +357,7 @@ def read_table_bytes(data: bytes, name: str = "") -> pd.DataFrame:
     JSONL is told by its name (.jsonl, .ndjson) or by a first line that is a JSON
     object; everything else is read by ``read_csv_bytes``.
     """
-    text = _text_of(data)  # decoded once, for either reader
+    text = upload_text(data)  # decoded once, for either reader
     if name.lower().endswith((".jsonl", ".ndjson")) or _looks_like_jsonl(text):
         df = _jsonl_table(text)
         if df.empty:

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from audit_core.documents import Document, DocumentInputError, read_csv_bytes
+from audit_core.documents import Document, DocumentInputError, read_csv_bytes, upload_text
 
 
 class CorpusError(ValueError):
@@ -27,24 +27,27 @@ def content_id(text: str, prefix: str = "doc") -> str:
 
 
 def _jsonl_records(path: Path, text_field: str, id_field: str) -> list[tuple[str | None, str]]:
+    try:  # decoded as every upload is: a BOM or a Windows encoding was refused with "Unexpected UTF-8 BOM"
+        lines = upload_text(path.read_bytes()).replace("\r\n", "\n").split("\n")  # as a file reads: not at U+2028
+    except DocumentInputError as exc:
+        raise CorpusError(f"{path}: {exc}") from exc
     out: list[tuple[str | None, str]] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(obj, dict) or text_field not in obj:
-                raise CorpusError(f"{path}:{lineno}: no {text_field!r} field")
-            text = obj[text_field]
-            if text is None:
-                text = ""
-            if not isinstance(text, str):
-                raise CorpusError(f"{path}:{lineno}: {text_field!r} is {type(text).__name__}, not a string")
-            raw_id = obj.get(id_field)
-            out.append((None if raw_id in (None, "") else str(raw_id), text))
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(obj, dict) or text_field not in obj:
+            raise CorpusError(f"{path}:{lineno}: no {text_field!r} field")
+        text = obj[text_field]
+        if text is None:
+            text = ""
+        if not isinstance(text, str):
+            raise CorpusError(f"{path}:{lineno}: {text_field!r} is {type(text).__name__}, not a string")
+        raw_id = obj.get(id_field)
+        out.append((None if raw_id in (None, "") else str(raw_id), text))
     return out
 
 

@@ -587,6 +587,24 @@ def test_a_public_corpus_without_texts_is_refused_when_uploaded(app, tmp_path, m
     assert "This corpus cannot be used" in " ".join(e.value for e in app.error)
 
 
+def test_a_public_corpus_from_windows_or_with_a_bom_is_read_and_errors_name_the_users_file(app, tmp_path,
+                                                                                           monkeypatch):
+    """A cp1252 JSONL crashed the sidebar (UnicodeDecodeError) and reset every setting after it; one with a BOM
+    was refused as 'Unexpected UTF-8 BOM' under the cache's file name."""
+    monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path))
+    app.radio(key="fpr").set_value("10%").run()
+    app.radio(key="aux_choice").set_value("Upload a public corpus").run()
+    lines = "".join(f'{{"text": "Caf\u00e9 number {i}: a public text about knees and elbows"}}\n' for i in range(60))
+    for data in (lines.encode("cp1252"), b"\xef\xbb\xbf" + lines.encode("utf-8")):
+        app.file_uploader(key="aux_upload").set_value(("corpus.jsonl", data, "application/json")).run()
+        assert not app.exception and not app.error, [e.value for e in app.error]
+        assert "60 public texts read" in _texts(app)
+    app.file_uploader(key="aux_upload").set_value(("mine.jsonl", b'{"title": "x"}\n', "application/json")).run()
+    said = " ".join(e.value for e in app.error)
+    assert "mine.jsonl:1: no 'text' field" in said and "uploads" not in said
+    assert app.radio(key="fpr").value == 0.1
+
+
 def test_a_failed_audit_does_not_leave_the_previous_audit_in_the_results_tab(tmp_path, monkeypatch):
     import threading
 
