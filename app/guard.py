@@ -31,6 +31,8 @@ def section(name: str) -> Iterator[None]:
         from audit_core.report import scrub_text
 
         log.error("the %s failed:\n%s", name, scrub_text(traceback.format_exc()))
+        # Streamlit forgets the value of a widget a run does not draw: those after the failure are reset
         st.error(f"Something went wrong in the {name} ({type(exc).__name__}); this is a bug in the auditor. "
-                 "Your documents and settings are kept, and the rest of the page works. The details are in the "
-                 "terminal that runs the app: please report them with what you did.")
+                 f"The rest of the page works, but settings of the {name} that are not shown now go back to "
+                 "their defaults: check them once it is drawn again. The details are in the terminal that runs "
+                 "the app: please report them with what you did.")

@@ -28,6 +28,7 @@ def test_a_failing_part_says_so_and_the_others_still_work(part, module, function
     assert not at.exception, at.exception
     errors = " ".join(str(e.value) for e in at.error)
     assert f"Something went wrong in the {part} (RuntimeError)" in errors and SECRET not in errors
+    assert "settings are kept" not in errors and "go back to their defaults" in errors  # what Streamlit does
     assert "RuntimeError" in caplog.text and SECRET not in caplog.text  # the details, scrubbed, for a bug report
     at.text_area(key="pasted").input(LONG_1).run()  # the Documents tab still takes documents
     assert not at.exception
