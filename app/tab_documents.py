@@ -16,6 +16,12 @@ def _show_batch(batch, unit: str) -> None:
     for col, (name, label) in zip(cols, [("usable", "Usable"), ("too_short", "Too short"), ("too_long", "Too long"),
                                          ("duplicate", "Duplicate"), ("empty", "Empty")]):
         col.metric(label, counts[name])
+    renamed = batch.renamed()
+    if renamed:
+        shown = "; ".join(f"{unit} {r.row}: {r.renamed_from!r} -> {r.id!r}" for r in renamed[:5])
+        st.warning(f"{len(renamed)} id(s) were used by an earlier {unit.lower()} and were renamed, so that each "
+                   f"result names one document ({shown}{'; ...' if len(renamed) > 5 else ''}). Give each row an "
+                   "id of its own to keep yours.")
     problems = batch.problems()
     if problems:
         with st.expander(f"{len(problems)} {unit}s will not be audited"):

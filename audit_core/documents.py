@@ -94,6 +94,8 @@ class RowStatus:
     status: RowStatusName
     message: str
     id: str | None = None
+    #: the id the row asked for, where it was taken and the document got another (``id``)
+    renamed_from: str | None = None
 
 
 @dataclass
@@ -113,6 +115,11 @@ class DocumentBatch:
     def problems(self) -> list[RowStatus]:
         """Rows that did not become a document, in input order."""
         return [r for r in self.rows if r.status != "usable"]
+
+    def renamed(self) -> list[RowStatus]:
+        """Usable rows whose id was already taken and got a suffix ("a" -> "a-2"): the owner must hear of it,
+        or the results no longer match their ids."""
+        return [r for r in self.rows if r.renamed_from is not None]
 
 
 def normalize_whitespace(text: str) -> str:
@@ -274,6 +281,8 @@ def upload_text(data: bytes) -> str:
 
 def _csv_table(text: str) -> pd.DataFrame:
     """``read_csv_bytes`` on decoded text."""
+    if "\r" in text and "\n" not in text:  # Excel's "CSV (Macintosh)" ends lines with CR alone: one line to csv
+        text = text.replace("\r", "\n")
     delimiter = _detect_delimiter(text)
     headerless = False
     if not delimiter:
@@ -282,24 +291,10 @@ def _csv_table(text: str) -> pd.DataFrame:
         # a one-column file whose first line is a text, not a column name: that line is a document too
         headerless = len(first.split()) >= HEADER_MAX_WORDS
     try:
-        with warnings.catch_warnings():
-            # pandas only warns when a row has more fields than the header and
-            # drops the extra ones: that is data loss, so it is an error here
-            warnings.simplefilter("error", pd.errors.ParserWarning)
-            df = pd.read_csv(
-                io.StringIO(text),
-                sep=delimiter,
-                quotechar='"',
-                doublequote=True,
-                dtype=str,
-                index_col=False,  # never turn a first column into the index
-                keep_default_na=False,
-                na_filter=False,
-                skip_blank_lines=True,
-                engine="c",
-                header=None if headerless else "infer",
-                names=["text"] if headerless else None,
-            )
+        df = _read_csv(text, delimiter, ["text"] if headerless else None)
+        if not headerless and any(len(str(c).split()) >= HEADER_MAX_WORDS for c in df.columns):
+            # a "column name" of a sentence: the file has no header and its first row is a document
+            df = _read_csv(text, delimiter, [f"column {i + 1}" for i in range(len(df.columns))])
     except pd.errors.EmptyDataError as exc:
         raise DocumentInputError("The file has no header row and no data.") from exc
     except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
@@ -321,6 +316,28 @@ def _csv_table(text: str) -> pd.DataFrame:
             f"The file has a header row ({shown}) but no data rows. Add one row per document, with its "
             "text in one column (e.g. 'text') and, if you like, a name in another (e.g. 'id').")
     return df
+
+
+def _read_csv(text: str, delimiter: str, names: list[str] | None) -> pd.DataFrame:
+    """The table as strings; ``names``: the file has no header row and its columns get these names."""
+    with warnings.catch_warnings():
+        # pandas only warns when a row has more fields than the header and
+        # drops the extra ones: that is data loss, so it is an error here
+        warnings.simplefilter("error", pd.errors.ParserWarning)
+        return pd.read_csv(
+            io.StringIO(text),
+            sep=delimiter,
+            quotechar='"',
+            doublequote=True,
+            dtype=str,
+            index_col=False,  # never turn a first column into the index
+            keep_default_na=False,
+            na_filter=False,
+            skip_blank_lines=True,
+            engine="c",
+            header=None if names else "infer",
+            names=names,
+        )
 
 
 def _looks_like_jsonl(text: str) -> bool:
@@ -460,8 +477,9 @@ def _build_batch(texts: list[str], ids: list[str] | None, min_words: int, unit: 
         used_ids.add(doc_id)
         seen[text] = (row, doc_id)
         documents.append(Document(doc_id, text))
-        note = f" (id {wanted!r} was already used)" if wanted and doc_id != wanted else ""
-        rows.append(RowStatus(row, "usable", f"{unit} {row} is usable{note}.", doc_id))
+        renamed = wanted if wanted and doc_id != wanted else None
+        note = f" (id {wanted!r} was already used)" if renamed else ""
+        rows.append(RowStatus(row, "usable", f"{unit} {row} is usable{note}.", doc_id, renamed))
     return DocumentBatch(documents, rows)
 
 
@@ -540,7 +558,11 @@ def controls_apart_note(n: int) -> str:
             "so they are audited as documents only.")
 
 
-_BLANK_LINE_RE = re.compile(r"\n[ \t\u00a0]*\n")
+#: a line holding nothing visible: any Unicode space (an ideographic or em space from a word processor) or a
+#: zero-width character between two line breaks
+_BLANK_LINE_RE = re.compile(r"\n(?:[^\S\n]|[\u200b-\u200d\u2060\ufeff])*\n")
+#: the other ways a text breaks a line: vertical tab, form feed, NEL, Unicode's line and paragraph separators
+_LINE_BREAKS = str.maketrans({c: "\n" for c in "\x0b\x0c\x85\u2028\u2029"})
 
 
 def documents_from_text(pasted: str, min_words: int = MIN_WORDS) -> DocumentBatch:
@@ -551,6 +573,6 @@ def documents_from_text(pasted: str, min_words: int = MIN_WORDS) -> DocumentBatc
     """
     if not pasted or not pasted.strip():
         raise DocumentInputError("No text was pasted.")
-    text = pasted.replace("\r\n", "\n").replace("\r", "\n")
+    text = pasted.replace("\r\n", "\n").replace("\r", "\n").translate(_LINE_BREAKS)
     blocks = [b for b in _BLANK_LINE_RE.split(text) if b.strip()]
     return _build_batch(blocks, None, min_words, "Block")

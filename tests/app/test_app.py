@@ -115,6 +115,16 @@ def test_the_target_file_kind_waits_for_a_file(app):
     assert app.button(key="start_audit").disabled
 
 
+def test_a_repeated_id_is_said_when_it_is_renamed(app):
+    """Two rows with the id "A" became "A" and "A-2" without a word: the results no longer matched the ids."""
+    csv = "doc_id,text\n" + "\n".join(f"A,\"{t}\"" for t in [LONG_1, LONG_2])
+    app.radio(key="docs_source").set_value("Upload a CSV").run()
+    app.file_uploader(key="csv_file").set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    assert not app.exception and _metric(app, "Usable") == "2"
+    warned = " ".join(w.value for w in app.warning)
+    assert "1 id(s) were used by an earlier row and were renamed" in warned and "'A' -> 'A-2'" in warned
+
+
 def test_csv_with_the_wrong_text_column_gets_a_clear_message(app):
     csv = "doc_id,note,text\n" + "\n".join(f"p{i},ok,\"{t}\"" for i, t in enumerate([LONG_1, LONG_2]))
     app.radio(key="docs_source").set_value("Upload a CSV").run()

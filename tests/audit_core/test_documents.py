@@ -373,3 +373,34 @@ def test_a_document_longer_than_any_query_can_carry_is_refused_with_advice():
     assert [r.status for r in batch.rows] == ["usable", "too_long", "usable"]
     assert "2,001 words" in batch.rows[1].message and "Split it" in batch.rows[1].message
     assert batch.counts()["too_long"] == 1
+
+
+_T1 = ("My grandmother kept bees behind the old barn and every summer we helped her collect the honey, "
+       "then we sold the jars at the market on Saturdays.")
+_T2 = ("The clinic told me my knee pain was from running too much on hard roads and to rest two weeks, "
+       "then start again slowly on grass or a track.")
+
+
+def test_a_csv_with_cr_line_ends_or_no_header_keeps_every_row_and_column():
+    """Excel's "CSV (Macintosh)" (CR alone) was read as one line: the id and quotes went into the texts; a
+    two-column file without a header lost its first document as the column name."""
+    from audit_core.documents import read_csv_bytes
+
+    mac = read_csv_bytes(f'id,text\rp1,"{_T1}"\rp2,"{_T2}"\r'.encode())
+    assert mac.to_dict("records") == [{"id": "p1", "text": _T1}, {"id": "p2", "text": _T2}]
+    bare = read_csv_bytes(f'p1,"{_T1}"\np2,"{_T2}"\n'.encode())
+    assert list(bare.columns) == ["column 1", "column 2"] and bare["column 2"].tolist() == [_T1, _T2]
+    assert list(read_csv_bytes(f'id,text\np1,"{_T1}"\n'.encode()).columns) == ["id", "text"]  # a header stays one
+
+
+def test_a_repeated_id_is_renamed_and_said_and_blank_lines_of_any_space_separate_pasted_texts():
+    import pandas as pd
+
+    from audit_core.documents import documents_from_table, documents_from_text
+
+    batch = documents_from_table(pd.DataFrame({"id": ["A", "A"], "text": [_T1, _T2]}), "text", "id")
+    assert [d.id for d in batch.documents] == ["A", "A-2"]
+    assert [(r.row, r.renamed_from, r.id) for r in batch.renamed()] == [(2, "A", "A-2")]
+    for sep in ("\n\u3000\n", "\n\u2003\n", "\n\u200b\n", "\n\x0c\n", "\u2028\u2028", "\n \t\n"):
+        assert len(documents_from_text(_T1 + sep + _T2).documents) == 2, repr(sep)
+    assert len(documents_from_text(_T1 + "\n" + _T2).documents) == 1
