@@ -339,6 +339,13 @@ def _audit_config(args):
             raise ValueError(f"--aux-corpus {args.aux_corpus}: no such file")
         shadow.aux_corpus = args.aux_corpus
         _check_aux_corpus(shadow, args.fpr)
+    from shadow.prepare import corpus_allows
+
+    most_in, most_out = corpus_allows(shadow)
+    if args.shadow_size > min(most_in, most_out):  # cut by prepare_shadow: say so rather than claim the size
+        print(f"note: --shadow-size {args.shadow_size}: the auxiliary corpus gives at most {most_in} members + "
+              f"{most_out} non-members (half of its texts go into the shadow RAG); the shadow uses "
+              f"{min(args.shadow_size, most_in)} + {min(args.shadow_size, most_out)}", file=sys.stderr)
     params: dict[str, dict] = {}
     if args.bins is not None:
         params.setdefault("srag", {})["bins"] = args.bins

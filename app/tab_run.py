@@ -451,6 +451,22 @@ def _calibration_section(settings: Settings) -> None:
                     key=f"insist_{m}")
 
 
+def _corpus_limit_note(shadow) -> None:
+    """Says where the auxiliary corpus holds too few texts for the shadow size asked for: the shadow is cut to
+    what it holds (a custom 2000 + 2000 ran on 600 + 600 of the shipped corpus while this tab said 2000)."""
+    from shadow.corpus import CorpusError
+    from shadow.prepare import corpus_allows
+
+    try:
+        most_in, most_out = corpus_allows(shadow)
+    except (CorpusError, OSError):  # the sidebar already says what is wrong with the corpus
+        return
+    if shadow.n_members > most_in or shadow.n_nonmembers > most_out:
+        st.warning(f"The auxiliary corpus gives at most {most_in} members + {most_out} non-members (half of its "
+                   f"texts go into the shadow RAG), so the shadow uses {min(shadow.n_members, most_in)} + "
+                   f"{min(shadow.n_nonmembers, most_out)}. Upload a larger public corpus for the size you chose.")
+
+
 def render_run_tab(settings: Settings) -> None:
     job = attached_job()
     if job is not None:
@@ -467,6 +483,7 @@ def render_run_tab(settings: Settings) -> None:
     s = settings.shadow
     st.caption(f"Shadow RAG: {s.n_members} members + {s.n_nonmembers} non-members "
                f"({s.n_per_class_generative} per class for MBA / S2MIA), k = {s.top_k_docs} retrieved documents.")
+    _corpus_limit_note(s)
     if not docs:
         st.info("Add your documents in tab 1 first.")
     if not settings.methods:

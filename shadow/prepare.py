@@ -137,6 +137,13 @@ def preparation_key(method: MembershipMethod, cfg: ShadowConfig, corpus_hash: st
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
+def corpus_allows(cfg: ShadowConfig) -> tuple[int, int]:
+    """The most shadow members and non-members the auxiliary corpus gives: half its texts go into the shadow's
+    knowledge base, the rest stay out (``prepare_shadow``), and a size asked for beyond that is cut to it."""
+    n = len(cfg.corpus_docs())
+    return n // 2, n - n // 2
+
+
 def shadow_sizes(name: str, cfg: ShadowConfig) -> tuple[int, int]:
     """How many shadow members and non-members method ``name`` is prepared on.
 

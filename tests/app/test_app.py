@@ -125,6 +125,20 @@ def test_a_repeated_id_is_said_when_it_is_renamed(app):
     assert "1 id(s) were used by an earlier row and were renamed" in warned and "'A' -> 'A-2'" in warned
 
 
+def test_a_shadow_larger_than_the_corpus_allows_is_said_with_the_size_it_gets(app):
+    """A custom 2000 + 2000 ran on a few hundred of the shipped corpus's texts while the Run tab said 2000."""
+    from shadow.prepare import ShadowConfig, corpus_allows
+
+    most_in, most_out = corpus_allows(ShadowConfig())  # the shipped texts of at most max_doc_words words
+    assert 200 <= most_in < 2000  # "standard" (200 + 200) fits
+    app.radio(key="audit_size").set_value("custom").run()
+    app.number_input(key="n_members").set_value(2000).run()
+    warned = " ".join(w.value for w in app.warning)
+    assert f"gives at most {most_in} members + {most_out} non-members" in warned and f"uses {most_in} + 60" in warned
+    app.number_input(key="n_members").set_value(most_in).run()
+    assert "gives at most" not in " ".join(w.value for w in app.warning)
+
+
 def test_csv_with_the_wrong_text_column_gets_a_clear_message(app):
     csv = "doc_id,note,text\n" + "\n".join(f"p{i},ok,\"{t}\"" for i, t in enumerate([LONG_1, LONG_2]))
     app.radio(key="docs_source").set_value("Upload a CSV").run()

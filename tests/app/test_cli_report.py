@@ -461,3 +461,18 @@ def test_the_cli_says_which_methods_to_add_for_the_target_found_and_when_nothing
     assert nothing_decided_note({**chat_audit, "not_run": {}}) is None  # MBA could decide
     completion = {**chat_audit, "config": {"methods": ["srag", "mba"], "target_style": "completion"}}
     assert "notes above" in nothing_decided_note(completion)
+
+
+def test_a_shadow_size_beyond_the_corpus_is_said(monkeypatch, capsys):
+    from app.cli import _audit_config
+    from shadow.prepare import ShadowConfig, corpus_allows
+
+    most_in, most_out = corpus_allows(ShadowConfig())
+    parsed = []
+    monkeypatch.setattr("app.cli.cmd_audit", lambda args: parsed.append(args) or 0)
+    main(["audit", "--target", "demo", "--docs", "x.csv", "--shadow-size", "2000"])
+    _audit_config(parsed[0])
+    assert f"the shadow uses {most_in} + {most_out}" in capsys.readouterr().err
+    main(["audit", "--target", "demo", "--docs", "x.csv", "--shadow-size", str(min(most_in, most_out))])
+    _audit_config(parsed[1])
+    assert "the shadow uses" not in capsys.readouterr().err
