@@ -85,7 +85,14 @@ def _check_type(value: Any, hint: Any, key: str) -> Any:
     if not isinstance(value, base) or (base in (int, float) and isinstance(value, bool)):
         want = {str: "text", int: "a whole number", float: "a number", bool: "true or false",
                 tuple: "a list", abc.Mapping: "a mapping"}.get(base, getattr(base, "__name__", str(base)))
-        raise TargetFileError(f"{key!r} must be {want}, got {value!r}")
+        hint = ""
+        if base in (int, float) and isinstance(value, str):
+            try:
+                float(value)
+                hint = " (YAML reads a number such as 1e3 as text: write 1000 or 1.0e+3)"
+            except ValueError:
+                pass
+        raise TargetFileError(f"{key!r} must be {want}, got {value!r}{hint}")
     return value
 
 

@@ -237,6 +237,7 @@ def test_bad_answers_are_bad_responses_with_a_clear_message():
     ("type: openai\nbase_url: http://h/v1\nmodel: ''", "model must name"),
     ("type: openai\nbase_url: http://h/v1\nmodel: m\ntimeout_s: -1", "timeout_s must be a positive"),
     ("type: openai\nbase_url: http://h/v1\nmodel: m\ntimeout_s: 1.0e+300", "at most 3600"),
+    ("type: openai\nbase_url: http://h/v1\nmodel: m\ntimeout_s: 1e3", "write 1000 or 1.0e+3"),
     ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\nheaders:\n  Authorization: |\n"
      "    Bearer sk-live-abcdef1234567890\n", "holds a line break"),
     ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\nheaders:\n"
