@@ -383,8 +383,6 @@ def _check_aux_corpus(shadow, fpr: float) -> None:
         docs = shadow.corpus_docs()
     except OSError as exc:
         raise ValueError(f"--aux-corpus {shadow.aux_corpus}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"--aux-corpus {shadow.aux_corpus}: not UTF-8 text; save it as UTF-8") from None
     need = 2 * min_nonmembers(fpr)  # half of it outside the shadow's knowledge base: below that none decides
     if len(docs) < need:
         raise ValueError(f"--aux-corpus {shadow.aux_corpus}: {len(docs)} usable text(s); at a {fpr:.0%} false-"

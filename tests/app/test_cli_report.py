@@ -335,14 +335,15 @@ def test_a_cache_folder_that_cannot_be_used_is_bad_input(tmp_path, capsys, monke
     assert "the cache folder" in err and "bug in the auditor" not in err
 
 
-def test_an_aux_corpus_not_in_utf8_and_an_output_folder_not_writable_are_said_before_anything_is_sent(
+def test_an_aux_corpus_from_windows_is_read_and_an_output_folder_not_writable_is_said_before_anything_is_sent(
         tmp_path, capsys, monkeypatch):
     docs = _docs_csv(tmp_path)
     latin = tmp_path / "corpus.jsonl"
-    latin.write_bytes(b'{"text": "caf\xe9 au lait"}\n' * 50)
-    assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", "--aux-corpus", str(latin)]) == 2
+    latin.write_bytes(b"".join(b'{"text": "caf\xe9 number %d, a public text"}\n' % i for i in range(60)))
+    assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", "--aux-corpus", str(latin),
+                 "--estimate-only"]) == 0  # read as every upload is (it was "'utf-8' codec can't decode", exit 2)
     err = capsys.readouterr().err
-    assert f"--aux-corpus {latin}: not UTF-8 text" in err
+    assert "estimated cost" in err and "codec" not in err
     locked = tmp_path / "locked"
     locked.mkdir()
     real_access = os.access  # the tests run as root, for whom every folder is writable
