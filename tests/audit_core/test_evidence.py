@@ -365,6 +365,13 @@ def test_abstain_rule_uses_the_lower_bound_of_the_shadow_auc():
     cal = C.apply_evidence(Calibration("x"), flat)
     d = C.decide_raw(10.0, cal)
     assert d.decision is None and d.reason.startswith("no signal") and d.score is not None  # score kept, no verdict
+    # either side of 0.6 (a rule of 0.5 had passed the cases above): lower bounds 0.592 and 0.619
+    rng = np.random.default_rng(0)
+    below = C.fit_evidence(rng.normal(0.5, 1, 100).tolist(), rng.normal(0, 1, 100).tolist(), source="t")
+    rng = np.random.default_rng(0)
+    above = C.fit_evidence(rng.normal(0.6, 1, 100).tolist(), rng.normal(0, 1, 100).tolist(), source="t")
+    assert 0.5 < below["auc_ci"][0] < 0.6 < above["auc_ci"][0] < 0.65
+    assert below["signal"] is False and above["signal"] is True
 
 
 # --------------------------------------------------------------------------- non-answers
@@ -495,6 +502,10 @@ def _uncleared(method, member_share):
     # ... not where that share is within the clearing rule's 5% (a shadow too small to clear, say), nor for a
     # method outside the voting pool
     ([_uncleared("srag", 0.04), _r("mba", False, 0.3)], NOT_FOUND, "R3"),
+    ([_uncleared("srag", 0.05), _r("mba", False, 0.3)], NOT_FOUND, "R3"),  # exactly the rate: within it
+    # a result saved before the shadow_member flag: re-decided against controls, it stands against clearing
+    ([MethodResult("srag", "d", 0.9, None, "x", {"fpr": 0.05, "calibrated_on": "controls"}), _r("mba", False, 0.3)],
+     INCONCLUSIVE, "R6"),
     ([_r("srag", False, 0.1), _r("mba", False, 0.2), _uncleared("rag_mia", 0.6)], NOT_FOUND, "R3"),
     # ... nor an abstention that kept its probability (it was never set against the members' scores)
     ([MethodResult("srag", "d", 0.4, None, "no signal: ...", {"fpr": 0.05}), _r("mba", False, 0.3)], NOT_FOUND, "R3"),
@@ -572,6 +583,11 @@ def _controls(p, kind="declared", method="srag", n=20, called=1):
     ([_r("srag", None, 0.4, reason="not cleared")], _controls(1 / 19, n=18, called=None), INCONCLUSIVE, "R1",
      "not cleared"),
     ([_r("srag", True, 0.9)], _controls(None), MEMBER, "R2", "S-RAG calls it a member at a 5% false-positive rate"),
+    # the audit's own rate decides: at 1%, p = 0.03 is no call (it would be at 5%), p = 0.005 is one
+    ([_r("srag", None, 0.4, reason="not cleared")], {**_controls(0.03, n=120), "fpr": 0.01}, INCONCLUSIVE, "R1",
+     "not cleared"),
+    ([_r("srag", None, 0.4, reason="not cleared")], {**_controls(0.005, n=120), "fpr": 0.01}, MEMBER, "R2",
+     "at a 1% false-positive rate against your 120 controls"),
 ])
 def test_verdict_rule_r0_the_call_against_the_controls_leads(results, collection, verdict, rule, reason):
     from audit_core.verdict import decide_with_controls
@@ -1098,3 +1114,37 @@ def test_an_abstaining_lead_under_r0_does_not_object_and_a_not_found_states_the_
     # a shadow member call the controls do not confirm still objects
     called = MethodResult("srag", "d", 0.9, True, None, {"fpr": 0.01})
     assert decide_with_controls("d", [called, _r("mba", False, 0.2)], coll, AS_SENT).rule == "R6"
+
+
+def test_nineteen_controls_allow_a_call_at_five_percent_and_eighteen_do_not():
+    """At least 1/fpr - 1 controls: with 19 the best p-value is 1/20 = 0.05, which is a call at 5% (p <= fpr)."""
+    from audit_core.verdict import control_call
+
+    assert sibling_calls([9.0], [0.0] * 19, 0.05) == [(pytest.approx(0.05), True)]
+    assert sibling_calls([9.0], [0.0] * 18, 0.05) == [(pytest.approx(1 / 19), None)]
+    assert control_call(_r("srag", None, 0.4, reason="x"), 0.05, 0.05, 19).decision is True
+    assert control_call(_r("srag", None, 0.4, reason="x"), 0.051, 0.05, 19).decision is None
+
+
+def test_a_nan_among_the_shadow_scores_is_left_out_of_the_fit():
+    m, n = _separated(60)
+    ev = C.fit_evidence(m + [float("nan")], n + [float("nan")], source="t")
+    assert len(ev["member_raw"]) == len(m) and len(ev["nonmember_raw"]) == len(n) and math.isfinite(ev["auc"])
+
+
+@pytest.mark.parametrize("fpr, called", [(0.05, 1), (0.01, 0)])
+def test_the_collection_summary_calls_each_document_at_the_audits_rate(fpr, called):
+    """One document above 118 of 120 controls: p = 3/121 = 0.025, a call at 5% but not at 1% (the audit's rate
+    had no test: a summary made at 5% whatever the rate passed them all)."""
+    from audit_core.audit import AuditConfig, collection_summary
+
+    docs = [Document("d", "word " * 30)]
+    controls = [Document(f"c{i}", f"other{i} " * 30) for i in range(120)]
+    results = {"d": {"srag": MethodResult("srag", "d", 0.9, True, None, {"raw_score": 0.95})}}
+    ctl = {c.id: MethodResult("srag", c.id, 0.1, False, None, {"raw_score": 0.99 if i < 2 else i / 1000})
+           for i, c in enumerate(controls)}
+    m, n = _separated(60)
+    cal = {"srag": C.apply_evidence(Calibration("srag"), C.fit_evidence(m, n, source="t"))}
+    out = collection_summary(docs, results, controls, ctl, "srag", cal, AuditConfig(fpr=fpr))
+    assert out["fpr"] == fpr and out["document_p_values"]["d"] == pytest.approx(3 / 121)
+    assert out["called_members"] == called
