@@ -651,8 +651,10 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
             print(f"shadow validation AUC of {method_label(name)}: {cal.shadow_auc:.3f}", file=sys.stderr)
     acc = result.account
     cached = f", answered from the store: {target.cache_hits}" if store is not None else ""
-    print(f"target queries: {acc['queries']} (failed {acc['failures']}){cached}, tokens: "
-          f"{acc['prompt_tokens']} prompt + {acc['completion_tokens']} completion", file=sys.stderr)
+    from audit_core.report import tokens_text
+
+    print(f"target queries: {acc['queries']} (failed {acc['failures']}){cached}, tokens: {tokens_text(acc)}",
+          file=sys.stderr)
     _print_freshness(result.freshness)
     _print_failures(result.failures)
     written = True

@@ -149,9 +149,10 @@ def _header(result: dict) -> None:
 def _account(result: dict) -> None:
     acc = result.get("account") or {}
     if acc:
+        from audit_core.report import tokens_text
+
         st.caption(f"Target queries sent: {acc.get('queries', 0)} ({acc.get('failures', 0)} failed, "
-                   f"{acc.get('retries', 0)} retries); tokens: {acc.get('prompt_tokens', 0)} prompt + "
-                   f"{acc.get('completion_tokens', 0)} completion.")
+                   f"{acc.get('retries', 0)} retries); tokens: {tokens_text(acc)}.")
     from audit_core.report import freshness_sentence
 
     if freshness_sentence(result):

@@ -389,6 +389,19 @@ def freshness_sentence(result: dict) -> str:
             f"Policy: {policy}.")
 
 
+def tokens_text(account: dict) -> str:
+    """The tokens an audit used, as the target reported them: "N prompt + M completion", "not reported by the
+    target", or the counts with how many answers reported none (the CLI, the app and the PDF say it alike)."""
+    n = int(account.get("queries", 0) or 0) - int(account.get("failures", 0) or 0)
+    unreported = int(account.get("unreported", 0) or 0)
+    counts = f"{int(account.get('prompt_tokens', 0) or 0)} prompt + {int(account.get('completion_tokens', 0) or 0)} completion"
+    if unreported and unreported >= n:
+        return "not reported by the target"
+    if unreported:
+        return f"{counts} ({unreported} of {n} answers did not report theirs)"
+    return counts
+
+
 def _fmt(x: Any, nd: int = 2) -> str:
     ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
     return f"{float(x):.{nd}f}" if ok else "n/a"
@@ -977,8 +990,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     story.append(P(
         f"{n_docs} document(s) were audited against <b>{esc(target)}</b>. The target received "
         f"{int(acc.get('queries', 0) or 0)} queries ({int(acc.get('failures', 0) or 0)} failed, "
-        f"{int(acc.get('retries', 0) or 0)} retries), using {int(acc.get('prompt_tokens', 0) or 0)} prompt "
-        f"tokens and {int(acc.get('completion_tokens', 0) or 0)} completion tokens. Queries contain the "
+        f"{int(acc.get('retries', 0) or 0)} retries); tokens used: {tokens_text(acc)}. Queries contain the "
         "documents' text, in part or (for some methods, such as RAG-MIA) whole, as the methods require; nothing "
         "else about you was sent."))
     if freshness_sentence(r):

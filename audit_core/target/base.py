@@ -73,6 +73,9 @@ class TokenLogprob:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: False where the target did not say what an answer used (a custom API, an OpenAI-compatible server that
+    #: leaves ``usage`` out): its zeros are unknowns, and the account says so rather than "0 tokens"
+    reported: bool = True
 
 
 @dataclass
@@ -320,6 +323,8 @@ class QueryAccount:
     retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: answers whose token usage the target did not report (``Usage.reported``)
+    unreported: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def record(self, usage: Usage | None = None, failed: bool = False, retries: int = 0) -> None:
@@ -331,9 +336,11 @@ class QueryAccount:
             if usage is not None:
                 self.prompt_tokens += usage.prompt_tokens
                 self.completion_tokens += usage.completion_tokens
+                self.unreported += not usage.reported
 
     def as_dict(self) -> dict:
-        return {k: getattr(self, k) for k in ("queries", "failures", "retries", "prompt_tokens", "completion_tokens")}
+        return {k: getattr(self, k) for k in ("queries", "failures", "retries", "prompt_tokens", "completion_tokens",
+                                              "unreported")}
 
 
 # --------------------------------------------------------------------------- the interface

@@ -616,7 +616,7 @@ class HttpTarget(RetryingConnector, Target):
     def _completion(self, text: str, entries: list[Any] | None, raw: Any, sources: list[str] | None) -> Completion:
         tokens = None if entries is None else tokens_from_logprob_entries(entries, self._scrub, self.url)
         return Completion(text=self._scrub(text), tokens=tokens,
-                          usage=Usage(0, len(tokens) if tokens else 0),
+                          usage=Usage(0, len(tokens) if tokens else 0, reported=False),  # no usage field
                           finish_reason="stop", model=self.config.name or "http", raw=raw, sources=sources)
 
     # ------------------------------------------------------------------ errors

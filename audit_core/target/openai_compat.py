@@ -568,7 +568,8 @@ class OpenAITarget(RetryingConnector, Target):
             raise BadResponse(f"{self.base_url} sent a message whose content is not text")
         usage_d = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         try:
-            usage = Usage(int(usage_d.get("prompt_tokens") or 0), int(usage_d.get("completion_tokens") or 0))
+            usage = Usage(int(usage_d.get("prompt_tokens") or 0), int(usage_d.get("completion_tokens") or 0),
+                          reported="prompt_tokens" in usage_d)
         except (TypeError, ValueError, OverflowError):
             raise BadResponse(f"{self.base_url} sent unreadable token usage") from None
         # a server that echoes the key in its answer must not carry it into the store or a report

@@ -78,6 +78,7 @@ def test_body_template_is_filled_and_answer_and_logprobs_are_read(custom):
     url, rag = custom
     t = _target(url)
     comp = t.complete(_chat("Answer from the context.", max_tokens=4, logprobs=True, top_logprobs=2))
+    assert comp.usage.reported is False and t.account.as_dict()["unreported"] == 1  # the API says no usage
     sent = rag.requests[-1]
     # the prompt with its quote went through JSON intact; system, max_tokens, logprobs as typed values
     assert sent.messages == (("system", "Answer from the context."), ("user", 'Complete: "The lighthouse'))

@@ -542,3 +542,22 @@ def test_an_answer_decompressing_past_the_cap_is_not_read_further(server, target
     server.script(*[Reply(body=bomb, headers={"Content-Encoding": "gzip"})] * 4)
     with pytest.raises(BadResponse, match="larger than 32 MiB"):
         _chat(target)
+
+
+def test_an_answer_without_usage_is_counted_as_unreported_not_as_zero_tokens(server, target):
+    """The account said "tokens: 0 prompt + 1 completion" for a service that reports no usage at all."""
+    from audit_core.report import tokens_text
+
+    target.complete(ask())
+    body = completion_body("Hi")
+    del body["usage"]
+    server.script(Reply(body=body))
+    comp = target.complete(ask())
+    assert comp.usage.reported is False
+    acc = target.account.as_dict()
+    assert acc["unreported"] == 1 and acc["queries"] == 2
+    assert tokens_text(acc).endswith("(1 of 2 answers did not report theirs)")
+    assert Completion.from_json(comp.to_json()).usage.reported is False  # kept in the store
+    assert Completion.from_json({"text": "x", "tokens": None, "usage": {"prompt_tokens": 3}}).usage.reported  # old rows
+    assert tokens_text({"queries": 3, "failures": 1, "unreported": 2, "prompt_tokens": 0}) == "not reported by the target"
+    assert tokens_text({"queries": 2, "prompt_tokens": 9, "completion_tokens": 4}) == "9 prompt + 4 completion"

@@ -138,7 +138,7 @@ def test_pdf_contains_the_audit(pdf_text, result):
     assert kinds == {"member", "not found", "inconclusive"}
     for kind in kinds:
         assert kind in flat
-    assert "12345 prompt tokens" in flat and "62 queries" in flat
+    assert "tokens used: 12345 prompt +" in flat and "62 queries" in flat
     assert "Answer style: chat (found by the capability probe: it restated)" in flat
     assert "8/10 right" in flat and "0.91" in flat  # MBA accuracy and S-RAG probability in the table
     assert "✓ right" in flat and "✗ wrong" in flat
