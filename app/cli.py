@@ -467,7 +467,8 @@ def _first_ctrl_c_stops_between_documents():
     so its verdicts, reports, JUnit file and --fail-on gate still come (a Ctrl-C had discarded a member finding
     already made). The second Ctrl-C stops at once, as before."""
     cancel = threading.Event()
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+    # signals reach the main thread only; a process started to ignore Ctrl-C (nohup, a background job) keeps to it
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield cancel
         return
 

@@ -566,10 +566,19 @@ def test_ctrl_c_in_a_cli_audit_keeps_what_was_found_for_the_junit_report_and_the
     monkeypatch.setenv("RPA_SERVE_API_KEY", KEY)
     junit = tmp_path / "audit.xml"
     common = ["audit", "--target-file", str(file), "--docs", str(docs), "--method", "verbatim"]
-    rc = main([*common, "--store", str(tmp_path / "s.sqlite"), "--junit", str(junit), "--fail-on", "member"])
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (nohup ignores it)
+    try:
+        rc = main([*common, "--store", str(tmp_path / "s.sqlite"), "--junit", str(junit), "--fail-on", "member"])
+        after = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, before)
     err = capsys.readouterr().err
     assert seen == [True] and rc == GATE_FAILED, err
     assert "stopping after the document in progress" in err and "interrupted after 1 of 2 document(s)" in err
     assert "cancelled" in junit.read_text()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
-    assert main([*common, "--store", str(tmp_path / "s2.sqlite")]) == 3  # no gate: an unfinished audit exits 3
+    assert after is signal.default_int_handler  # the handler is put back
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert main([*common, "--store", str(tmp_path / "s2.sqlite")]) == 3  # no gate: an unfinished audit exits 3
+    finally:
+        signal.signal(signal.SIGINT, before)
