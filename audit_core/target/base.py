@@ -96,7 +96,8 @@ class Completion:
             "tokens": None if self.tokens is None else [
                 {"token": t.token, "logprob": t.logprob, "top": [list(a) for a in t.top]} for t in self.tokens
             ],
-            "usage": asdict(self.usage),
+            # "reported" only where it is False: answers and shipped observations stored before it read the same
+            "usage": {k: v for k, v in asdict(self.usage).items() if k != "reported" or not v},
             "finish_reason": self.finish_reason,
             "model": self.model,
             "raw": self.raw,
