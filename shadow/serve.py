@@ -170,8 +170,7 @@ def parse_chat_request(body: Any, limits: ServeLimits) -> tuple[str, ChatRequest
     temperature = body.get("temperature", 1.0)  # OpenAI's default
     if temperature is None:
         temperature = 1.0
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-        raise ApiError(400, "'temperature' must be a number between 0 and 2", param="temperature")
+    check_temperature(temperature)
     logprobs = body.get("logprobs", False)
     if logprobs is None:
         logprobs = False
@@ -181,14 +180,26 @@ def parse_chat_request(body: Any, limits: ServeLimits) -> tuple[str, ChatRequest
     if top and not logprobs:
         raise ApiError(400, "'top_logprobs' requires 'logprobs' to be true", param="top_logprobs")
     seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ApiError(400, "'seed' must be an integer", param="seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63):
+        raise ApiError(400, "'seed' must be a whole number from 0 to 2^63 - 1", param="seed")
     try:
         req = ChatRequest(messages=tuple(pairs), max_tokens=max_tokens, temperature=float(temperature),
                           logprobs=logprobs, top_logprobs=top, seed=seed)
     except ValueError as exc:
         raise ApiError(400, str(exc)) from exc
     return model, req
+
+
+#: the smallest temperature above 0 that sampling takes: below it the logits divided by it overflow (1e-300 made
+#: the probabilities inf and the request, with its whole batch, a 500)
+MIN_TEMPERATURE = 1e-2
+
+
+def check_temperature(value: Any) -> None:
+    """0 (greedy) or a number from ``MIN_TEMPERATURE`` to 2, else a 400."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 2
+            or 0 < value < MIN_TEMPERATURE):
+        raise ApiError(400, f"'temperature' must be 0 or a number from {MIN_TEMPERATURE} to 2", param="temperature")
 
 
 # --------------------------------------------------------------------------- response shape
@@ -261,9 +272,17 @@ async def read_json_body(request: Request, limits: ServeLimits) -> Any:
             raise ApiError(413, f"request body larger than {limits.max_body_bytes} bytes",
                            code="request_too_large")
     try:
-        return json.loads(bytes(buf))
+        body = json.loads(bytes(buf))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+    except RecursionError:  # "[[[[..." three thousand deep: json gives up, and it was a 500 with a traceback
+        raise ApiError(400, "the request body is nested too deeply to be a request") from None
+    try:  # a lone surrogate ("\ud800", half an emoji cut by a client) breaks the tokenizer and every message
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, "the request body holds a lone UTF-16 surrogate (half of a character); send whole "
+                            "characters") from None
+    return body
 
 
 def create_app(rag: RagSystem, api_key: str | Sequence[str] | None, model_name: str | None = None,
@@ -296,7 +315,8 @@ def create_app(rag: RagSystem, api_key: str | Sequence[str] | None, model_name: 
         if not header:
             raise ApiError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
                            code="invalid_api_key")
-        given = header.encode()
+        scheme, _, token = header.partition(" ")
+        given = (f"Bearer {token}" if scheme.lower() == "bearer" else header).encode()  # the scheme is any case
         # every key is compared, each in constant time, so timing does not tell which one matched
         matched = [hmac.compare_digest(given, e) for e in expected]
         if not any(matched):
@@ -329,7 +349,9 @@ def create_app(rag: RagSystem, api_key: str | Sequence[str] | None, model_name: 
         if expose_retrieval and rec is not None:
             body["rpa_retrieval"] = {k: v for k, v in rec.items() if k != "query"}
         if debug_retrieval:
-            last_by_client[client] = {"retrieval": rec, "timings": timings, "request_id": body["id"]}
+            # what was retrieved, not what was asked: a client id by address is shared by every local user
+            kept = None if rec is None else {k: v for k, v in rec.items() if k not in ("query", "retrieval_query")}
+            last_by_client[client] = {"retrieval": kept, "timings": timings, "request_id": body["id"]}
             last_by_client.move_to_end(client)
             while len(last_by_client) > _MAX_DEBUG_CLIENTS:
                 last_by_client.popitem(last=False)
@@ -389,7 +411,8 @@ def serve_in_thread(rag: RagSystem, api_key: str | Sequence[str] | None = None, 
     sock.bind((host, port))
     port = sock.getsockname()[1]
     app = _build_app(api, rag, api_key, model_name, limits, expose_retrieval, debug_retrieval, logprobs)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
+                                           proxy_headers=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"rpa-serve-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout_s
@@ -489,6 +512,10 @@ def main(argv: list[str] | None = None) -> None:
     if a.exit_with_parent is not None:
         exit_with_parent(a.exit_with_parent)
     key = [k.strip() for k in os.environ.get(API_KEY_ENV, "").split(",") if k.strip()] or None
+    if key and not all(k.isascii() and k.isprintable() and " " not in k for k in key):
+        # a header carries ASCII only: a key with "é" starts a server that no client can ever authenticate to
+        p.error(f"{API_KEY_ENV} holds a key with a space or a character outside ASCII, which no client can send "
+                "in a header; choose keys of letters, digits and punctuation")
     if key is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving on %s without an API key: anyone who can reach it can query it", a.host)
     if not 0.0 <= a.paraphrase_min_similarity < 1.0:
@@ -522,7 +549,8 @@ def main(argv: list[str] | None = None) -> None:
 
     app = _build_app(a.api, rag, key, name, ServeLimits(max_batch=a.max_batch), not a.hide_retrieval,
                      a.debug_retrieval, with_logprobs)
-    uvicorn.run(app, host=a.host, port=a.port, log_level="info", access_log=False)
+    # proxy_headers off: X-Forwarded-For from a local caller would otherwise choose its client id
+    uvicorn.run(app, host=a.host, port=a.port, log_level="info", access_log=False, proxy_headers=False)
 
 
 if __name__ == "__main__":

@@ -70,7 +70,15 @@ class ModelQueue:
                     for req, fut in batch:
                         self._one(req, fut)
                 else:
-                    self._many(batch)
+                    try:
+                        self._many(batch)
+                    except Exception:  # noqa: BLE001 -- the batch's shared work failed on one request
+                        # answered one by one, only the request that fails fails: a batch-wide error had made
+                        # every caller of the batch get a 500, answers already computed included
+                        log.warning("a batch of %d failed; its requests are answered one by one", len(batch))
+                        for req, fut in batch:
+                            if not fut.done():
+                                self._one(req, fut)
             except BaseException as exc:  # noqa: BLE001 -- never leave a caller waiting
                 for _, fut in batch:
                     if not fut.done():
@@ -79,7 +87,7 @@ class ModelQueue:
     def _one(self, request: ChatRequest, fut: Future) -> None:
         try:
             comp = self.rag.complete(request)
-        except TargetError as exc:
+        except Exception as exc:  # noqa: BLE001 -- this caller's error, not the next request's
             fut.set_exception(exc)
             return
         t = getattr(self.rag, "last_timings", None)

@@ -46,7 +46,8 @@ from starlette.concurrency import run_in_threadpool
 
 from audit_core.target.base import MAX_TOP_LOGPROBS, ChatRequest, Completion, TargetError
 from shadow.rag import RagSystem
-from shadow.serve import ApiError, ServeLimits, _int_field, install_error_handlers, logprob_entries, read_json_body
+from shadow.serve import (ApiError, ServeLimits, _int_field, check_temperature, install_error_handlers, logprob_entries,
+                          read_json_body)
 from shadow.serve_batch import ModelQueue
 
 log = logging.getLogger("shadow.serve_custom")
@@ -76,8 +77,7 @@ def parse_ask(body: Any, limits: ServeLimits) -> tuple[ChatRequest, bool]:
             raise ApiError(400, f"'{name}' must be true or false", param=name)
         flags[name] = v
     temperature = body.get("temperature", 0.0)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-        raise ApiError(400, "'temperature' must be a number between 0 and 2", param="temperature")
+    check_temperature(temperature)
     max_tokens = _int_field(body, "max_tokens", 1, limits.max_tokens, limits.default_max_tokens)
     top = _int_field(body, "top_logprobs", 0, MAX_TOP_LOGPROBS, 0) or 0
     if top and not flags["logprobs"]:

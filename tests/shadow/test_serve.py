@@ -94,6 +94,9 @@ def test_the_retrieval_route_is_off_unless_asked_for_and_keys_come_from_the_envi
 
     with pytest.raises(SystemExit):  # no --api-key option: a key on the command line is visible in ps
         serve.main(["--corpus", "x.jsonl", "--api-key", KEY])
+    monkeypatch.setenv("RPA_SERVE_API_KEY", "cl\u00e9-secr\u00e8te-1")  # no client can send it in a header
+    with pytest.raises(SystemExit):
+        serve.main(["--corpus", "x.jsonl"])
 
 
 def test_wrong_or_missing_key_is_401_in_openai_shape(server):
@@ -116,6 +119,9 @@ def test_wrong_or_missing_key_is_401_in_openai_shape(server):
     ({"messages": [{"role": "wizard", "content": "x"}]}, 400, None),
     ({"stream": True}, 400, "unsupported_parameter"),
     ({"messages": [{"role": "user", "content": "x" * 30_000}]}, 413, "request_too_large"),
+    # each was a 500 that took its whole batch down: a seed past int64, a temperature that overflows the logits
+    ({"seed": 2 ** 64, "temperature": 1}, 400, None),
+    ({"temperature": 1e-300}, 400, None),
 ])
 def test_invalid_requests_get_openai_errors(server, change, status, code):
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, **change}
@@ -131,6 +137,13 @@ def test_malformed_json_and_unknown_route(server):
     h = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
     r = httpx.post(server + "/chat/completions", content=b"{not json", headers=h)
     assert r.status_code == 400 and "error" in r.json()
+    # nested 3,000 deep, and a lone surrogate (half an emoji): both were 500s with a traceback in the log
+    for body in (b"[" * 3000, b'{"model": "m", "messages": [{"role": "user", "content": "\\ud800"}]}'):
+        r = httpx.post(server + "/chat/completions", content=body, headers=h)
+        assert r.status_code == 400 and r.json()["error"]["message"], r.text
+    r = httpx.post(server + "/chat/completions", headers={"Authorization": f"bearer {KEY}"},  # any case (RFC 7235)
+                   json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
+    assert r.status_code == 200, r.text
     r = httpx.get(server + "/nothing-here", headers=h)
     assert r.status_code == 404 and json.loads(r.text)["error"]["code"] == "not_found"
 
@@ -228,3 +241,14 @@ def test_a_server_started_with_exit_with_parent_stops_when_its_parent_is_killed(
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_debug_route_gives_what_was_retrieved_not_what_was_asked(server):
+    """Without keys every local user is one client (by address): the route gave another user's question."""
+    h = {"Authorization": f"Bearer {KEY}"}
+    r = httpx.post(server + "/chat/completions", headers=h, json={
+        "model": MODEL, "messages": [{"role": "user", "content": "Patient Jane Roe asks about saffron"}],
+        "max_tokens": 1, "temperature": 0})
+    assert r.status_code == 200
+    last = httpx.get(server + "/rpa/last_retrieval", headers=h).json()
+    assert last["retrieval"]["doc_ids"] and "Jane Roe" not in json.dumps(last)

@@ -96,3 +96,34 @@ def test_a_system_without_batch_records_answers_concurrent_requests_one_at_a_tim
         got = [f.result(10) for f in futs]
     assert [c.text for c, _, _ in got] == ["answer to x", "answer to y", "answer to z"] and rag.calls == 3
     assert all(rec is None and t["prefill_s"] is None for _, rec, t in got)
+
+
+class Crashing(Recorded):
+    """A system whose batch path raises on one request, as RagSystem.complete_many did on a 1e-300 temperature."""
+
+    def complete_many(self, reqs):
+        if any(r.messages[-1][1] == "poison" for r in reqs):
+            self.calls.append(("complete_many", len(reqs)))
+            raise RuntimeError("probability tensor contains either inf, nan")
+        return super().complete_many(reqs)
+
+    def _answer(self, req):
+        if req.messages[-1][1] == "poison":
+            raise RuntimeError("probability tensor contains either inf, nan")
+        return super()._answer(req)
+
+
+def test_a_request_that_crashes_the_batch_fails_alone():
+    """Every request answered in the same batch as the bad one got its 500, answers already computed included."""
+    rag = Crashing()
+    rag.release.set()
+    q = ModelQueue(rag, max_batch=8, window_s=0.2)
+    texts = ["a", "poison", "bb", "cccc"]
+    with ThreadPoolExecutor(len(texts)) as pool:
+        futs = {t: pool.submit(q.submit, _req(t)) for t in texts}
+        for t in ("a", "bb", "cccc"):
+            assert futs[t].result(10)[0].text == f"answer to {t}"
+        with pytest.raises(RuntimeError, match="inf, nan"):
+            futs["poison"].result(10)
+    assert any(kind == "complete_many" and n > 1 for kind, n in rag.calls)  # the batch was tried first
+    assert q.submit(_req("later"))[0].text == "answer to later"  # and the queue still serves

@@ -66,6 +66,8 @@ def test_custom_api_refuses_a_missing_key_and_a_bad_body(served):
     assert r.status_code == 400 and "extra" in r.json()["error"]["message"]
     r = httpx.post(url + "/ask", json={"question": "hi", "top_logprobs": 3}, headers={"X-Api-Key": KEY})
     assert r.status_code == 400 and "logprobs" in r.json()["error"]["message"]
+    r = httpx.post(url + "/ask", json={"question": "hi", "temperature": 1e-300}, headers={"X-Api-Key": KEY})
+    assert r.status_code == 400 and "temperature" in r.json()["error"]["message"]  # it overflowed the logits: 500
 
 
 def test_the_benchmark_serves_and_reaches_the_custom_profile(served):
