@@ -211,6 +211,8 @@ def display_url(url: str) -> str:
         p = urlsplit(url)
     except ValueError:
         return "(not a valid URL)"
+    if not p.scheme or not p.netloc:  # "not a url" had been shown as "://not a url"
+        return "(not a valid URL)"
     return f"{p.scheme}://{p.netloc.rsplit('@', 1)[-1]}{p.path}"
 
 

@@ -46,3 +46,11 @@ def test_every_shipped_target_file_loads_into_a_registered_type():
     for p in shipped:
         spec, cfg = load_target_file(p)
         assert spec.name in TARGET_TYPES and isinstance(cfg, spec.config_class())
+
+
+def test_a_url_is_shown_without_its_credentials_or_query_and_a_non_url_as_such():
+    from audit_core.target.base import display_url
+
+    assert display_url("https://user:pw@api.example.com:8443/v1?api_key=x") == "https://api.example.com:8443/v1"
+    assert display_url("not a url") == "(not a valid URL)"  # it was shown as "://not a url"
+    assert display_url("http://[::1") == "(not a valid URL)"
