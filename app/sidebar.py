@@ -450,7 +450,9 @@ def render_sidebar() -> Settings:
         kind, base_url, model = _target_section()
         as_sent = _operator_statement(kind, base_url)
         st.header("Settings")
-        methods = st.multiselect("Methods", list(METHODS), default=suggested_methods(logprobs=True), key="methods",
+        # no default once the offer buttons have set the choice: Streamlit warns of a widget given both
+        default = None if "methods" in st.session_state else suggested_methods(logprobs=True)
+        methods = st.multiselect("Methods", list(METHODS), default=default, key="methods",
                                  format_func=lambda m: LABELS[m],
                                  help="S-RAG and MBA are the audit's methods; the others are published baselines.")
         aux = _aux_corpus()
