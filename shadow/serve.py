@@ -149,7 +149,8 @@ def parse_chat_request(body: Any, limits: ServeLimits) -> tuple[str, ChatRequest
     if not isinstance(model, str) or not model:
         raise ApiError(400, "'model' is required", param="model")
     for name, allowed in _UNSUPPORTED_DEFAULTS.items():
-        if name in body and body[name] is not None and body[name] != allowed:
+        # an empty list or object ("stop": [], "tools": []) asks for nothing, as the default does
+        if name in body and body[name] not in (None, [], {}) and body[name] != allowed:
             raise ApiError(400, f"'{name}' is not supported by this server", param=name, code="unsupported_parameter")
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
