@@ -566,11 +566,12 @@ class Store:
         bad = []
         for k, kind, empty in (("methods", list, []), ("params", dict, {}), ("summary", dict, None)):
             try:
-                d[k] = _loads(d[k])
+                value = _loads(d[k])
+                readable = value is None or isinstance(value, kind)
             except ValueError:
-                d[k] = kind  # not a value any column holds: marks it unreadable below
-            if d[k] is not None and not isinstance(d[k], kind):
-                d[k] = empty
+                value, readable = None, False
+            d[k] = value if readable else empty
+            if not readable:
                 bad.append(k)
         if bad:
             d["damaged"] = f"its stored {' and '.join(bad)} could not be read"
