@@ -207,6 +207,16 @@ def nothing_decided_note(result: dict) -> str | None:
     return f"note: none of the chosen methods could decide anything on this target{advice}"
 
 
+def row_reason(verdict, silent: dict) -> str:
+    """A verdict's reason for its line in the table: where no method decided only because every one abstains for
+    the whole audit (the notes above the table say why), a short line instead of those reasons again on each row
+    (twenty rows of 400 characters that all said the same)."""
+    if verdict.rule == "R1" and verdict.methods and set(verdict.methods) <= set(silent):
+        names = ", ".join(method_label(m) for m in verdict.methods)
+        return f"no method could decide: {names} abstain (see the notes above)"
+    return verdict.reason
+
+
 def _print_failures(failures: dict) -> None:
     """The run-level failure summary: what failed, how often, and whether the audit stopped."""
     if not failures:
@@ -633,7 +643,8 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
     _print_power(result.to_json()["method_power"], cfg.fpr)
     for v in result.verdicts:
         score = "   -  " if v.score is None else f"{v.score:6.3f}"
-        print(f"{v.doc_id:>16}  {v.verdict:<13} {score}  {v.reason}")
+        silent = {**result.not_run, **result.no_signal}
+        print(f"{v.doc_id:>16}  {v.verdict:<13} {score}  {row_reason(v, silent)}")
         if args.evidence:
             srag = result.results[v.doc_id].get("srag")
             if srag is not None and srag.evidence.get("words"):

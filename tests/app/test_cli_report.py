@@ -477,3 +477,18 @@ def test_a_shadow_size_beyond_the_corpus_is_said(monkeypatch, capsys):
     main(["audit", "--target", "demo", "--docs", "x.csv", "--shadow-size", str(min(most_in, most_out))])
     _audit_config(parsed[1])
     assert "the shadow uses" not in capsys.readouterr().err
+
+
+def test_a_row_where_every_method_abstains_for_the_whole_audit_says_so_briefly():
+    from app.cli import row_reason
+    from audit_core.methods.base import MethodResult
+    from audit_core.verdict import decide
+
+    abstain = [MethodResult("srag", "d", None, None, "no signal: on the shadow RAG ... 0.64"),
+               MethodResult("mba", "d", None, None, "uncalibrated: the shadow gave 3 usable member(s)")]
+    v = decide("d", abstain)
+    silent = {"srag": "no signal: ...", "mba": "uncalibrated: ..."}
+    assert row_reason(v, silent) == "no method could decide: S-RAG, MBA abstain (see the notes above)"
+    assert row_reason(v, {"srag": "no signal: ..."}) == v.reason  # MBA's reason is this document's own
+    found = decide("d", [MethodResult("verbatim", "d", 1.0, True, None, {"fpr": 0.05})])
+    assert row_reason(found, silent) == found.reason
