@@ -228,15 +228,17 @@ def _row(info: RunInfo) -> dict[str, Any]:
     from audit_core.methods import LABELS
 
     counts = verdict_counts(info.summary) if isinstance(info.summary, dict) else {}
+    # what each audit found comes before how it was run: on a laptop's width the table's last columns are
+    # scrolled out of view, and they had been the verdict counts
     return {
         "id": info.id,
         "created": info.created[:19].replace("T", " "),
-        "target": target_label({"target": info.target_id}),
-        "methods": ", ".join(LABELS.get(m, m) for m in info.methods),
-        "status": "damaged" if info.damaged else info.status,
         "documents": info.n_documents,
         "member": counts.get("member", 0),
         "not found": counts.get("not found", 0),
         "inconclusive": counts.get("inconclusive", 0),
+        "status": "damaged" if info.damaged else info.status,
+        "target": target_label({"target": info.target_id}),
+        "methods": ", ".join(LABELS.get(m, m) for m in info.methods),
         "error": (f"{info.damaged}: open it to see what remains, or delete it" if info.damaged else info.error) or "",
     }

@@ -49,6 +49,7 @@ def test_saved_audit_loads_back_as_the_same_dict(tmp_path):
     assert row["status"] == "finished" and row["member"] == 1 and row["not found"] == 1
     assert row["documents"] == 2
     assert row["methods"] == "S-RAG, MBA"  # the labels users know, not the registry's names
+    assert list(row)[1:6] == ["created", "documents", "member", "not found", "inconclusive"]  # first in view
 
 
 def test_cancelled_audit_is_marked_cancelled(tmp_path):
