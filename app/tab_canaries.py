@@ -55,8 +55,9 @@ def render_canaries_tab() -> None:
     c2.download_button("Audit files: canaries (.jsonl)", _jsonl(published),
                        file_name=f"canaries-{chosen}-documents.jsonl", key=f"dl_docs_{chosen}")
     st.markdown(
-        "**To audit later**: run the canary audit from the command line, which probes the published canaries "
-        "and their siblings the same way and tests one against the other:\n\n"
+        "**To audit later**: in tab 1 choose *A canary kit* and this kit, then run the audit in tab 2. It probes "
+        "the published canaries and their siblings the same way and tests one against the other. From the "
+        "command line:\n\n"
         f"`./run cli canaries audit --kit {kits_dir() / (chosen + '.json')} --target URL --model MODEL`"
     )
     st.caption("Never publish the siblings: they are the controls. They are regenerated from the seed at "

@@ -7,6 +7,9 @@ import streamlit as st
 
 PASTE = "Paste text"
 CSV = "Upload a CSV"
+KIT = "A canary kit"
+#: session-state slot of the kind of controls the documents come with ("declared", or "canaries" for a kit)
+CONTROLS_KIND = "controls_kind"
 NO_ID = "(none: number the rows)"
 
 
@@ -186,10 +189,41 @@ def _controls_section(in_csv, documents) -> list:
     return controls
 
 
+def _canary_kit() -> tuple[list, list]:
+    """A kit made in the Canaries tab: its published canaries are the documents, their never-published siblings
+    the controls (the same audit as ``./run cli canaries audit``, whose false-positive rate holds by construction)."""
+    from audit_core.evidence.canaries import kits_dir, load_kit
+
+    kits = sorted(p.stem for p in kits_dir().glob("*.json"))
+    if not kits:
+        st.info("No canary kit on this computer yet: make one in the Canaries tab, publish its canaries, and come "
+                "back to audit them.")
+        return [], []
+    chosen = st.selectbox("Kit", kits, key="docs_kit")
+    try:
+        kit = load_kit(kits_dir() / f"{chosen}.json")
+    except ValueError as exc:
+        st.error(str(exc))
+        return [], []
+    published, siblings = kit.published(), kit.siblings()
+    st.caption(f"The kit's {len(published)} published canaries are audited as your documents, against their "
+               f"{len(siblings)} never-published siblings as controls. The siblings are regenerated from the kit's "
+               "seed on this computer; they are sent to the target only as the audit's controls.")
+    return published, siblings
+
+
 def render_documents_tab() -> None:
     """Draw the tab; the usable documents go to st.session_state["documents"]."""
     st.subheader("Which texts do you want to check?")
-    source = st.radio("Source", [PASTE, CSV], key="docs_source", horizontal=True, label_visibility="collapsed")
+    source = st.radio("Source", [PASTE, CSV, KIT], key="docs_source", horizontal=True, label_visibility="collapsed")
+    if source == KIT:
+        docs, siblings = _canary_kit()
+        st.session_state["documents"], st.session_state["controls"] = docs, siblings
+        st.session_state[CONTROLS_KIND] = "canaries"
+        if docs:
+            st.success(f"{len(docs)} canaries ready. Go to tab 2 to run the audit.")
+        return
+    st.session_state[CONTROLS_KIND] = "declared"
     batch, in_csv = (_pasted(), None) if source == PASTE else _csv()
     st.session_state["documents"] = list(batch.documents) if batch is not None else []
     st.session_state["controls"] = _controls_section(in_csv, st.session_state["documents"])

@@ -178,8 +178,12 @@ def _start(settings: Settings, docs, controls=()) -> None:
             target = build_target(settings)
             cfg = settings.audit_config()
             cfg.run_without_signal = _insisted(settings)
+            from app.tab_documents import CONTROLS_KIND
+
+            cfg.controls_kind = st.session_state.get(CONTROLS_KIND) or "declared"  # a canary kit's siblings
             config = settings.config_dict()
             config["run_without_signal"] = list(cfg.run_without_signal)
+            config["controls_kind"] = cfg.controls_kind
             if controls:  # other controls are another audit (the run a re-run resumes must match them)
                 config["controls"] = [[c.id, c.content_hash()] for c in controls]
             # the same audit run again after a cancel or failure resumes its run (and reuses its answers)
