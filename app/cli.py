@@ -211,7 +211,9 @@ def row_reason(verdict, silent: dict) -> str:
     """A verdict's reason for its line in the table: where no method decided only because every one abstains for
     the whole audit (the notes above the table say why), a short line instead of those reasons again on each row
     (twenty rows of 400 characters that all said the same)."""
-    if verdict.rule == "R1" and verdict.methods and set(verdict.methods) <= set(silent):
+    own = [m for m, info in verdict.methods.items()  # a method run anyway keeps its own reason for the document
+           if m not in silent or not str((info or {}).get("reason") or "").startswith(silent[m])]
+    if verdict.rule == "R1" and verdict.methods and not own:
         names = ", ".join(method_label(m) for m in verdict.methods)
         return f"no method could decide: {names} abstain (see the notes above)"
     return verdict.reason

@@ -484,11 +484,14 @@ def test_a_row_where_every_method_abstains_for_the_whole_audit_says_so_briefly()
     from audit_core.methods.base import MethodResult
     from audit_core.verdict import decide
 
-    abstain = [MethodResult("srag", "d", None, None, "no signal: on the shadow RAG ... 0.64"),
-               MethodResult("mba", "d", None, None, "uncalibrated: the shadow gave 3 usable member(s)")]
+    abstain = [MethodResult("srag", "d", None, None, "no signal: AUC 0.64; none of its queries were sent"),
+               MethodResult("mba", "d", None, None, "uncalibrated: 3 usable; none of its queries were sent")]
     v = decide("d", abstain)
-    silent = {"srag": "no signal: ...", "mba": "uncalibrated: ..."}
+    silent = {"srag": "no signal: AUC 0.64", "mba": "uncalibrated: 3 usable"}
     assert row_reason(v, silent) == "no method could decide: S-RAG, MBA abstain (see the notes above)"
-    assert row_reason(v, {"srag": "no signal: ..."}) == v.reason  # MBA's reason is this document's own
+    assert row_reason(v, {"srag": "no signal: AUC 0.64"}) == v.reason  # MBA's reason is this document's own
+    # run anyway (--run-without-signal), a method's reason is the document's own: context_too_long, say
+    ran = decide("d", [MethodResult("srag", "d", None, None, "context_too_long: the prompt is too long")])
+    assert row_reason(ran, {"srag": "no signal: AUC 0.64"}) == ran.reason
     found = decide("d", [MethodResult("verbatim", "d", 1.0, True, None, {"fpr": 0.05})])
     assert row_reason(found, silent) == found.reason
