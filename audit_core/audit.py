@@ -223,6 +223,17 @@ CONTROLS_STAGE = "auditing controls"
 TARGET_STAGES = (CAPABILITY_STAGE, AUDIT_STAGE, CONTROLS_STAGE)
 
 
+def cannot_run(requires_logprobs: bool, requires_sources: bool, caps: Capabilities) -> str | None:
+    """Why a method with these needs cannot run on a target with ``caps``, or None: the one rule the audit
+    (``select_methods``) and the cost estimate (``estimate.will_not_run``) both apply."""
+    if requires_logprobs and not caps.logprobs:
+        return "no logprobs (the target returns text only; this method reads token probabilities)"
+    if requires_sources and not caps.sources:
+        return ("the target's answers carry no sources (this method reads the passages a service cites; a "
+                "target file names them with sources_path)")
+    return None
+
+
 def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | None = None,
                    ) -> tuple[list[MembershipMethod], dict[str, str]]:
     """The methods that can run on this target, and why the others cannot."""
@@ -231,12 +242,9 @@ def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | No
         if progress:
             progress(LOADING_STAGE, i, len(cfg.methods))
         m = create_method(name, **cfg.method_params.get(name, {}))
-        if m.requires_logprobs and not caps.logprobs:
-            not_run[name] = "no logprobs (the target returns text only; this method reads token probabilities)"
-            continue
-        if m.requires_sources and not caps.sources:
-            not_run[name] = ("the target's answers carry no sources (this method reads the passages a "
-                             "service cites; a target file names them with sources_path)")
+        why = cannot_run(m.requires_logprobs, m.requires_sources, caps)
+        if why:
+            not_run[name] = why
             continue
         mc = getattr(m, "config", None)
         if not caps.logprobs and getattr(mc, "use_logprobs", False):

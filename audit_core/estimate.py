@@ -127,18 +127,14 @@ def capability_probe() -> tuple[int, int]:
 def will_not_run(methods: Sequence[str], caps: Any) -> dict[str, str]:
     """Methods of ``methods`` that cannot run on a target with capabilities ``caps`` (None: not checked yet),
     and why: they send nothing, so an estimate that counted them overstated the bill."""
+    from audit_core.audit import cannot_run
     from audit_core.methods import METHODS
 
     if caps is None:
         return {}
-    out = {}
-    for name in methods:
-        spec = METHODS.get(name)
-        if spec is not None and spec.requires_logprobs and not caps.logprobs:
-            out[name] = "the target returns no logprobs"
-        elif spec is not None and spec.requires_sources and not caps.sources:
-            out[name] = "the target's answers cite no sources"
-    return out
+    why = {name: cannot_run(METHODS[name].requires_logprobs, METHODS[name].requires_sources, caps)
+           for name in methods if name in METHODS}
+    return {name: reason for name, reason in why.items() if reason}
 
 
 def controls_queries(controls: Sequence[Document], methods: Sequence[str],

@@ -18,6 +18,8 @@ that key; the calibration is then fitted locally from them, as after probing.
 """
 from __future__ import annotations
 
+import functools
+
 import hashlib
 import json
 import logging
@@ -140,8 +142,16 @@ def preparation_key(method: MembershipMethod, cfg: ShadowConfig, corpus_hash: st
 def corpus_allows(cfg: ShadowConfig) -> tuple[int, int]:
     """The most shadow members and non-members the auxiliary corpus gives: half its texts go into the shadow's
     knowledge base, the rest stay out (``prepare_shadow``), and a size asked for beyond that is cut to it."""
-    n = len(cfg.corpus_docs())
+    path = Path(cfg.aux_corpus)
+    stat = path.stat()  # the file's identity: an edit or a new upload is read again
+    n = _usable_texts(str(path), stat.st_mtime_ns, stat.st_size, cfg.max_doc_words)
     return n // 2, n - n // 2
+
+
+@functools.lru_cache(maxsize=8)
+def _usable_texts(path: str, mtime_ns: int, size: int, max_words: int) -> int:
+    """How many texts of the corpus the shadow may use; the Run tab asks on every rerun of the page."""
+    return len(ShadowConfig(aux_corpus=path, max_doc_words=max_words).corpus_docs())
 
 
 def shadow_sizes(name: str, cfg: ShadowConfig) -> tuple[int, int]:

@@ -126,20 +126,17 @@ class ExtractionMethod(ThresholdTextMethod):
         """At most one query per personal-data item (``max_items``), as if every document had that many (an
         upper bound for a word count alone); ``document_cost`` reads the items and counts none where there
         are none."""
-        if n_words < self.min_words:
-            return None
-        q = self.config.max_items
-        words = min(n_words, self.config.prefix_words)
-        return QueryCost(q, q * (template_words(PROMPT) + words), q * self.config.max_tokens)
+        return self._cost(self.config.max_items, n_words) if n_words >= self.min_words else None
 
     def document_cost(self, doc: Document) -> QueryCost | None:
         """One query per personal-data item the document holds (``max_items`` at most); none, no cost."""
-        if len(doc.text.split()) < self.min_words:
-            return None
-        q = len(self._items(doc))
-        if not q:
-            return None
-        words = min(len(doc.text.split()), self.config.prefix_words)
+        n_words = len(doc.text.split())
+        q = len(self._items(doc)) if n_words >= self.min_words else 0
+        return self._cost(q, n_words) if q else None
+
+    def _cost(self, q: int, n_words: int) -> QueryCost:
+        """``q`` queries, each the prompt and the text before an item (at most ``prefix_words`` words)."""
+        words = min(n_words, self.config.prefix_words)
         return QueryCost(q, q * (template_words(PROMPT) + words), q * self.config.max_tokens)
 
     def _items(self, doc: Document) -> list[PersonalItem]:

@@ -193,10 +193,11 @@ class HttpTargetConfig:
             if not _HEADER_NAME.fullmatch(k):
                 raise ValueError(f"header name {k!r} is not a valid HTTP header name (letters, digits and "
                                  "- only; no spaces or ':')")
-            if not string.Template(v).is_valid():
+            template = string.Template(v)
+            if not template.is_valid():
                 raise ValueError(f"header {k!r}: a '$' must start an environment variable name "
                                  "($NAME or ${NAME}); write '$$' for a literal '$'")
-            literal = string.Template(v).safe_substitute({n: "" for n in string.Template(v).get_identifiers()})
+            literal = template.safe_substitute({n: "" for n in template.get_identifiers()})
             # said without the value: it may be a key, and httpx would quote it in its own error
             if not (literal.isascii() and literal.isprintable()):
                 raise ValueError(f"header {k!r}: its value holds a line break, a control character or a "
