@@ -5,13 +5,20 @@ but WordNet's data cannot be installed offline from PyPI here (``nltk`` and
 ``wn`` download their data from other hosts at run time) and no POS tagger
 model ships either. The list below is our own, written by hand from common
 English usage, weighted toward words that occur in health texts (the
-project's corpora). The list is also the part-of-speech filter: a word is
-perturbed only when it is in it. Most entries are adjectives or adverbs, but
-not all (session 51): prepositions ("before", "above", "inside"), verbs and
-participles ("present", "open", "known"), "right" and "daily" make copies no
-reader takes for the original. They stay for now because Interrogation makes
-its false statements with this list too, and its shipped preparations were
-probed with it (BENCHMARKS.md, session 51).
+project's corpora). The list is also the part-of-speech filter for DCMI: a
+word is perturbed only when it is in it.
+
+Most pairs are adjectives or adverbs (with "more", "less", "many" and "few",
+quantifiers whose swap keeps a sentence whole). Eight are not, or have an
+antonym that is mostly something else in health texts (``_NOT_ADJECTIVE``):
+prepositions ("before", "above", "inside"), verbs and participles ("present
+with", "to open", "known to"), "right" (a side, a claim) and "daily" (whose
+antonym is an adverb). Their swaps make copies no reader takes for the original
+("Patients absent with symptoms after the age of 3"), which any model rejects
+whether or not it holds the document, so DCMI leaves them alone
+(``adjectives_only``, session 53). Interrogation's false statements keep them:
+there a swap only has to make a statement false, and "before" -> "after" does.
+A few words kept can still be another part of speech ("a cold", "the light").
 
 Pairs are read both ways; a word with several antonyms keeps the first.
 """
@@ -49,11 +56,16 @@ loud quiet; fertile sterile; maximum minimum; strongest weakest; rich poor; chea
 """
 
 
-def _build() -> dict[str, str]:
+#: the pairs of ``_PAIRS`` that are not an adjective or adverb swap (see the module's docstring)
+_NOT_ADJECTIVE = frozenset({"present absent", "open closed", "known unknown", "daily rarely", "inside outside",
+                            "above below", "before after", "right wrong"})
+
+
+def _build(adjectives_only: bool) -> dict[str, str]:
     out: dict[str, str] = {}
     for pair in _PAIRS.replace("\n", " ").split(";"):
         words = pair.split()
-        if len(words) != 2:
+        if len(words) != 2 or (adjectives_only and " ".join(words) in _NOT_ADJECTIVE):
             continue
         a, b = words
         out.setdefault(a, b)
@@ -61,13 +73,15 @@ def _build() -> dict[str, str]:
     return out
 
 
-#: lower-case word -> its antonym
-ANTONYMS: dict[str, str] = _build()
+#: lower-case word -> its antonym, every pair (Interrogation's false statements)
+ANTONYMS: dict[str, str] = _build(adjectives_only=False)
+#: the same for adjectives and adverbs only (DCMI's perturbation)
+ADJECTIVE_ANTONYMS: dict[str, str] = _build(adjectives_only=True)
 
 
-def antonym(word: str) -> str | None:
+def antonym(word: str, adjectives_only: bool = False) -> str | None:
     """The antonym of ``word`` with its capitalisation (None when the lexicon has none)."""
-    ant = ANTONYMS.get(word.lower())
+    ant = (ADJECTIVE_ANTONYMS if adjectives_only else ANTONYMS).get(word.lower())
     if ant is None:
         return None
     if word.isupper() and len(word) > 1:

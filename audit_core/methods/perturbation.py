@@ -66,7 +66,7 @@ def answer_value(resp: dict | None) -> tuple[float | None, str]:
 
 class PerturbationMethod(ThresholdTextMethod):
     name = "perturbation"
-    version = "1"
+    version = "2"  # session 53: adjectives and adverbs only (antonyms._NOT_ADJECTIVE left out)
     #: 2, session 48: non-answers are no score; 3, session 49: a reply that opens as a
     #: non-answer (in any of nine languages) is "I don't know", even after a leading "no"
     scoring_revision = "4"  # session 51: "No idea" is unsure, not "no"

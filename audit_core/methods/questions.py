@@ -136,7 +136,7 @@ def yes_no_form(statement: str) -> str:
 
 def false_version(statement: str) -> str | None:
     """A statement made false by one change: an antonym, else a changed number, else a negation."""
-    pert = perturb_antonyms(statement, ratio=0.0, min_changes=1)
+    pert = perturb_antonyms(statement, ratio=0.0, min_changes=1, adjectives_only=False)
     if pert.edits:
         return pert.text
     m = _NUMBER.search(statement)

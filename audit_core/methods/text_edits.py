@@ -109,28 +109,30 @@ def _apply(text: str, edits: list[Edit]) -> str:
 _CORE = re.compile(r"^([^\w]*)([\w'-]+?)([^\w]*)$")
 
 
-def antonym_candidates(text: str) -> list[tuple[int, int, str, str, str, str]]:
+def antonym_candidates(text: str, adjectives_only: bool = True) -> list[tuple[int, int, str, str, str, str]]:
     """(start, end, prefix punctuation, word, suffix punctuation, antonym) for every lexicon word."""
     out = []
     for word, start, end in split_words(text):
         m = _CORE.match(word)
         if not m:
             continue
-        ant = antonym(m.group(2))
+        ant = antonym(m.group(2), adjectives_only)
         if ant is not None:
             out.append((start, end, m.group(1), m.group(2), m.group(3), ant))
     return out
 
 
-def perturb_antonyms(text: str, ratio: float = 0.06, min_changes: int = 1, seed: int | None = None) -> EditedText:
+def perturb_antonyms(text: str, ratio: float = 0.06, min_changes: int = 1, seed: int | None = None,
+                     adjectives_only: bool = True) -> EditedText:
     """DCMI's perturbation: replace ``ratio`` of the adjectives/adverbs with antonyms (at least ``min_changes``).
 
-    The adjectives/adverbs are the words of the shipped lexicon (``antonyms``);
+    The adjectives/adverbs are the words of the shipped lexicon (``antonyms``;
+    ``adjectives_only=False`` adds its other swaps, as "before" -> "after");
     which ones are replaced is drawn with a seed taken from the text, so the
     perturbed copy is reproducible. Everything but the chosen words, including
     spacing and punctuation, is kept byte for byte. No candidate: no edit.
     """
-    cands = antonym_candidates(text)
+    cands = antonym_candidates(text, adjectives_only)
     if not cands:
         return EditedText(text, [])
     k = min(len(cands), max(min_changes, round(ratio * len(cands))))

@@ -40,6 +40,19 @@ def test_perturbation_changes_only_the_chosen_adjectives_and_adverbs():
     assert perturb_antonyms("The cat sat on the mat.").edits == []
 
 
+def test_perturbation_leaves_prepositions_verbs_and_participles_alone_but_false_statements_use_them():
+    """DCMI swaps adjectives and adverbs: "Patients absent with symptoms after the age of 3" was a copy any model
+    rejects, member or not. Interrogation only needs a statement made false, and "before" -> "after" makes one."""
+    text = ("Patients present with symptoms before the age of 3 and are known to have pain above the right knee. "
+            "The right to open the file was taken inside the clinic, with a daily dose.")
+    assert perturb_antonyms(text, ratio=1.0).edits == []
+    got = perturb_antonyms("Patients with mild symptoms recover quickly.", ratio=1.0)
+    assert [(e.old, e.new) for e in got.edits] == [("mild", "severe"), ("quickly", "slowly")]
+    assert len(perturb_antonyms(text, ratio=1.0, adjectives_only=False).edits) == 9
+    assert Q.false_version("Symptoms start before the age of 3.") == "Symptoms start after the age of 3."
+    assert antonym("before") == "after" and antonym("before", adjectives_only=True) is None
+
+
 def test_antonyms_keep_capitalisation():
     assert antonym("Severe") == "Mild" and antonym("RARE") == "COMMON" and antonym("quickly") == "slowly"
     assert antonym("table") is None
