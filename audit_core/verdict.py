@@ -48,6 +48,12 @@ R6    every voter says not found, but the         inconclusive    "not cleared":
       R3 and R5                                                   confirm), so a "not found" would rest on
                                                                   one method while the other sees a
                                                                   plausible member
+R7    the first voter says member, but a method   inconclusive    "not confirmed": that method scored the
+      ahead of it in the voting order scored the                  document below its own member threshold
+      document below its member threshold                         (``below_member_call``), and that depends
+      without deciding (``below_member_call``);                   on the score, so letting the next method
+      checked before R2                                           call it a member would make the verdict
+                                                                  the union of two methods' member calls
 ====  ==========================================  ==============  =========================================
 
 Why R6. Each "not found" keeps its own method's miss rate (at most 5% of
@@ -77,6 +83,16 @@ is said only where the target is known to retrieve with the query as sent
 and to withhold nothing: the built-in demo target without such a defense,
 or an endpoint whose operator states it (``VerdictConfig.retrieval_as_sent``,
 the app's checkbox, the CLI's ``--retrieval-as-sent``).
+
+Why R7. A method that abstains for a reason that does not depend on the
+document's score (no signal on its shadow, too many non-answers, no
+logprobs) passes the vote on, and the next method's member call keeps that
+method's rate. A method that scored the document and found it below its
+member threshold ("not cleared", or above the rate against the owner's
+controls) has made a call that depends on the score: had the next method's
+member call counted then, every non-member would get one chance per method
+in the chain (session 53's review: 5.9% member verdicts on non-members at a
+stated 5% for S-RAG then MBA, 14.2% for three text-only methods in a row).
 
 So every "member" verdict is one method's member call at the stated FPR: the
 verdict's false-positive rate is that method's, never the sum of two.
@@ -237,6 +253,24 @@ def withholds_clearance(result: MethodResult) -> str | None:
     return (result.reason or fallback).removeprefix(f"{NOT_CLEARED}: ")
 
 
+def below_member_call(result: MethodResult) -> str | None:
+    """Why a method that scored a document below its member threshold stands against a later member call (R7).
+
+    ``member_p_value`` is set only once a score has been set against the
+    member threshold and found below it (``evidence.calibration.decide_raw``);
+    a call re-decided against the owner's controls above the rate carries
+    ``control_p_value``. An abstention for a reason that does not depend on
+    the score carries neither and passes the vote on.
+    """
+    if result.decision is not None or result.score is None:
+        return None
+    ev = result.evidence or {}
+    if isinstance(ev.get("member_p_value"), (int, float)) or (
+            ev.get("calibrated_on") == "controls" and isinstance(ev.get("control_p_value"), (int, float))):
+        return result.reason or "below its member threshold"
+    return None
+
+
 def _who(method: str) -> str:
     """The name a person reads for a method (its registry label), in the reasons a verdict gives."""
     spec = METHODS.get(method)
@@ -259,7 +293,17 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
     alone = "" if first.method in (cfg.primary, cfg.second, lead) else " alone"
     # a "not found" is the shadow's clearing (a miss rate), never a false-positive rate or a call against controls
     cleared = f" (at most {CLEAR_RULE.max_miss_rate:.0%} of its shadow's members score this low)"
-    if first.decision:  # R2
+    if first.decision:
+        order = list(dict.fromkeys([lead, cfg.primary, cfg.second] + cfg.order()[2:]
+                                   + sorted(r.method for r in results)))
+        ahead = set(order[:order.index(first.method)])
+        below = [(r.method, why) for r in results if r.method in ahead and (why := below_member_call(r))]
+        if below:  # R7
+            held = "; ".join(f"{_who(m)} scored it below its member threshold ({why})" for m, why in below)
+            return Verdict(doc_id, INCONCLUSIVE, f"not confirmed: {_who(first.method)}{alone} calls it a "
+                           f"member{at}, but {held}; counting the later call would add its false positives to "
+                           "the earlier method's", first.score, summary, "R7")
+        # R2
         dissent = [_who(r.method) for r in others if not r.decision]
         note = f"; {', '.join(dissent)} did not find it" if dissent else (
             f"; {', '.join(_who(r.method) for r in others)} agrees" if others else "")

@@ -41,7 +41,8 @@ a simulation's scatter throughout; with binormal scores at separation d = 3.1
 ``choose_method`` picks on completion targets, reached 0.93 and 0.99 on the
 same two draws (Savage 0.63 and 0.66). The reported effect size is the
 Mann-Whitney U / (n m) (``u_test``): the probability that a random document
-outscores a random control, 0.5 under the null.
+outscores a random control plus half the probability of a tie, 0.5 under the
+null (MBA's accuracies tie often, so "outscores" alone would overstate it).
 
 **Validity** needs only that, if none of the documents is in the target, the
 documents' and controls' scores are exchangeable, which is what the controls
@@ -106,7 +107,7 @@ MAX_LOG_ODDS = 50.0
 class CollectionResult:
     p_value: float | None
     statistic: float | None  # sum of the documents' weights (top_weighted_test; ``weights`` says which)
-    effect_size: float | None  # U / (n m): P(a document outscores a control)
+    effect_size: float | None  # U / (n m): P(a document outscores a control) + P(a tie) / 2
     n_documents: int
     n_controls: int
     power: float | None  # at alpha, if every document were a member

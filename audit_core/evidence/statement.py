@@ -102,7 +102,7 @@ def per_document_sentence(collection: dict) -> str:
     basis = {"canaries": "a rate that holds by construction: which canaries were published was decided at random",
              "generated": "rewritten controls are biased, as the note says",
              }.get(kind, "a rate that holds as far as the controls are drawn like the documents")
-    leads = ("; these calls lead the verdicts, and another method's call on its own shadow can still make a "
-             "document a member" if collection.get("leads_verdicts") else "")
+    leads = ("; these calls lead the verdicts, and another method's call on its own shadow decides only a "
+             "document the controls' method could not score" if collection.get("leads_verdicts") else "")
     return (f" Against the controls alone, {called} of {len(pv)} documents are called members at {fpr:.0%} "
             f"(each one's p-value against the controls; {basis}{leads}).")

@@ -509,8 +509,19 @@ def _uncleared(method, member_share):
     ([_r("srag", False, 0.1), _r("mba", False, 0.2), _uncleared("rag_mia", 0.6)], NOT_FOUND, "R3"),
     # ... nor an abstention that kept its probability (it was never set against the members' scores)
     ([MethodResult("srag", "d", 0.4, None, "no signal: ...", {"fpr": 0.05}), _r("mba", False, 0.3)], NOT_FOUND, "R3"),
-    # ... and a member call still wins
-    ([_uncleared("srag", 0.3), _r("mba", True, 0.9)], MEMBER, "R2"),
+    # R7: a member call behind a method that scored the document below its member threshold is not counted
+    # (the union of two methods' member calls; session 53's review measured 5.9-14.2% at a stated 5%)
+    ([_uncleared("srag", 0.3), _r("mba", True, 0.9)], INCONCLUSIVE, "R7"),
+    ([_uncleared("srag", 0.03), _r("mba", True, 0.9)], INCONCLUSIVE, "R7"),  # scored low, yet too few to clear
+    ([_r("srag", None, reason="too many non-answers: ..."), _uncleared("verbatim", 0.3),
+      _uncleared("srag_sampled", 0.2), _r("interrogation", True, 0.9)], INCONCLUSIVE, "R7"),
+    # ... behind the second opinion too, where the primary could not score
+    ([_r("srag", None, reason="no logprobs"), _uncleared("mba", 0.4), _r("verbatim", True, 0.9)], INCONCLUSIVE, "R7"),
+    # ... but not behind an abstention that does not depend on the score (it kept its probability, no threshold)
+    ([MethodResult("srag", "d", 0.4, None, "no signal: ...", {"fpr": 0.05}), _r("mba", True, 0.9)], MEMBER, "R2"),
+    # ... nor where the method that scored low comes after the one that calls it a member
+    ([_r("srag", True, 0.9), _uncleared("mba", 0.3)], MEMBER, "R2"),
+    ([_r("srag", None, reason="x"), _r("verbatim", True, 0.9), _uncleared("rag_mia", 0.3)], MEMBER, "R2"),
 ])
 def test_verdict_rule_table_row_by_row(results, verdict, rule):
     v = decide("d", results, AS_SENT)
@@ -522,6 +533,10 @@ def test_verdict_rule_table_row_by_row(results, verdict, rule):
         assert decide("d", results).rule == "R6"  # whatever is known of how the target retrieves
     if rule == "R1" and results:
         assert "no signal" in v.reason and "too many non-answers" in v.reason  # every reason is kept
+    if rule == "R7":
+        assert v.reason.startswith("not confirmed") and "below its member threshold" in v.reason
+        assert v.score == 0.9  # the member call's probability is kept; only the call is withheld
+        assert decide("d", results).rule == "R7"
 
 
 AS_SENT = VerdictConfig(retrieval_as_sent=True)
@@ -577,6 +592,10 @@ def _controls(p, kind="declared", method="srag", n=20, called=1):
     # ... nor does it clear: the shadow saw a member, so MBA's "not found" alone does not stand (R6)
     ([_r("srag", True, 0.9), _r("mba", False, 0.2)], _controls(0.3), INCONCLUSIVE, "R6", "S-RAG does not clear it"),
     ([_r("srag", False, 0.1), _r("mba", False, 0.2)], _controls(0.3), NOT_FOUND, "R3", "MBA agrees"),
+    # above the rate against the controls, the lead's call stops MBA's shadow member call from counting (R7)
+    ([MethodResult("srag", "d", 0.4, None, "not cleared", {"fpr": 0.05}), _r("mba", True, 0.9)], _controls(0.3),
+     INCONCLUSIVE, "R7",
+     "against your 20 controls (above 5%)"),
     # R0 does not apply: rewritten controls (biased), too few controls to call, no p-value: the shadow decides
     ([_r("srag", None, 0.4, reason="not cleared")], _controls(1 / 21, kind="generated"), INCONCLUSIVE, "R1",
      "not cleared"),
