@@ -177,21 +177,59 @@ def test_batched_inner_target_is_stored_after_its_batch(store):
     assert out2[0].to_json() == out[0].to_json()
 
 
-def test_api_key_never_reaches_the_file(tmp_path):
-    path = tmp_path / "secret.sqlite"
-    inner = EchoTarget(concurrency=2)
-    with Store(path) as s:
-        t = CachingTarget(inner, s, "srag", "1")
-        t.complete_many([req("some text"), req("fail now"), req("more text")])
-        rid = s.create_run(t.name, ["srag"], {"k": 4})
+def _database_bytes(folder: Path, name: str) -> bytes:
+    """Every file of a database (main, -wal, -shm): while it is open, rows may sit in the WAL only."""
+    files = [p for p in folder.iterdir() if p.name.startswith(name)]
+    assert any(p.name.endswith("-wal") for p in files)
+    return b"".join(p.read_bytes() for p in files)
+
+
+class SecretNamedTarget(EchoTarget):
+    """A connector whose name carries a key pasted into its URL, as user:password and as a query string."""
+
+    def __init__(self) -> None:
+        super().__init__(concurrency=2)
+        self.name = f"http://user:{SECRET}@fake.local/v1?api_key={SECRET} echo-model"
+
+
+def test_a_key_in_the_targets_url_never_reaches_the_file(tmp_path):
+    """Answers, failures and the run are stored under the target's identity without its credentials,
+    both through the CachingTarget and where a caller hands the store the raw name (history.start_run)."""
+    with Store(tmp_path / "secret.sqlite") as s:
+        t = CachingTarget(SecretNamedTarget(), s, "srag", "1")
+        assert SECRET in t.name and SECRET not in t.target_id  # the wrapper keys by the cleaned identity
+        assert t.target_id == "http://fake.local/v1 echo-model"
+        t.for_method("mba", "1").complete_many([req("some text"), req("fail now"), req("more text")])
+        rid = s.create_run(t.name, ["srag"], {"k": 4})  # the raw name, as audit_core.history passes it
+        # a caller that stores under the raw name directly: each write cleans it itself
+        s.put_response(t.name, "k1", Completion("ok", None, Usage(1, 1)), "srag", "1", req("x"), run_id=rid)
+        s.record_failure(t.name, "k2", ServerError("HTTP 503"), "srag", "1", run_id=rid)
         s.finish_run(rid, summary={"sent": t.sent})
-        # while open, data may sit in the WAL file: check every file of the database
-        files = [p for p in tmp_path.iterdir() if p.name.startswith("secret.sqlite")]
-        assert any(p.name.endswith("-wal") for p in files)
-        blob = b"".join(p.read_bytes() for p in files)
-        assert b"fake.local" in blob  # the rows are there...
+        assert s.count_responses() == 3 and len(s.failures()) == 2
+        blob = _database_bytes(tmp_path, "secret.sqlite")
+        assert b"fake.local" in blob and b"SOME TEXT" in blob  # the rows are there...
         assert SECRET.encode() not in blob  # ...the key is not
-    assert SECRET.encode() not in path.read_bytes()
+    assert SECRET.encode() not in (tmp_path / "secret.sqlite").read_bytes()
+
+
+def test_a_key_the_endpoint_echoes_in_an_error_never_reaches_the_file(tmp_path):
+    """A provider that quotes the key in its 401 message ("Incorrect API key provided: sk-..."): the
+    connector's failure message is what the store logs, and it must not carry the key."""
+    from audit_core.target.base import AuthenticationFailed
+    from audit_core.target.openai_compat import OpenAITarget
+    from tests.fake_openai_server import FakeOpenAIServer, Reply
+
+    with FakeOpenAIServer(api_key=SECRET, models=["m"], reply_text="fine") as srv, \
+            Store(tmp_path / "echo.sqlite") as s:
+        srv.script(Reply.error(401, f"Incorrect API key provided: {SECRET}. Find your key at ..."))
+        t = CachingTarget(OpenAITarget(base_url=srv.base_url, model="m", api_key=SECRET, max_retries=0), s, "srag", "1")
+        with pytest.raises(AuthenticationFailed):
+            t.complete(req("first"))
+        assert t.complete(req("second")).text  # answered: stored under the key's salted hash only
+        assert [f["reason"] for f in s.failures()] == ["authentication_failed"]
+        assert "Incorrect API key" in s.failures()[0]["message"]  # the server's words are logged...
+        blob = _database_bytes(tmp_path, "echo.sqlite")
+        assert SECRET.encode() not in blob  # ...without the key
 
 
 CHILD = textwrap.dedent("""
