@@ -174,3 +174,28 @@ def test_dcmi_reads_a_hedge_as_unsure_even_where_the_first_tokens_logprobs_say_n
     comp = Completion("No, it is not.", [TokenLogprob("No", -0.01, [("No", -0.01), ("Yes", -5.0)])], Usage(5, 2), "m")
     value, how = answer_value(comp.to_json())
     assert how == "logprobs" and value < 0.05
+
+
+def test_questions_of_one_text_are_cached_apart_per_generator(tmp_path, monkeypatch):
+    """The "and generator" of the cache key: the rules' questions are never served for a helper model's,
+    nor one helper model's for another's; each generator's questions are then served from its own file."""
+    monkeypatch.setenv("RPA_HELPER_API_KEY", "sk-test-not-stored")
+    rules = Q.questions_for(TEXT, "yes_no", 4, root=tmp_path)
+    assert rules and len(list(tmp_path.glob("*.json"))) == 1
+    small = Q.QuestionConfig(generator="helper", helper_base_url="https://helper.example/v1", helper_model="small")
+    h = Helper()
+    by_helper = Q.questions_for(TEXT, "yes_no", 4, small, helper=h, root=tmp_path)
+    assert len(h.prompts) == 1 and TEXT in h.prompts[0]  # asked, not the rules' questions from the cache
+    assert [q.question for q in by_helper] == ["Did the rash last three days?", "Was the rash on the legs?"]
+    assert [q.question for q in by_helper] != [q.question for q in rules]
+    files = sorted(tmp_path.glob("*.json"))
+    assert len(files) == 2
+    assert sorted(json.loads(f.read_text())["generator"] for f in files) == sorted([Q.RULES_VERSION, small.identity()])
+    # each from its own file now: the helper is not asked again, the rules' questions stay the rules'
+    assert [q.question for q in Q.questions_for(TEXT, "yes_no", 4, small, helper=h, root=tmp_path)] == \
+        [q.question for q in by_helper] and len(h.prompts) == 1
+    assert [q.question for q in Q.questions_for(TEXT, "yes_no", 4, root=tmp_path)] == [q.question for q in rules]
+    # another helper model is another generator: asked again, a third file
+    large = Q.QuestionConfig(generator="helper", helper_base_url="https://helper.example/v1", helper_model="large")
+    Q.questions_for(TEXT, "yes_no", 4, large, helper=h, root=tmp_path)
+    assert len(h.prompts) == 2 and len(list(tmp_path.glob("*.json"))) == 3
