@@ -6,6 +6,9 @@ them correctly, one that does not guesses or says it does not know.
 
 Score (the paper's, not its public code's plain accuracy):
     raw = share of correct answers - lambda * share of "I don't know" answers, lambda = 5,
+over the replies that are answers or "I don't know" (a refusal, an empty or an
+unreadable reply is no evidence either way and is left out; too many of them
+make the document inconclusive),
 mapped to [0, 1] as (raw + lambda) / (1 + lambda); the raw value stays in
 the evidence. The threshold is fitted on the shadow.
 
@@ -22,7 +25,8 @@ from typing import Any
 
 from audit_core.evidence.answers import non_answer, too_many_non_answers
 from audit_core.methods.base import Observation
-from audit_core.methods.questions import EMPTY, IDK, OTHER, QuestionConfig, answer_counts, read_answer
+from audit_core.methods.questions import (EMPTY, IDK, NO, OTHER, YES, QuestionConfig, answer_counts, read_answer,
+                                          refusal)
 from audit_core.methods.textonly_base import YES_NO_SUFFIX, QuestionMethod, answers
 
 
@@ -48,7 +52,9 @@ class InterrogationMethod(QuestionMethod):
     version = "1"
     #: 2, session 48: non-answers are no score; 3, session 49: a reply that opens as a
     #: non-answer (in any of nine languages) is "I don't know", even after a leading "no"
-    scoring_revision = "4"  # session 51: "No idea" is "I don't know", not "no"
+    #: 4, session 51: "No idea" is "I don't know", not "no"; 5, session 53: refusals, empty and unreadable
+    #: replies leave the share's denominator and take no penalty (only "I don't know" does)
+    scoring_revision = "5"
     kind = "yes_no"
     suffix = YES_NO_SUFFIX
     words_per_question = 20  # a question restates about one sentence (20.1 words on MedQuAD, session 51)
@@ -78,9 +84,14 @@ class InterrogationMethod(QuestionMethod):
         too_many = too_many_non_answers([non_answer(r["answer"]) or _KIND.get(r["read_as"]) for r in rows])
         if too_many is not None:
             return None, ev, too_many
-        n = len(labels)
-        correct = sum(1 for r in rows if r["read_as"] == r["expected"]) / n
-        idk = counts[IDK] / n
+        # the penalty is for a target that says it does not know; a refusal (a guarded service may refuse
+        # because it holds sensitive context), an empty or an unreadable reply says nothing either way
+        scored = [r for r in rows if r["read_as"] in (YES, NO) or (r["read_as"] == IDK and not refusal(r["answer"]))]
+        if not scored:
+            return None, ev, "no signal: every answer was a refusal, empty or unreadable"
+        n = len(scored)
+        correct = sum(1 for r in scored if r["read_as"] == r["expected"]) / n
+        idk = sum(1 for r in scored if r["read_as"] == IDK) / n
         raw = correct - lam * idk
-        ev.update(correct_share=correct, idk_share=idk, raw_score=raw, idk_penalty=lam)
+        ev.update(correct_share=correct, idk_share=idk, raw_score=raw, idk_penalty=lam, scored_answers=n)
         return (raw + lam) / (1 + lam), ev, None

@@ -88,6 +88,14 @@ def read_answer(text: str) -> str:
     return YES if yn else NO
 
 
+def refusal(text: str) -> bool:
+    """Whether a reply only refuses ("I'm sorry, I can't help with that"), which is not "I don't know".
+
+    A refusal that also says it does not know ("I'm sorry, I don't know") is "I don't know".
+    """
+    return (non_answer(text) == "refusal" or bool(_REFUSAL.search(text))) and not _IDK.search(text)
+
+
 @dataclass
 class Question:
     question: str

@@ -258,10 +258,36 @@ def test_i_dont_know_is_penalised_five_times():
     n_true = sum(q["expected"] == "yes" for q in yes[1]["answers"])
     assert yes[1]["raw_score"] == pytest.approx(n_true / len(yes[1]["answers"]))
     assert yes[0] > some[0]
+    assert some[0] == pytest.approx((some[1]["raw_score"] + 5) / 6)  # the score that decides carries the penalty
     # all "I don't know", or all refusals: too many non-answers, no score (never a "not found")
     for text in ("I don't know.", "I'm sorry, I cannot help with that."):
         none = m.observation_score(m.probe(DOCS[0], Says(text)))
         assert none[0] is None and none[2].startswith("too many non-answers")
+
+
+@pytest.mark.parametrize("other", ["I'm sorry, I cannot help with that.", "", "Hmm."])
+def test_interrogation_leaves_refusals_empty_and_unreadable_replies_out_of_its_score(other):
+    """Only "I don't know" takes IA's penalty: a guarded service that refuses where it holds sensitive context
+    scored 0.5 (five right, five refused) against 0.917 for five right and five wrong, low enough to clear."""
+    from audit_core.methods.base import Observation
+
+    m = create_method("interrogation")
+    qs = [{"question": f"Is it {i}?", "expected": "yes", "source": "s"} for i in range(10)]
+
+    def obs(replies):
+        o = Observation("interrogation", "d", data={"questions": qs})
+        for r in replies:
+            o.add({}, Completion(r, None, Usage(1, 1)))
+        return o
+
+    right_and_other = m.observation_score(obs(["Yes."] * 5 + [other] * 5))
+    assert right_and_other[2] is None and right_and_other[1]["scored_answers"] == 5
+    assert right_and_other[1]["raw_score"] == pytest.approx(1.0) and right_and_other[0] == pytest.approx(1.0)
+    right_and_wrong = m.observation_score(obs(["Yes."] * 5 + ["No."] * 5))
+    assert right_and_other[0] > right_and_wrong[0]
+    # a sorry that says it does not know is "I don't know", and is penalised
+    sorry_idk = m.observation_score(obs(["Yes."] * 5 + ["I'm sorry, I don't know."] * 5))
+    assert sorry_idk[1]["idk_share"] == pytest.approx(0.5) and sorry_idk[0] < right_and_wrong[0]
 
 
 class Answers(Target):
