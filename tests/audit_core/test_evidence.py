@@ -176,7 +176,8 @@ def test_calibration_never_sees_an_audited_document():
 
     def prepare(methods, shadow_cfg, progress):
         m = methods[0]
-        seen_by_prepare.update(o.doc_id for o in shadow_m + shadow_n)
+        # everything the preparation is handed, as text: an audited document's id or words must not be in it
+        seen_by_prepare.add(repr((methods, [vars(x) for x in methods], shadow_cfg)))
         prepared["toy"] = m.prepare(shadow_m, shadow_n)
         before["toy"] = json.dumps(prepared["toy"].to_json(), sort_keys=True)
         return Prep({"toy": prepared["toy"]})
@@ -194,11 +195,14 @@ def test_calibration_never_sees_an_audited_document():
                            controls=controls)
     finally:
         audit_mod.create_method = orig
-    audited = {d.id for d in docs} | {c.id for c in controls}
-    assert seen_by_prepare and not (seen_by_prepare & audited)
+    handed = " ".join(seen_by_prepare)
+    assert handed and "text of document" not in handed and "text of control" not in handed
     assert json.dumps(prepared["toy"].to_json(), sort_keys=True) == before["toy"]  # scoring changed nothing
     cal = result.calibrations["toy"]
+    # the calibration the verdicts were decided with holds the shadow's scores and nothing else
     assert cal.params["evidence"]["nonmember_raw"] == [o.data["raw"] for o in shadow_n]
+    assert cal.params["evidence"]["member_raw"] == [o.data["raw"] for o in shadow_m]
+    assert json.dumps(cal.to_json(), sort_keys=True) == before["toy"]
     # documents with a huge raw score are members at 5%; the others mostly not
     called = [v.verdict for v in result.verdicts]
     assert called[:10] == [MEMBER] * 10 and called[10:].count(MEMBER) <= 3
@@ -754,6 +758,56 @@ def test_collection_method_is_chosen_from_the_shadow_not_from_audited_scores():
     stronger = C.apply_evidence(Calibration("mba"), C.fit_evidence(*_separated(100, shift=3.5), source="t"))
     assert choose_method(["srag", "mba"], {"srag": weaker, "mba": stronger}, order) == "mba"
     assert choose_method(["srag", "mba"], {"srag": stronger, "mba": weaker}, order) == "srag"
+
+
+def test_run_audit_picks_the_collection_method_from_its_shadow_when_the_audited_scores_favour_another():
+    """Two methods: the shadow separates A's members well and B's hardly at all, while every audited document
+    scores far higher under B. The pre-registered method is A, whatever the audit's own scores say."""
+    from audit_core.audit import AuditConfig, run_audit
+
+    rng = np.random.default_rng(11)
+
+    class Named(_ToyMethod):
+        def __init__(self, name, shift):
+            super().__init__()
+            self.name, self.shift = name, shift
+
+        def probe(self, doc, target):
+            obs = super().probe(doc, target)
+            obs.method = self.name
+            obs.data["raw"] += self.shift
+            return obs
+
+    def shadow(name, gap):
+        return ([Observation(name, f"{name}m{i}", data={"raw": float(rng.normal(gap, 1))}) for i in range(60)],
+                [Observation(name, f"{name}n{i}", data={"raw": float(rng.normal(0, 1))}) for i in range(60)])
+
+    shadows = {"toya": shadow("toya", 4.0), "toyb": shadow("toyb", 0.8)}
+
+    class Prep:
+        def __init__(self, cals):
+            self.calibrations = cals
+
+    def prepare(methods, shadow_cfg, progress):
+        return Prep({m.name: m.prepare(*shadows[m.name]) for m in methods})
+
+    docs = [Document(f"d{i}", f"text {i} " * 3) for i in range(20)]
+    controls = [Document(f"c{i}", f"control {i} " * 3) for i in range(20)]
+    import audit_core.audit as audit_mod
+
+    made = {"toya": lambda: Named("toya", 0.0), "toyb": lambda: Named("toyb", 50.0)}
+    orig = audit_mod.create_method
+    audit_mod.create_method = lambda name, **kw: made[name]()
+    try:
+        result = run_audit(docs, _ToyTarget({d.id: 3.0 for d in docs[:5]}),
+                           AuditConfig(methods=["toyb", "toya"], fpr=0.05), prepare=prepare,
+                           capabilities=Capabilities(reachable=True, logprobs=False, max_top_logprobs=0),
+                           controls=controls)
+    finally:
+        audit_mod.create_method = orig
+    raw = {m: np.mean([result.results[d.id][m].evidence["raw_score"] for d in docs]) for m in ("toya", "toyb")}
+    assert raw["toyb"] > raw["toya"] + 40  # the audit's own scores favour B ...
+    assert result.to_json()["collection"]["method"] == "toya"  # ... and the shadow chose A
 
 
 # --------------------------------------------------------------------------- canaries
