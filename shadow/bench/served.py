@@ -90,6 +90,33 @@ def set_batching(one_at_a_time: bool, documents_at_once: int = 1) -> None:
         SERVER_MAX_BATCH = min(MAX_SERVER_BATCH, max(batch, conc * documents_at_once))
 
 
+#: the longest a reference server may take to start, and how often its start is reported meanwhile (seconds)
+START_TIMEOUT_S = 1800.0
+START_REPORT_S = 30.0
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)  # where the benchmark's own log goes (shadow.bench.cli)
+
+
+#: where a reference server's start-up is said, line by line; tests replace it
+say: Callable[[str], None] = _say
+
+
+def last_log_line(path: str | Path, tail_bytes: int = 4096) -> str:
+    """The last non-empty line of a server's log (a progress bar's last state, after its carriage returns),
+    or a note that it has written none yet."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - tail_bytes))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return "(its log cannot be read)"
+    lines = [ln.strip() for ln in tail.replace("\r", "\n").split("\n") if ln.strip()]
+    return lines[-1][-200:] if lines else "(nothing written yet)"
+
+
 class ServedTarget:
     """``python -m shadow.serve`` in a child process on a loopback port.
 
@@ -116,21 +143,36 @@ class ServedTarget:
         if SERVER_THREADS is not None:  # torch reads it when it starts
             env.update(OMP_NUM_THREADS=str(SERVER_THREADS), MKL_NUM_THREADS=str(SERVER_THREADS))
         self.log = open(log_file, "ab")
+        #: what the start-up lines call this server
+        self.label = f"{profile or generator}, {defense or 'no defense'}, port {self.port}"
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         root = f"http://127.0.0.1:{self.port}"
         self.base_url = root + "/v1" if api == "openai" else root
         self.model = generator
         self._wait()
 
-    def _wait(self, timeout_s: float = 1800) -> None:
-        t0 = time.time()
-        while time.time() - t0 < timeout_s:
+    def _wait(self, timeout_s: float = START_TIMEOUT_S, every_s: float = START_REPORT_S) -> None:
+        """Wait until the server answers, saying so (``say``): when it starts, every ``every_s`` seconds the
+        time it has taken and its log's last line, and when it is ready. Loading the model and indexing the
+        knowledge base (2,000 documents) takes minutes on two cores: no stage runs silently."""
+        say(f"starting the reference server ({self.label}): loading its model and indexing its knowledge base, "
+            f"up to {timeout_s:.0f} s (log: {self.log.name}) ...")
+        t0 = time.monotonic()
+        next_report = every_s
+        while (elapsed := time.monotonic() - t0) < timeout_s:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the reference server exited with code {self.proc.returncode}; see {self.log.name}")
+                raise RuntimeError(f"the reference server exited with code {self.proc.returncode} after "
+                                   f"{elapsed:.0f} s; its log ends: {last_log_line(self.log.name)} (see {self.log.name})")
             if server_ready(self.api, f"http://127.0.0.1:{self.port}"):
+                say(f"the reference server ({self.label}) is ready after {elapsed:.0f} s")
                 return
+            if elapsed >= next_report:
+                say(f"  reference server ({self.label}) starting: {elapsed:.0f} s of at most {timeout_s:.0f} s; "
+                    f"its log: {last_log_line(self.log.name)}")
+                next_report = (elapsed // every_s + 1) * every_s
             time.sleep(1)
-        raise RuntimeError("the reference server did not start in time")
+        raise RuntimeError(f"the reference server did not start in {timeout_s:.0f} s; its log ends: "
+                           f"{last_log_line(self.log.name)} (see {self.log.name})")
 
     def stop(self) -> None:
         self.proc.terminate()

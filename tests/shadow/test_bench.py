@@ -542,3 +542,70 @@ def test_methods_take_group_names(tmp_path, monkeypatch, capsys):
         ["srag", *METHOD_GROUPS["text-only"]], bench.ALL_METHODS]
     assert bench.main(["--methods", "srag,papers"]) == 2
     assert "unknown method or group 'papers'" in capsys.readouterr().err
+
+
+class _StartingServer:
+    """A fake ``shadow.serve`` child on a fake clock: it writes a line to its log every 10 s and answers
+    ``ready_at`` seconds after it started; ``exit_at`` it dies instead."""
+
+    def __init__(self, clock, log, ready_at=95.0, exit_at=None):
+        self.clock, self.log, self.ready_at, self.exit_at = clock, log, ready_at, exit_at
+        self.returncode = None
+
+    def tick(self):  # one simulated second of loading
+        self.clock[0] += 1.0
+        if self.clock[0] % 10 == 0:
+            self.log.write(f"indexing knowledge base: {int(self.clock[0]) * 20}/2000\r".encode())
+            self.log.flush()
+
+    def poll(self):
+        if self.exit_at is not None and self.clock[0] >= self.exit_at:
+            self.returncode = 1
+        return self.returncode
+
+
+def _fake_start(monkeypatch, tmp_path, **server):
+    """ServedTarget's constructor with its child process, clock and readiness check faked: no server runs."""
+    import subprocess
+    import types
+
+    from shadow.bench import served
+
+    clock, said, child = [0.0], [], []
+
+    def popen(cmd, cwd, env, stdout, stderr):
+        child.append(_StartingServer(clock, stdout, **server))
+        return child[0]
+
+    monkeypatch.setattr(served, "subprocess", types.SimpleNamespace(Popen=popen, STDOUT=subprocess.STDOUT))
+    monkeypatch.setattr(served, "time", types.SimpleNamespace(monotonic=lambda: clock[0],
+                                                               sleep=lambda s: child[0].tick()))
+    monkeypatch.setattr(served, "server_ready", lambda api, url: clock[0] >= child[0].ready_at)
+    monkeypatch.setattr(served, "say", said.append)
+    make = lambda: served.ServedTarget(tmp_path / "kb.jsonl", "m", None, tmp_path / "server.log", profile="chat")
+    return make, said, clock
+
+
+def test_a_reference_server_start_is_reported_while_it_loads(tmp_path, monkeypatch):
+    """Loading the model and indexing 2,000 documents takes minutes: the start is said, then every 30 s the
+    time taken and the server's last log line, then the time it took."""
+    make, said, clock = _fake_start(monkeypatch, tmp_path, ready_at=95.0)
+    make()
+    assert clock[0] == 95.0
+    assert said[0].startswith("starting the reference server (chat, no defense, port ") and "1800 s" in said[0]
+    assert str(tmp_path / "server.log") in said[0]
+    progress = said[1:-1]
+    assert [line.split(": ")[1].split(" s of")[0] for line in progress] == ["30", "60", "90"]  # every 30 s
+    assert all("of at most 1800 s" in line for line in progress)
+    # the last line the server wrote (a progress bar's last state) by then
+    assert progress[0].endswith("its log: indexing knowledge base: 600/2000")
+    assert progress[2].endswith("its log: indexing knowledge base: 1800/2000")
+    assert said[-1].startswith("the reference server (chat, no defense") and said[-1].endswith("ready after 95 s")
+
+
+def test_a_reference_server_that_dies_while_starting_says_when_and_its_last_log_line(tmp_path, monkeypatch):
+    make, said, _ = _fake_start(monkeypatch, tmp_path, ready_at=1e9, exit_at=42.0)
+    with pytest.raises(RuntimeError, match=r"exited with code 1 after 42 s; its log ends: indexing knowledge "
+                                           r"base: 800/2000"):
+        make()
+    assert [line.split(": ")[1].split(" s of")[0] for line in said[1:]] == ["30"]
