@@ -238,9 +238,7 @@ def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | No
                    ) -> tuple[list[MembershipMethod], dict[str, str]]:
     """The methods that can run on this target, and why the others cannot."""
     runnable, not_run = [], {}
-    for i, name in enumerate(cfg.methods):
-        if progress:
-            progress(LOADING_STAGE, i, len(cfg.methods))
+    for name in cfg.methods:
         m = create_method(name, **cfg.method_params.get(name, {}))
         why = cannot_run(m.requires_logprobs, m.requires_sources, caps)
         if why:
@@ -258,9 +256,25 @@ def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | No
             # alternatives on both): the preparation key includes it
             mc.top_logprobs = min(mc.top_logprobs, caps.max_top_logprobs)
         runnable.append(m)
-    if progress:
-        progress(LOADING_STAGE, len(cfg.methods), len(cfg.methods))
     return runnable, not_run
+
+
+def load_local_models(methods: Sequence[MembershipMethod], progress: Progress | None = None) -> None:
+    """Load every local model the methods probe with (``MembershipMethod.local_models``), one count per model.
+
+    Loaded once per process (``models.load_causal_lm`` keeps them); the first
+    time on a machine this de-quantizes the packaged weights, the longest wait
+    of a first audit after the shadow, so it is a stage with done / total.
+    """
+    from audit_core.models import load_causal_lm
+
+    names = list(dict.fromkeys(n for m in methods for n in m.local_models()))
+    for i, name in enumerate(names):
+        if progress:
+            progress(LOADING_STAGE, i, len(names))
+        load_causal_lm(name)
+    if progress and names:
+        progress(LOADING_STAGE, len(names), len(names))
 
 
 #: target errors after which sending more requests cannot help: the audit stops
@@ -370,7 +384,8 @@ def calibrate(cfg: AuditConfig, caps: Capabilities, prepare: Preparer, progress:
     """
     progress = _cancellable(progress, cancel)
     cfg = with_target_style(cfg, caps)
-    methods, not_run = select_methods(cfg, caps, progress)
+    methods, not_run = select_methods(cfg, caps)
+    load_local_models(methods, progress)
     prep = prepare(methods, cfg.shadow, progress)
     # every method decides at the audit's false-positive rate; one that cannot (no signal, or a shadow
     # too small for that rate) is "no signal" here

@@ -143,6 +143,16 @@ class MembershipMethod:
     def probe_scope(self) -> str:
         return self.shared_probe_scope or self.name
 
+    def local_models(self) -> list[str]:
+        """The local language models (registry names) this method loads to probe a document: its proxy.
+
+        The audit loads them as a stage of their own before the shadow is
+        prepared, so that a first run's de-quantizing shows as loading with a
+        count, not as a probing stage stuck at 0 whose rate it then skews.
+        """
+        name = getattr(getattr(self, "config", None), "proxy_model", None)
+        return [name] if isinstance(name, str) and name else []
+
     def probe(self, doc: Document, target: Target) -> Observation:  # pragma: no cover - interface
         raise NotImplementedError
 

@@ -88,10 +88,22 @@ def test_with_controls_to_probe_the_last_documents_verdict_is_announced_before_t
     assert partial[-1] == [d.id for d in DOCS]
 
 
-def test_every_stage_before_the_documents_reports_progress():
+def test_every_stage_before_the_documents_reports_progress(monkeypatch):
+    """Loading the methods' local models is a stage of its own, with a count, before the shadow is prepared:
+    it had been a stage around creating the methods (which loads nothing), and the models then loaded inside
+    the first probe, a stage stuck at 0 whose rate they skewed."""
+    import audit_core.models
+    from audit_core.methods.rag_mia import RagMiaMethod
+
+    loaded: list[str] = []
+    monkeypatch.setattr(audit_core.models, "load_causal_lm", lambda name: loaded.append(name))
+    monkeypatch.setattr(RagMiaMethod, "local_models", lambda self: ["proxy-a", "proxy-b"])
     seen: list[tuple[str, int, int]] = []
     run_audit(DOCS, CountingTarget(), AuditConfig(methods=["rag_mia"]), _prepare(0.9),
               progress=lambda stage, done, total: seen.append((stage, done, total)))
+    assert loaded == ["proxy-a", "proxy-b"]
+    assert [x for x in seen if x[0] == "loading the methods' models"] == [
+        ("loading the methods' models", i, 2) for i in range(3)]
     stages = list(dict.fromkeys(s for s, _, _ in seen))
     assert stages[:2] == ["asking the target what it supports", "loading the methods' models"]
     assert stages[-1] == "auditing documents" and ("auditing documents", 3, 3) in seen
@@ -203,3 +215,13 @@ def test_a_cancel_during_the_shadow_preparation_stops_it_at_its_next_step_and_se
     with pytest.raises(Cancelled):
         run_audit(DOCS, target, AuditConfig(methods=["rag_mia"]), prepare, capabilities=CAPS, cancel=cancel)
     assert target.sent == [] and ticks == [0, 1, 2, 3]
+
+
+def test_the_methods_name_the_local_models_they_probe_with():
+    from audit_core.methods import create_method
+    from audit_core.methods.mba_masks import MbaConfig
+    from audit_core.methods.srag import SragConfig
+
+    assert create_method("srag").local_models() == [SragConfig().proxy_model]
+    assert create_method("mba").local_models() == [MbaConfig().proxy_model]
+    assert create_method("rag_mia").local_models() == [] and create_method("verbatim").local_models() == []
