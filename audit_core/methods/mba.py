@@ -27,7 +27,8 @@ from audit_core.methods.mba_parse import is_correct, parse_mask_answers
 from audit_core.models import LocalLM
 from audit_core.target.base import ChatRequest, Target
 
-__all__ = ["MBA_CONTINUE_PROMPT", "MBA_PROMPT", "MbaConfig", "MbaMethod", "build_request", "build_requests"]
+__all__ = ["MBA_CONTINUE_PROMPT", "MBA_PROMPT", "MbaConfig", "MbaMethod", "PLANNING_STAGE", "build_request",
+           "build_requests"]
 
 #: The cloze prompt, in the spirit of the paper's Figure 6 (Appendix B.1). The
 #: masked text sits in the middle so that it dominates the retrieval query; the
@@ -103,6 +104,11 @@ def continuation_correct(text: str, accepted: Sequence[str]) -> bool:
     return False
 
 
+#: the progress stage of planning the masks of the documents probed together (``MbaMethod.probe_many``),
+#: named as the shadow preparation names its stages ("MBA: probing the shadow")
+PLANNING_STAGE = "MBA: planning the masks with the proxy model"
+
+
 class MbaMethod(MembershipMethod):
     """Mask-based membership inference: cloze accuracy of the target on the document."""
 
@@ -160,8 +166,14 @@ class MbaMethod(MembershipMethod):
         return obs
 
     def probe_many(self, docs: Sequence[Document], target: Target,
-                   progress: Callable[[int], None] | None = None) -> list[Observation]:
+                   progress: Callable[[int], None] | None = None,
+                   stage_progress: Callable[[str, int, int], None] | None = None) -> list[Observation]:
         """Mask every document (batched proxy passes), then send each document's requests as one batch.
+
+        Planning every document's masks with the proxy model (loading it first) comes before the first
+        request: ``stage_progress(PLANNING_STAGE, done, total)`` reports it as a stage of its own, from
+        0 / total before the model is touched, where ``progress`` (one tick per document probed) would
+        stand at 0 throughout.
 
         One batch per document, not one for all: a shadow RAG in "shared"
         retrieval mode pools the retrievals of nested queries, and "continue"
@@ -171,7 +183,8 @@ class MbaMethod(MembershipMethod):
         others were probed with it, so the shipped preparation could not be
         reproduced one document at a time (tests/shadow/test_shipped.py).
         """
-        plans = self.generator.plan_many([d.text for d in docs])
+        plan_step = None if stage_progress is None else (lambda done, total: stage_progress(PLANNING_STAGE, done, total))
+        plans = self.generator.plan_many([d.text for d in docs], plan_step)
         observations = [self._observation(d, p) for d, p in zip(docs, plans)]
         for doc, plan, obs in zip(docs, plans, observations):
             if obs.skipped is None:

@@ -412,10 +412,13 @@ class MaskGenerator:
     def plan(self, text: str) -> MaskPlan:
         return self.plan_many([text])[0]
 
-    def plan_many(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> list[MaskPlan]:
-        """Mask several documents; all their ranking passes share batched forward calls."""
+    def plan_many(self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None) -> list[MaskPlan]:
+        """Mask several documents; all their ranking passes share batched forward calls.
+
+        ``progress(done, total)``: documents planned, 0 before the proxy model is touched (it loads on first
+        use), then after each forward batch (``rank_units``)."""
         plans = []
-        for text, ranked in zip(texts, self.rank_units(texts)):
+        for text, ranked in zip(texts, self.rank_units(texts, progress)):
             if isinstance(ranked, str):
                 plans.append(MaskPlan(text, [], self.config.n_masks, ranked, self.lm.name))
             else:
@@ -423,12 +426,17 @@ class MaskGenerator:
                 shown = "before" if self.config.elicitation == "continue" else "all"
                 chosen, reason = choose_masks(ranked, self.config.n_masks, shown)
                 plans.append(build_plan(text, ranked, chosen, self.config.n_masks, reason, self.lm.name))
-            if progress is not None:
-                progress(1)
         return plans
 
-    def rank_units(self, texts: Sequence[str]) -> list[list[RankedUnit] | str]:
-        """Every unit of every text with its rank score; a reason string for a text too long."""
+    def rank_units(self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None,
+                   ) -> list[list[RankedUnit] | str]:
+        """Every unit of every text with its rank score; a reason string for a text too long.
+
+        ``progress(done, total)``: texts whose every segment is ranked, reported before anything else
+        (the proxy model loads on first use: minutes the first time) and after each forward batch."""
+        n = len(texts)
+        if progress is not None:
+            progress(0, n)
         preps = [self._prepare(t) for t in texts]
         jobs: list[tuple[int, int, int, int]] = []  # (doc, context start, start, end)
         for d, p in enumerate(preps):
@@ -436,13 +444,24 @@ class MaskGenerator:
                 jobs.extend((d, c, s, e) for c, s, e in p.segments)
         # similar lengths in one batch waste less padding
         order = sorted(range(len(jobs)), key=lambda j: jobs[j][3] - jobs[j][1])
-        scored = score_texts(
-            self.lm,
-            [preps[jobs[j][0]].rtext[jobs[j][2]:jobs[j][3]] for j in order],
-            [preps[jobs[j][0]].rtext[jobs[j][1]:jobs[j][2]] for j in order],
-            batch_size=self.config.batch_size,
-            ranks=True,
-        ) if jobs else []
+        pending = Counter(d for d, _, _, _ in jobs)  # segments of each text still to rank
+        done = n - len(pending)
+        scored = []
+        bs = self.config.batch_size
+        # one score_texts call per forward batch, the very batches of a single call, so that the ranks
+        # are the same and the documents done can be counted as they are
+        for b in range(0, len(order), bs):
+            batch = order[b:b + bs]
+            scored += score_texts(self.lm, [preps[jobs[j][0]].rtext[jobs[j][2]:jobs[j][3]] for j in batch],
+                                  [preps[jobs[j][0]].rtext[jobs[j][1]:jobs[j][2]] for j in batch],
+                                  batch_size=bs, ranks=True)
+            for j in batch:
+                pending[jobs[j][0]] -= 1
+                done += pending[jobs[j][0]] == 0
+            if progress is not None:
+                progress(done, n)
+        if progress is not None and not jobs:
+            progress(n, n)
         per_doc: dict[int, list[tuple[int, int, int]]] = {}  # doc -> (start, end, rank) of tokens
         for j, ts in zip(order, scored):
             d, _, s, _ = jobs[j]

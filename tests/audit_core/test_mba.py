@@ -708,3 +708,91 @@ def test_continue_elicitation_scores_the_masks_answered_not_the_refused_ones(mba
                              Calibration("mba", threshold=0.7))
     ev = res.evidence
     assert ev["non_answers"] == 5 and ev["correct"] == 5 and ev["accuracy"] == 1.0 and res.score == 1.0
+
+
+# --------------------------------------------------------------------------- progress of the mask planning
+
+
+class _FakeProxy:
+    """A proxy model that never loads: words are its tokens, a word's rank is its length (``_fake_proxy``)."""
+
+    name = "fake-proxy"
+
+
+def _fake_proxy(monkeypatch, events: list) -> None:
+    """Replace the proxy's tokenizer and forward pass in ``mba_masks``; each use is an event."""
+    from audit_core.methods import mba_masks
+    from audit_core.scoring import TextScores, TokenScore
+
+    def encode_text(lm, text):
+        events.append("proxy")
+        spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+        return list(range(len(spans))), spans
+
+    def score_texts(lm, texts, contexts, batch_size, ranks):
+        assert ranks and len(texts) <= batch_size
+        events.append(("forward", len(texts)))
+        return [TextScores(t, [TokenScore(0, m.group(), m.start(), m.end(), -1.0, [], len(m.group()))
+                               for m in re.finditer(r"\S+", t)]) for t in texts]
+
+    monkeypatch.setattr(mba_masks, "encode_text", encode_text)
+    monkeypatch.setattr(mba_masks, "score_texts", score_texts)
+
+
+class _RecordingTarget(Target):
+    name = "recorder"
+
+    def __init__(self, events: list):
+        super().__init__()
+        self.events = events
+
+    def complete(self, request: ChatRequest) -> Completion:
+        self.events.append("request")
+        return Completion("[Mask_1]: word", None, Usage(1, 1))
+
+
+def test_planning_the_masks_is_a_stage_of_its_own_with_done_and_total(monkeypatch):
+    """The shadow's MBA probing stood at 0 / N while the proxy planned every document's masks (minutes, the
+    model loading first): the planning reports done / total itself, from 0 before the proxy is touched, after
+    each forward batch the documents whose every segment is ranked, and all of it before the first request."""
+    from audit_core.methods import method_label
+    from audit_core.methods.mba import PLANNING_STAGE
+
+    events: list = []
+    _fake_proxy(monkeypatch, events)
+    short = ["Severe headache and nausea since Monday morning.", "My left knee swells after running.",
+             "A dry cough keeps me awake every night.", "The rash spread from my arms to my chest."]
+    too_long = " ".join(["word"] * 250)  # over max_doc_tokens: not masked, done at once
+    docs = [Document(f"s{i}", t) for i, t in enumerate(short)] + [Document("long", LONG_DOC), Document("x", too_long)]
+    # LONG_DOC (about 150 tokens) is ranked in 10 subtexts of more than 64 tokens with their context: the
+    # four short texts fill the first forward batch, LONG_DOC's subtexts the next three (4 + 4 + 2)
+    cfg = MbaConfig(max_pass_tokens=64, max_doc_tokens=200, batch_size=4)
+    method = MbaMethod(cfg, _FakeProxy())
+    ticks: list[int] = []
+    method.probe_many(docs, _RecordingTarget(events), progress=ticks.append,
+                      stage_progress=lambda stage, done, total: events.append((stage, done, total)))
+    stage = [e for e in events if isinstance(e, tuple) and e[0] == PLANNING_STAGE]
+    assert PLANNING_STAGE.startswith(method_label("mba") + ": ")
+    assert [(d, t) for _, d, t in stage] == [(0, 6), (5, 6), (5, 6), (5, 6), (6, 6)]
+    assert [e[1] for e in events if isinstance(e, tuple) and e[0] == "forward"] == [4, 4, 4, 2]
+    assert events[0] == (PLANNING_STAGE, 0, 6)  # said before the proxy model is used (and loaded)
+    # each forward batch is followed by its report; all planning is over before the first request
+    first_request = events.index("request")
+    assert events.index((PLANNING_STAGE, 6, 6)) < first_request
+    assert all(e != "proxy" and (not isinstance(e, tuple) or e[0] != "forward") for e in events[first_request:])
+    assert ticks == [1] * 6  # the probing stage's ticks: one per document, as before
+
+
+def test_ranking_reports_each_forward_batch_and_ranks_every_subtext(monkeypatch):
+    """One document in 10 subtexts: done only when its last batch is ranked, and every word ranked (the
+    batches' results all read back); ``probe`` (an audit's, one document, no stage callback) still plans."""
+    events: list = []
+    _fake_proxy(monkeypatch, events)
+    gen = MaskGenerator(MbaConfig(max_pass_tokens=64, batch_size=4), _FakeProxy())
+    seen: list = []
+    ranked = gen.rank_units([LONG_DOC], lambda d, t: seen.append((d, t)))[0]
+    assert seen == [(0, 1), (0, 1), (0, 1), (1, 1)]  # 10 subtexts in batches of 4, 4 and 2
+    words = [u for u in ranked if u.is_word]
+    assert words[0].rank is None and all(u.rank is not None for u in words[1:])  # the first word never is
+    obs = MbaMethod(MbaConfig(), _FakeProxy()).probe(Document("d", LONG_DOC), _RecordingTarget(events))
+    assert obs.skipped is None and obs.data["plan"]["answers"] and events[-1] == "request"
