@@ -38,9 +38,14 @@ def rewrite(text: str, lm, max_new_tokens: int | None = None) -> str:
 
 def generate_controls(docs: Sequence[Document], lm=None,
                       progress: Callable[[int, int], None] | None = None) -> list[Document]:
-    """A rewritten control per document (``control-<id>``); empty rewrites are dropped."""
+    """A rewritten control per document (``control-<id>``); empty rewrites are dropped.
+
+    ``progress(done, total)``: 0 of the documents before the rewriting model loads (a minute or more the
+    first time), then each document rewritten."""
     from audit_core.models import load_causal_lm
 
+    if progress:
+        progress(0, len(docs))
     lm = lm or load_causal_lm(REWRITE_MODEL)
     out = []
     for i, d in enumerate(docs):
