@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.time()
     bar = tqdm(total=len(docs), desc=f"rewriting with {REWRITE_MODEL}", unit="doc", file=sys.stderr)
-    rewrites = generate_controls(docs, progress=lambda i, n: bar.update(1))
+    rewrites = generate_controls(docs, progress=lambda i, n: bar.update(i - bar.n))
     bar.close()
     rewrite_s = time.time() - t0
     by_orig = {c.id.removeprefix("control-"): c for c in rewrites}

@@ -275,8 +275,8 @@ def prepare_shadow(
 
             # probes that draw on the documents audited together draw on the shadow's, never the owner's
             with method.probing_collection([d.text for d in [*mem_docs, *non_docs]]):
-                mem = _probe(method, mem_docs, rag, cfg, tick)
-                non = _probe(method, non_docs, rag, cfg, tick)
+                mem = _probe(method, mem_docs, rag, cfg, tick, progress)
+                non = _probe(method, non_docs, rag, cfg, tick, progress)
             folder.mkdir(parents=True, exist_ok=True)
             _write_observations(obs_file, mem, non)
             prep.from_cache[method.name] = False
@@ -339,15 +339,22 @@ def shadow_top_logprobs(method: MembershipMethod, cfg: ShadowConfig) -> int:
     return min(cfg.top_logprobs, getattr(getattr(method, "config", None), "top_logprobs", cfg.top_logprobs))
 
 
-def _probe(method, docs, rag, cfg: ShadowConfig, tick) -> list[Observation]:
+def _probe(method, docs, rag, cfg: ShadowConfig, tick, progress: Progress | None = None) -> list[Observation]:
+    """Probe the shadow with the method's own code; ``progress`` reaches a method that reports a stage of its
+    own before its first probe (MBA plans every document's masks with its proxy model first)."""
+    import inspect
+
     from audit_core.methods.base import takes_top_logprobs
 
     # the shadow cites the passages it puts in context only for a method that reads them: the
     # other methods' stored observations stay as they were
     rag.cite_sources = method.requires_sources
+    kw: dict = {}
     if method.requires_logprobs and takes_top_logprobs(method.probe_many):
-        return method.probe_many(docs, rag, progress=tick, top_logprobs=shadow_top_logprobs(method, cfg))
-    return method.probe_many(docs, rag, progress=tick)
+        kw["top_logprobs"] = shadow_top_logprobs(method, cfg)
+    if progress is not None and "stage_progress" in inspect.signature(method.probe_many).parameters:
+        kw["stage_progress"] = progress
+    return method.probe_many(docs, rag, progress=tick, **kw)
 
 
 def mirror_note(method: MembershipMethod, cfg: ShadowConfig) -> dict | None:

@@ -117,7 +117,7 @@ def test_answers_are_read_as_yes_no_or_i_dont_know(text, label):
     assert Q.read_answer(text) == label
 
 
-def test_questions_are_cached_per_document_and_generator(tmp_path, monkeypatch):
+def test_questions_are_cached_per_document(tmp_path, monkeypatch):
     calls = []
     real = Q.rule_yes_no_questions
 

@@ -12,7 +12,7 @@ def _fake_shadow(monkeypatch) -> list[tuple[str, int]]:
     """Replace the RAG, the probing and the calibration; record every probing call."""
     calls: list[tuple[str, int]] = []
 
-    def fake_probe(method, docs, rag, cfg, tick):
+    def fake_probe(method, docs, rag, cfg, tick, progress=None):
         calls.append((method.name, len(docs)))
         return [Observation(method.probe_scope, d.id, data={"by": method.name}) for d in docs]
 
@@ -134,7 +134,7 @@ def test_the_shadow_leads_its_questions_with_its_own_documents_never_the_owners(
 
     seen: list[list[str]] = []
 
-    def fake_probe(method, docs, rag, cfg, tick):
+    def fake_probe(method, docs, rag, cfg, tick, progress=None):
         seen.append(list(method.collection))
         return [Observation(method.probe_scope, d.id) for d in docs]
 
@@ -211,3 +211,36 @@ def test_building_the_shadow_rag_counts_the_documents_embedded(tmp_path, monkeyp
     seen: list[tuple[str, int, int]] = []
     prepare.build_shadow_rag(ShadowConfig(), kb, lambda stage, done, total: seen.append((stage, done, total)))
     assert seen[0] == (prepare.BUILD_STAGE, 0, 5) and seen[-1] == (prepare.BUILD_STAGE, 5, 5)
+
+
+def test_a_method_that_reports_a_stage_before_its_first_probe_gets_the_preparations_progress():
+    """MBA plans every document's masks with its proxy model before it sends anything: that stage reaches the
+    preparation's progress (it had sat at 0 / N of "probing the shadow" meanwhile)."""
+    from audit_core.documents import Document
+
+    class Stub:
+        requires_sources = requires_logprobs = False
+
+        def __init__(self, with_stage):
+            self.got = None
+            if with_stage:
+                self.probe_many = self._with_stage
+
+        def probe_many(self, docs, target, progress=None):
+            return []
+
+        def _with_stage(self, docs, target, progress=None, stage_progress=None):
+            self.got = stage_progress
+            return []
+
+    class Rag:
+        cite_sources = False
+
+    seen = []
+    report = lambda stage, done, total: seen.append(stage)  # noqa: E731
+    m = Stub(with_stage=True)
+    prepare._probe(m, [Document("a", "text")], Rag(), prepare.ShadowConfig(), lambda n=1: None, report)
+    assert m.got is report
+    plain = Stub(with_stage=False)  # a method without the parameter is called as before
+    assert prepare._probe(plain, [Document("a", "text")], Rag(), prepare.ShadowConfig(), lambda n=1: None,
+                          report) == []
