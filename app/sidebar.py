@@ -13,9 +13,15 @@ import streamlit as st
 
 from app.consent import bind_to_origin, dropped_message
 from app.target_file import HTTP_FILE  # the third target kind: any HTTP API, from a target file
+from audit_core.target import TARGET_TYPES
 
 DEMO = "Demo target (built-in, no key)"
-ENDPOINT = "OpenAI-compatible endpoint"
+#: the openai type entered in fields of the sidebar (URL, model, key) instead of a target file
+ENDPOINT = TARGET_TYPES["openai"].label
+#: the sidebar's kinds of target: the built-in demo, the openai type by hand, and a target file, which is how
+#: every registered type reaches the app (``TARGET_TYPES``, read from the file's ``type``): a new type needs no
+#: entry here
+TARGET_KINDS = (DEMO, ENDPOINT, HTTP_FILE)
 
 #: shadow documents per class, and per class for generative methods (MBA, S2MIA)
 AUDIT_SIZES = {
@@ -180,10 +186,11 @@ def _key_section(base_url: str) -> None:
 
 def _target_section() -> tuple[str, str, str]:
     st.header("Target")
-    kind = st.radio("RAG system to audit", [DEMO, ENDPOINT, HTTP_FILE], key="target_kind",
+    kind = st.radio("RAG system to audit", list(TARGET_KINDS), key="target_kind",
                     help="The demo target is a reference RAG over the shipped demo knowledge base; "
                          "it runs inside the app. An endpoint is someone else's RAG behind an OpenAI-compatible API. "
-                         "A target file describes any other HTTP API (URL, headers, body template, JSONPath).")
+                         "A target file describes any other HTTP API (URL, headers, body template, JSONPath); its "
+                         "type is one of: " + ", ".join(TARGET_TYPES) + ".")
     base_url = model = ""
     if kind in (ENDPOINT, HTTP_FILE):
         hide_password_toggles()

@@ -33,35 +33,17 @@ def _fmt(x, nd: int = 2) -> str | None:
     return None if x is None else f"{float(x):.{nd}f}"
 
 
-def _method_cell(result: dict, method: str, shown: str | None) -> str | None:
-    """A method's value in the verdict table; a method without signal is marked so, never read as a vote."""
-    if method in (result.get("no_signal") or {}):
-        return f"{shown} (no signal, not counted)" if shown else "no signal"
-    return shown
-
-
-#: what a method's cell in the verdict table holds, where it is not its score
-_CELL_NAMES = {"srag": "S-RAG probability", "mba": "MBA accuracy"}
-
-
 def _verdict_rows(result: dict) -> list[dict]:
-    """One row per document: its verdict, reason, and a column for each method that ran (its score)."""
-    from audit_core.methods import LABELS
-    from audit_core.report import mba_accuracy, mba_unanswered
+    """One row per document: its verdict, reason, and a column for each method that ran (the PDF's cells)."""
+    from audit_core.report import score_cell, score_column, scored_methods
 
-    config = result.get("config") or {}
-    ran = [m for m in config.get("methods") or [] if m not in (result.get("not_run") or {})]
+    ran = scored_methods(result)
     rows = []
     against = (result.get("collection") or {}).get("document_p_values") or {}
     for v in result.get("verdicts", []):
-        methods = v.get("methods") or {}
         row = {"document": v["doc_id"], "verdict": v["verdict"], "reason": v["reason"]}
         for m in ran:
-            shown = _fmt((methods.get(m) or {}).get("score"))
-            if m == "mba":
-                acc = mba_accuracy(result, v["doc_id"])
-                shown = f"{acc[0]}/{acc[1]}{mba_unanswered(result, v['doc_id'])}" if acc else shown
-            row[_CELL_NAMES.get(m, LABELS.get(m, m))] = _method_cell(result, m, shown) or "n/a"
+            row[score_column(m)] = score_cell(result, v, m)
         if against:  # the document's conformal p-value against the owner's own controls
             row["p against your controls"] = _fmt(against.get(v["doc_id"]), 3)
         rows.append(row)
@@ -211,7 +193,7 @@ def marked_masked_text(masked_text: str, rows: list[dict]) -> str:
     return "> " + "".join(out).replace("\n", "\n> ")
 
 
-def _mba_detail(result: dict, doc_id: str) -> None:
+def _mba_detail(result: dict, doc_id: str, key: str = "") -> None:
     from audit_core.report import mba_accuracy, mba_unanswered, reason_note
 
     res = (result.get("results") or {}).get(doc_id, {}).get("mba")
@@ -249,33 +231,71 @@ def _detail(result: dict, key: str) -> None:
     texts = {d["id"]: d["text"] for d in result.get("documents", [])}
     with st.expander("Document text"):
         st.text(texts.get(doc_id, ""))
-    _srag_detail(result, doc_id, key)
-    _mba_detail(result, doc_id)
-    _verbatim_detail(result, doc_id)
+    for m in (result.get("results") or {}).get(doc_id) or {}:
+        view = _DETAIL_VIEWS.get(m)
+        if view is None:
+            _generic_detail(result, doc_id, m)
+        else:
+            view(result, doc_id, key)
 
 
-def _verbatim_detail(result: dict, doc_id: str) -> None:
+def _verbatim_detail(result: dict, doc_id: str, key: str = "") -> None:
     from audit_core.plots import method_result
     from audit_core.report import COPIED_NOTE, SIMILARITY_NOTE, verbatim_reproduction
 
-    got = verbatim_reproduction(result, doc_id)
-    if got is None:
+    res = method_result(result, doc_id, "verbatim")
+    if res is None:
         return
     st.markdown("**Verbatim continuation: what the target quoted from the part of the document it was not shown**")
-    if got["longest"]:
+    got = verbatim_reproduction(result, doc_id)
+    if got is not None and got["longest"]:
         st.markdown(f"> {_md(got['longest'])}")
         st.caption("The longest run reproduced. Your own words are evidence; a stock phrase that any document "
                    "of this kind contains is not.")
         if got.get("ngrams"):
             st.caption(COPIED_NOTE.format(got["ngrams"]))
-    elif (res := method_result(result, doc_id, "verbatim") or {}).get("score") is None:
+    elif res.get("score") is None:
         # refusals, empty answers: said, never "reproduced nothing"
         st.caption(f"No reading: {_md(res.get('reason') or 'no reason recorded')}")
     else:
         st.caption("The target reproduced no run of four words or more from the unseen part.")
+    if got is None:
+        return
     if got.get("similarity") is not None:
         st.caption(SIMILARITY_NOTE.format(got["similarity"]))
     st.dataframe(got["probes"], hide_index=True)
+
+
+def evidence_fields(res: dict) -> list[dict]:
+    """The scalar fields of a method's evidence (numbers, flags, short texts) as table rows: what a method
+    without a view of its own shows; lists and mappings are left to the JSON export."""
+    ev = res.get("evidence") or {}
+    return [{"field": k, "value": str(v)} for k, v in ev.items()
+            if v is None or isinstance(v, (str, int, float, bool))] if isinstance(ev, dict) else []
+
+
+def _generic_detail(result: dict, doc_id: str, method: str) -> None:
+    """The evidence of a method without a view of its own: its score and call, or why it has none, its reason,
+    and its evidence's scalar fields. Every method in the registry gets at least this."""
+    from audit_core.methods import method_label
+    from audit_core.plots import method_result
+    from audit_core.report import reason_note, result_line
+
+    res = method_result(result, doc_id, method)
+    if res is None:
+        return
+    st.markdown(f"**{_md(method_label(method))}:** {_md(result_line(res))}")
+    note = reason_note(method, res) if res.get("score") is not None else None
+    if note:  # a score that decides nothing, or a call with a reason; a missing score's reason is in the line
+        st.caption(_md(note))
+    rows = evidence_fields(res)
+    if rows:
+        st.dataframe(rows, hide_index=True)
+
+
+#: the methods whose evidence has a view of its own, each drawn as ``view(result, doc_id, key)``; every other
+#: method gets ``_generic_detail``
+_DETAIL_VIEWS = {"srag": _srag_detail, "mba": _mba_detail, "verbatim": _verbatim_detail}
 
 
 def _kde(result: dict, key: str) -> None:
@@ -294,9 +314,30 @@ def _kde(result: dict, key: str) -> None:
                            file_name=f"{m}_scores.csv", mime="text/csv", key=f"{key}-raw-{m}")
 
 
+class PdfProgress:
+    """A progress bar while the PDF is made: ``pdf_report`` reports each document's evidence laid out (the
+    figures of a large audit take minutes, and a spinner said nothing of how far it had got)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.n = total, 0
+        self.bar = st.progress(0.0, text=self.text())
+
+    def text(self) -> str:
+        return f"Preparing the PDF report: {self.n} / {self.total} documents"
+
+    def step(self, n: int = 1) -> None:
+        self.n += n
+        self.bar.progress(min(1.0, self.n / self.total) if self.total else 1.0, text=self.text())
+
+    def done(self) -> None:
+        """The bar goes once the report is made (or could not be)."""
+        self.bar.empty()
+
+
 def _exports(result: dict, key: str) -> None:
     """PDF, JSON and CSV downloads; built once per result (and redaction choice) and kept in the session."""
     from audit_core import report
+    from audit_core.plots import document_ids
 
     st.markdown("### Export")
     redact = st.checkbox("Redact document texts (for sharing: each text replaced by its SHA-256 and first words)",
@@ -305,14 +346,16 @@ def _exports(result: dict, key: str) -> None:
                               "still let anyone holding the original texts check that they were the ones audited.")
     exports = st.session_state.get("exports")
     if not exports or exports.get("key") != key or exports.get("redact") != redact:
-        with st.spinner("Preparing the report..."):
-            exports = {"key": key, "redact": redact, "json": report.results_json(result, redact=redact),
-                       "csv": report.results_csv(result)}
-            try:  # the PDF is the most fragile of the three: its failure must not take the others with it
-                exports["pdf"] = report.pdf_report(result, redact=redact)
-            except Exception as exc:  # noqa: BLE001 -- said in place of its button; the details go to the log
-                log.exception("the PDF report could not be made")
-                exports["pdf_error"] = type(exc).__name__
+        exports = {"key": key, "redact": redact, "json": report.results_json(result, redact=redact),
+                   "csv": report.results_csv(result)}
+        bar = PdfProgress(len(document_ids(result)))
+        try:  # the PDF is the most fragile of the three: its failure must not take the others with it
+            exports["pdf"] = report.pdf_report(result, progress=bar.step, redact=redact)
+        except Exception as exc:  # noqa: BLE001 -- said in place of its button; the details go to the log
+            log.exception("the PDF report could not be made")
+            exports["pdf_error"] = type(exc).__name__
+        finally:
+            bar.done()
         st.session_state["exports"] = exports
     c1, c2, c3 = st.columns(3)
     if "pdf" in exports:

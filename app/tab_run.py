@@ -24,22 +24,18 @@ CHECK_PREFIX = "calibration-"
 
 
 def _estimate(settings: Settings, docs, controls=()) -> None:
-    from audit_core.estimate import EstimateConfig, estimate_audit
+    from audit_core.estimate import EstimateConfig, assumptions, controls_queries, estimate_audit
+    from audit_core.methods import LABELS
 
     st.markdown("**Estimated cost on the target**")
     ctx = st.number_input("Tokens of retrieved context the target adds to each prompt (if you know it)", 0, 200_000,
                           0, step=100, key="context_tokens",
                           help="A RAG target puts its retrieved documents into every prompt and bills them; "
                                "we cannot see them. 0 counts only the tokens we send.")
-    from audit_core.estimate import assumptions, controls_queries, will_not_run
-    from audit_core.methods import LABELS
-
     params, styled = _styled_params(settings)
-    skipped = will_not_run(settings.methods, _known_capabilities(settings))
-    methods = [m for m in settings.methods if m not in skipped]
     ecfg = EstimateConfig(context_tokens_per_query=ctx)
-    try:
-        est = estimate_audit(docs, methods, params, ecfg)
+    try:  # the methods that cannot run on the checked target are left out and named (est.not_run)
+        est = estimate_audit(docs, settings.methods, params, ecfg, caps=_known_capabilities(settings))
     except ValueError as exc:
         st.error(f"A setting is not valid: {exc}")
         return
@@ -54,11 +50,12 @@ def _estimate(settings: Settings, docs, controls=()) -> None:
                "already received (an audit cancelled and started again) are not sent again. Counted for a target "
                f"that answers in {styled.target_style} style ({_style_source(settings, styled)})."
                + ("" if settings.target_kind == DEMO else " " + assumptions(ecfg, _max_retries(settings))))
-    if skipped:
+    if est.not_run:
         st.caption("Not counted, they cannot run on this target (the connection check found it): " + "; ".join(
-            f"{LABELS.get(m, m)} ({why})" for m, why in skipped.items()) + ".")
+            f"{LABELS.get(m, m)} ({why})" for m, why in est.not_run.items()) + ".")
     if controls:
-        st.caption(f"The {len(controls)} controls add at most {controls_queries(controls, methods, params, ecfg)} "
+        most = controls_queries(controls, list(est.methods), params, ecfg)
+        st.caption(f"The {len(controls)} controls add at most {most} "
                    "queries: they are probed with one method only, the one whose shadow gives the collection test "
                    "the most power, chosen during the audit.")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from urllib.parse import urlsplit
 
 import streamlit as st
@@ -33,6 +33,18 @@ headers:
 body:
   question: "{{prompt}}"
 answer_path: $.answer"""
+
+
+#: a connection check's limits, so that a wrong URL is reported in seconds: each applies only to a type whose
+#: config has the field (the registry promises a ``url`` or ``base_url`` and ``env_vars()``, nothing more)
+CHECK_LIMITS: dict[str, float] = {"timeout_s": 10.0, "max_retries": 1}
+
+
+def with_check_limits(config):
+    """``config`` with the connection check's shorter limits on the numeric fields it has; all else as it was."""
+    have = {f.name: getattr(config, f.name) for f in fields(config)}
+    return replace(config, **{k: min(limit, have[k]) for k, limit in CHECK_LIMITS.items()
+                              if isinstance(have.get(k), (int, float)) and not isinstance(have[k], bool)})
 
 
 def _url(config) -> str:
@@ -103,7 +115,8 @@ def parsed_config():
 
 
 def build_file_target(for_check: bool = False):
-    """The target of the current target file, with only the secrets the user agreed to send."""
+    """The target of the current target file, with only the secrets the user agreed to send (``for_check``:
+    with the connection check's short limits, ``with_check_limits``)."""
     parsed = st.session_state.get(_PARSED)
     if not parsed:
         raise ValueError("upload or paste a valid target file first")
@@ -120,6 +133,6 @@ def build_file_target(for_check: bool = False):
             raise ValueError(f"the target file sends ${var} to {host}: type its value in the sidebar, or tick "
                              f"the box that allows this computer's ${var}" +
                              ("" if os.environ.get(var) else " (it is not set here)"))
-    if for_check:  # a wrong URL is reported in seconds
-        config = replace(config, timeout_s=min(config.timeout_s, 10.0), max_retries=min(config.max_retries, 1))
+    if for_check:
+        config = with_check_limits(config)
     return create_target(TARGET_TYPES[kind], config, env)

@@ -11,8 +11,14 @@ probe, retries) is said beside them (``assumptions``).
 Queries per document come from each method's own ``query_cost`` (declared
 next to its ``probe``, so the two cannot drift apart).
 
-S2MIA-T and S2MIA-M send the same request; the app's caching target answers
-the second from the store, so when both are chosen S2MIA-M costs nothing.
+Methods that send identical probes name one shared probe scope
+(``MembershipMethod.probe_scope``: S2MIA-T and S2MIA-M); the app's caching
+target answers the later ones from the store, so each scope is charged once,
+to the first of its methods chosen.
+
+Methods that cannot run on the target (the connection check found it) send
+nothing and are left out of the total, named with why (``estimate_audit``'s
+``caps``).
 
 A word is a maximal run of non-space characters, the project's definition
 (``audit_core.scoring.split_words``); it is counted with ``str.split`` here so
@@ -25,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from audit_core.documents import Document
-from audit_core.methods import create_method, method_config  # noqa: F401 - method_config re-exported
+from audit_core.methods import create_method, method_config, method_label  # noqa: F401 - method_config re-exported
 
 @dataclass
 class EstimateConfig:
@@ -62,6 +68,8 @@ class AuditEstimate:
     methods: dict[str, MethodEstimate] = field(default_factory=dict)
     #: documents that no chosen method can probe (each one is skipped at no cost)
     skipped_by_every_method: int = 0
+    #: chosen methods that cannot run on the checked target, and why: they send nothing and are not counted
+    not_run: dict[str, str] = field(default_factory=dict)
 
     @property
     def queries(self) -> int:
@@ -165,24 +173,30 @@ def estimate_audit(
     methods: Sequence[str],
     method_params: dict[str, dict] | None = None,
     cfg: EstimateConfig | None = None,
+    caps: Any = None,
 ) -> AuditEstimate:
     """Queries and tokens an audit of ``docs`` with ``methods`` will send to the target.
 
+    ``caps``: the target's capabilities where a connection check found them; the methods that cannot run
+    on it are left out of every figure and named in ``not_run`` (None: not checked, all are counted).
     Shadow preparation is not counted: it runs on the local shadow RAG and
     costs the user no target query.
     """
     cfg = cfg or EstimateConfig()
     method_params = method_params or {}
-    out = AuditEstimate(len(docs))
+    not_run = will_not_run(methods, caps)
+    methods = [m for m in methods if m not in not_run]
+    out = AuditEstimate(len(docs), not_run=not_run)
     made = {name: create_method(name, **(method_params.get(name) or {})) for name in methods}
     costs = {name: [m.document_cost(d) for d in docs] for name, m in made.items()}
     out.skipped_by_every_method = sum(all(costs[m][i] is None for m in methods) for i in range(len(docs))) \
         if methods else 0
+    charged: dict[str, str] = {}  # probe scope -> the method its requests are counted for
     for name in methods:
         est = method_estimate(name, costs[name], cfg)
-        if name == "s2mia_m" and "s2mia_t" in methods:
+        first = charged.setdefault(made[name].probe_scope, name)
+        if first != name:
             est = MethodEstimate(name, skipped_documents=est.skipped_documents,
-                                 note="same requests as S2MIA-T, answered from the cache")
+                                 note=f"same requests as {method_label(first)}, answered from the cache")
         out.methods[name] = est
     return out
-

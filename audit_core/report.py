@@ -742,22 +742,75 @@ def _no_signal_mark(result: dict, method: str, cell: str) -> str:
     return "no signal" if cell in ("—", "n/a") else f"{cell} (no signal, not counted)"
 
 
-def _mba_cell(result: dict, v: dict) -> str:
-    acc = mba_accuracy(result, v.get("doc_id"))
-    info = (v.get("methods") or {}).get("mba")
+#: a verdict table's heading of a method's column, where the cell holds something other than its score
+SCORE_COLUMNS = {"srag": "S-RAG probability", "mba": "MBA accuracy"}
+#: score columns the PDF's verdict table (A4 portrait) has room for beside document, verdict and reason
+#: (``verdict_column_widths``); the methods beyond them are named under it, their scores being in the evidence
+#: per document and the CSV
+PDF_SCORE_COLUMNS = 3
+
+
+def scored_methods(result: dict) -> list[str]:
+    """The methods with a column in a verdict table: those of the audit that ran, in the audit's order (one
+    that could not run has nothing to show; a column for it was a row of dashes)."""
+    not_run = result.get("not_run") or {}
+    return [m for m in audit_methods(result) if m not in not_run]
+
+
+def score_column(method: str) -> str:
+    """A verdict table's heading of ``method``'s column: what its cell holds, else the method's label."""
+    return SCORE_COLUMNS.get(method, method_label(method))
+
+
+def score_cell(result: dict, verdict: dict, method: str) -> str:
+    """``method``'s cell in a document's row: for MBA the masks right of those answered, else its score; "n/a"
+    where it gave no score, "—" where it has no result for the document. A method without signal says so: its
+    cell is never read as a vote. The app's table and the PDF's both use it."""
+    doc_id = verdict.get("doc_id")
+    acc = mba_accuracy(result, doc_id) if method == "mba" else None
+    info = (verdict.get("methods") or {}).get(method)
     if acc is not None:
-        return _no_signal_mark(result, "mba", f"{acc[0]}/{acc[1]} right{mba_unanswered(result, v.get('doc_id'))}")
-    if info is None:
-        return "—"
-    return _no_signal_mark(result, "mba", _fmt(info.get("score")) if info.get("score") is not None else "n/a")
+        cell = f"{acc[0]}/{acc[1]} right{mba_unanswered(result, doc_id)}"
+    elif info is None:
+        cell = "—"
+    else:
+        cell = _fmt(info.get("score"))
+    return _no_signal_mark(result, method, cell)
 
 
-def _srag_cell(v: dict, result: dict | None = None) -> str:
-    info = (v.get("methods") or {}).get("srag")
-    if info is None:
-        return "—"
-    cell = _fmt(info.get("score")) if info.get("score") is not None else "n/a"
-    return _no_signal_mark(result or {}, "srag", cell)
+def verdict_table(result: dict, max_scores: int | None = None) -> tuple[list[list[str]], list[str]]:
+    """The verdict table as text: a header row, then per document its id, verdict, reason and a score cell for
+    each method that ran (``scored_methods``), at most ``max_scores`` of them; and the methods left out."""
+    ran = scored_methods(result)
+    shown = ran if max_scores is None else ran[:max_scores]
+    rows = [["Document", "Verdict", "Reason", *(score_column(m) for m in shown)]]
+    for v in result.get("verdicts") or []:
+        if isinstance(v, dict):
+            rows.append([str(v.get("doc_id")), str(v.get("verdict")), str(v.get("reason") or ""),
+                         *(score_cell(result, v, m) for m in shown)])
+    return rows, ran[len(shown):]
+
+
+def verdict_column_widths(width: float, headings: list[str]) -> list[float]:
+    """Widths (points) of the PDF's verdict table within ``width``: document, verdict, the reason in what is
+    left, and a score column per heading, as wide as its longest word in the heading's font (a narrower one cut
+    "continuation" into "c ontinuatio n"), 2 cm at least. ``PDF_SCORE_COLUMNS`` of the widest leave the reason
+    4.5 cm of A4."""
+    from reportlab.lib.units import cm
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    _, bold = _fonts()
+    padding = 14  # the table's cell padding on both sides (6 + 6), and a little slack
+    fixed = [3.0 * cm, 2.2 * cm]
+    scores = [max(2.0 * cm, max(stringWidth(w, bold, 8) for w in (h.split() or [""])) + padding) for h in headings]
+    return [*fixed, width - sum(fixed) - sum(scores), *scores]
+
+
+def result_line(res: dict) -> str:
+    """One method's result for one document in a line: its score and its own call, or why it has none."""
+    if res.get("score") is None:
+        return f"no answer ({res.get('reason') or 'no reason recorded'})"
+    return _shadow_call(res)
 
 
 def _page_decoration(created: str):
@@ -1032,13 +1085,14 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     # -- verdicts --------------------------------------------------------------
     story.append(P("Verdicts", "h1"))
     if verdicts:
-        rows = [["Document", "Verdict", "Reason", "S-RAG<br/>probability", "MBA<br/>accuracy"]]
-        colors_ = [None]
-        for v in verdicts:
-            rows.append([cell_id(v.get("doc_id")), esc(v.get("verdict")), esc(v.get("reason")), _srag_cell(v, r),
-                         esc(_mba_cell(r, v))])
-            colors_.append(_VERDICT_COLORS.get(v.get("verdict")))
-        story.append(_table(rows, [3.0 * cm, 2.2 * cm, width - 9.8 * cm, 2.4 * cm, 2.2 * cm], st, row_colors=colors_))
+        table, left_out = verdict_table(r, PDF_SCORE_COLUMNS)
+        rows = [[esc(c) for c in table[0]]] + [[cell_id(row[0]), *(esc(c) for c in row[1:])] for row in table[1:]]
+        colors_ = [None] + [_VERDICT_COLORS.get(v.get("verdict")) for v in verdicts]
+        story.append(_table(rows, verdict_column_widths(width, table[0][3:]), st, row_colors=colors_))
+        if left_out:
+            story.append(P("Scores of " + esc(", ".join(method_label(m) for m in left_out)) + ": in each "
+                           "document's evidence below and in the CSV export (no room for more columns here).",
+                           "small"))
     else:
         story.append(P("No document was audited."))
 
@@ -1205,12 +1259,8 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
 
     others = [m for m in (r.get("results") or {}).get(doc_id, {}) if m not in ("srag", "mba", "verbatim")]
     for m in others:
-        res = method_result(r, doc_id, m) or {}
-        if res.get("score") is None:
-            line = f"no answer ({res.get('reason') or 'no reason recorded'})"
-        else:
-            line = _shadow_call(res)
-        out.append(P(f"<b>{esc(method_label(m))}:</b> {esc(line)}", "small"))
+        out.append(P(f"<b>{esc(method_label(m))}:</b> {esc(result_line(method_result(r, doc_id, m) or {}))}",
+                     "small"))
     out.append(Spacer(1, 8))
     return out
 
@@ -1235,12 +1285,8 @@ def _verbatim_evidence(r: dict, doc_id: str, st: dict, width: float) -> list:
     if res is None:
         return []
     P = lambda t, style="body": Paragraph(t, st[style])  # noqa: E731
-    if res.get("score") is None:
-        line = f"no answer ({res.get('reason') or 'no reason recorded'})"
-    else:
-        line = _shadow_call(res)
     out = [P(f"<b>Verbatim continuation: what the target quoted from the part of the document it was not "
-             f"shown</b> ({esc(line)})")]
+             f"shown</b> ({esc(result_line(res))})")]
     if got is None:
         return out
     if got["longest"]:

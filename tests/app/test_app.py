@@ -117,6 +117,24 @@ def test_the_target_file_kind_waits_for_a_file(app):
     assert app.button(key="start_audit").disabled
 
 
+def test_every_registered_target_type_reaches_the_app_and_its_connection_check(app, monkeypatch):
+    """The target-file option reads any type of the registry; "Check connection" shortened limits the dummy
+    type does not have (timeout_s, max_retries) and stopped on "an unexpected error"."""
+    from app.sidebar import HTTP_FILE
+    from audit_core.target import TARGET_TYPES
+    from tests.target_fixtures import minimal_target_file, registered
+
+    registered(monkeypatch)
+    app.radio(key="target_kind").set_value(HTTP_FILE).run()
+    for spec in TARGET_TYPES.values():
+        app.text_area(key="target_file_text").input(minimal_target_file(spec)).run()
+        assert not app.exception and not app.error, (spec.name, [e.value for e in app.error])
+        assert f"{spec.label}: http://127.0.0.1:9/v1" in " ".join(c.value for c in app.caption), spec.name
+    app.button(key="check_connection").click().run(timeout=60)  # the dummy type, the last one pasted
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    assert "Connected, but the target returns no token probabilities" in " ".join(w.value for w in app.warning)
+
+
 def test_a_repeated_id_is_said_when_it_is_renamed(app):
     """Two rows with the id "A" became "A" and "A-2" without a word: the results no longer matched the ids."""
     csv = "doc_id,text\n" + "\n".join(f"A,\"{t}\"" for t in [LONG_1, LONG_2])
@@ -323,7 +341,7 @@ def test_history_reopens_an_audit_and_its_pdf_has_the_verdicts_not_the_key(tmp_p
         "grandmother-bees": "member", "knee-exercises": "inconclusive"}
     assert any(c.value.startswith("Retrieval: not known") and "(1 document(s) not cleared for this reason)" in c.value
                for c in at.caption)
-    assert "1/1" in list(verdicts["MBA accuracy"])
+    assert "1/1 right" in list(verdicts["MBA accuracy"])  # the PDF's cell (report.score_cell)
     assert {"S-RAG shadow AUC", "MBA shadow AUC"} <= {m.label for m in at.metric}
     assert [m.value for m in at.metric if m.label == "S-RAG shadow AUC"] == ["0.91"]
     # the first document's evidence shows the run the target copied (Verbatim continuation)
@@ -451,6 +469,11 @@ def test_a_text_only_endpoint_offers_the_methods_that_need_no_logprobs(app):
         app.selectbox(key="target_style").set_value("completion").run(timeout=60)
         assert "You chose to read the target as a completion model, but the capability probe found a chat " \
                "model" in " ".join(w.value for w in app.warning)
+        # the estimate leaves out what cannot run here, and says so
+        app.text_area(key="pasted").input(LONG_1).run(timeout=60)
+        estimate = next(d.value for d in app.dataframe if "queries" in d.value.columns)
+        assert "S-RAG" not in set(estimate["method"]) and "MBA" in set(estimate["method"])
+        assert "Not counted, they cannot run on this target (the connection check found it): S-RAG" in _texts(app)
         app.button(key="use_text_only_methods").click().run(timeout=60)
     assert not app.exception
     chosen = app.multiselect(key="methods").value
@@ -594,7 +617,7 @@ def test_the_verdict_table_has_a_column_for_each_method_that_ran():
                            {"doc_id": "b", "verdict": "inconclusive", "reason": "r", "methods": {}}]}
     rows = _verdict_rows(result)
     assert "S-RAG probability" not in rows[0]
-    assert rows[0]["Verbatim continuation"] == "7.00" and rows[1]["Verbatim continuation"] == "n/a"
+    assert rows[0]["Verbatim continuation"] == "7.00" and rows[1]["Verbatim continuation"] == "—"  # no result
     assert rows[0]["RAG-MIA"] == "0.50 (no signal, not counted)"
 
 
@@ -678,3 +701,44 @@ def test_a_pdf_that_cannot_be_made_leaves_the_json_and_csv_exports(tmp_path, mon
     exports = at.session_state["exports"]
     assert "pdf" not in exports and exports["json"] and exports["csv"]
     assert "The PDF could not be made (RuntimeError)" in " ".join(e.value for e in at.error)
+
+
+def test_a_method_without_a_view_of_its_own_shows_its_result_and_evidence_per_document():
+    """Only S-RAG, MBA and Verbatim had evidence in the Results tab; RAG-MIA's reading showed nothing."""
+    result = {"documents": [{"id": "a", "text": "t"}], "config": {"methods": ["rag_mia", "entailment"]},
+              "verdicts": [{"doc_id": "a", "verdict": "member", "reason": "r", "methods": {}}],
+              "results": {"a": {
+                  "rag_mia": {"method": "rag_mia", "doc_id": "a", "score": 0.83, "decision": True, "reason": None,
+                              "evidence": {"answer": "Yes, it is.", "p_yes": 0.91, "asked": ["a", "b"]}},
+                  "entailment": {"method": "entailment", "doc_id": "a", "score": None, "decision": None,
+                                 "reason": "every answer was a refusal", "evidence": {}}}}}
+    at = _results_part("_detail", result, "k")
+    assert not at.exception
+    shown = _texts(at, inputs=False).replace("\\", "")  # the markdown's escapes
+    assert "RAG-MIA" in shown and "score 0.83; on its shadow" in shown and "member" in shown
+    fields = next(d.value for d in at.dataframe if "field" in d.value.columns)
+    assert dict(zip(fields["field"], fields["value"])) == {"answer": "Yes, it is.", "p_yes": "0.91"}  # no list
+    assert "Entailment (MEntA)" in shown and "no answer (every answer was a refusal)" in shown
+
+
+def test_the_pdf_is_made_with_a_progress_bar_of_its_documents(monkeypatch):
+    """A spinner said nothing of how far a large audit's report had got; the bar counts its documents."""
+    import app.tab_results as tab
+    import audit_core.report as report
+
+    seen: list[int] = []
+
+    def pdf_report(result, progress=None, redact=True, **_):
+        for _doc in result["verdicts"]:
+            progress(1)
+            seen.append(1)
+        return b"%PDF-fake"
+
+    monkeypatch.setattr(report, "pdf_report", pdf_report)
+    monkeypatch.setattr(tab.PdfProgress, "done", lambda self: None)  # keep the bar to read it
+    verdicts = [{"doc_id": d, "verdict": "inconclusive", "reason": "r", "methods": {}} for d in "abc"]
+    at = _results_part("_exports", {"verdicts": verdicts, "documents": [], "config": {}}, "k")
+    assert not at.exception and seen == [1, 1, 1]
+    bar = at.get("progress")[-1]
+    assert bar.proto.value == 100 and bar.proto.text == "Preparing the PDF report: 3 / 3 documents"
+    assert at.session_state["exports"]["pdf"] == b"%PDF-fake"

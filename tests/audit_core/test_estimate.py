@@ -1,10 +1,13 @@
 """The cost estimate shown before an audit starts."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from audit_core.documents import Document
 from audit_core.estimate import EstimateConfig, estimate_audit, srag_probe_count
+from audit_core.methods.base import MembershipMethod, QueryCost
 from audit_core.methods.srag import SragConfig
 
 
@@ -97,6 +100,57 @@ def test_methods_that_cannot_run_on_the_checked_target_are_named_and_not_counted
     assert set(will_not_run(["srag", "mink", "mba", "cited_sources"], text_only)) == {"srag", "mink", "cited_sources"}
     assert will_not_run(["srag"], None) == {}  # not checked yet: everything is counted
     assert will_not_run(["srag", "cited_sources"], Capabilities(True, True, 20, sources=True)) == {}
+
+
+def test_an_estimate_for_a_text_only_target_leaves_s_rags_queries_out_of_the_total():
+    """The Run tab dropped them itself, in a line no test ran; the estimate now does, from the checked capabilities."""
+    from audit_core.target.base import Capabilities
+
+    docs = [_doc(150, 0), _doc(60, 1)]
+    everything = estimate_audit(docs, ["srag", "mba"])
+    assert everything.methods["srag"].queries == 7 + 5 and not everything.not_run  # not checked: all counted
+    est = estimate_audit(docs, ["srag", "mba"], caps=Capabilities(True, False, 0))
+    assert list(est.methods) == ["mba"] and est.queries == estimate_audit(docs, ["mba"]).queries
+    assert est.rows()[-1]["queries"] == everything.queries - 12
+    assert "no logprobs" in est.not_run["srag"]
+
+
+@dataclass
+class _PairConfig:
+    """The config of two methods registered only in the test below."""
+
+
+class _PairMethod(MembershipMethod):
+    """One of two methods that send the same probes (a shared probe scope, as S2MIA-T and S2MIA-M do)."""
+
+    shared_probe_scope = "pair"
+
+    def __init__(self, config: _PairConfig | None = None) -> None:
+        self.config = config
+
+    def query_cost(self, n_words: int) -> QueryCost:
+        return QueryCost(2, n_words, 4)
+
+
+class _PairA(_PairMethod):
+    name = "pair_a"
+
+
+class _PairB(_PairMethod):
+    name = "pair_b"
+
+
+def test_methods_that_share_a_probe_scope_are_charged_once(monkeypatch):
+    """The shared requests were a rule for S2MIA's two names only; a new pair of methods was charged twice."""
+    from audit_core.methods import METHODS, MethodSpec, method_label
+
+    for cls in (_PairA, _PairB):
+        monkeypatch.setitem(METHODS, cls.name, MethodSpec(cls.name, cls.name.upper(), __name__, cls.__name__,
+                                                           "_PairConfig", False, "baseline", "2 requests"))
+    est = estimate_audit([_doc(100)], ["pair_b", "pair_a", "rag_mia"])
+    assert est.methods["pair_b"].queries == 2 and est.methods["pair_a"].queries == 0  # the first chosen pays
+    assert est.methods["pair_a"].note == f"same requests as {method_label('pair_b')}, answered from the cache"
+    assert est.queries == 2 + 1
 
 
 def test_controls_cost_the_dearest_single_method_and_the_assumptions_are_said():

@@ -26,7 +26,13 @@ def test_every_method_appears_in_the_estimate():
             Document("b", " ".join(f"word{i}" for i in range(40)) + " write to me at jo.doe@mail.example today")]
     est = estimate_audit(docs, list(METHODS))
     assert set(est.methods) == set(METHODS)
-    assert all(est.methods[m].queries > 0 or m == "s2mia_m" for m in METHODS)
+    # methods that send the same probes (one probe scope) are charged once, to the first of them
+    scopes: dict[str, list[str]] = {}
+    for m in METHODS:
+        scopes.setdefault(create_method(m).probe_scope, []).append(m)
+    for first, *same in scopes.values():
+        assert est.methods[first].queries > 0
+        assert all(est.methods[m].queries == 0 and "same requests as" in est.methods[m].note for m in same)
 
 
 def test_every_method_is_a_cli_choice(capsys):
@@ -44,3 +50,44 @@ def test_every_method_has_a_report_and_plot_label():
     for name in METHODS:
         assert method_label(name) == LABELS[name] != name
         assert len(METHODS[name].description) > 30  # the report's "how it works" column
+
+
+def _one_method_audit(name: str) -> dict:
+    """An audit dict in which ``name`` alone ran, on one document, and called it a member with score 0.73."""
+    res = {"method": name, "doc_id": "d", "score": 0.73, "decision": True, "reason": None,
+           "evidence": {"reading": 0.73}}
+    return {"documents": [{"id": "d", "text": "the document's text"}], "config": {"methods": [name]},
+            "verdicts": [{"doc_id": "d", "verdict": "member", "reason": "r",
+                          "methods": {name: {"score": 0.73, "decision": True, "reason": None}}}],
+            "results": {"d": {name: res}}}
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_method_has_a_column_in_the_pdfs_and_the_apps_verdict_table(name):
+    from app.tab_results import _verdict_rows
+    from audit_core.report import PDF_SCORE_COLUMNS, score_column, verdict_table
+
+    audit = _one_method_audit(name)
+    table, left_out = verdict_table(audit, PDF_SCORE_COLUMNS)
+    assert table[0][3:] == [score_column(name)] and table[1][3:] == ["0.73"] and not left_out
+    assert _verdict_rows(audit)[0][score_column(name)] == "0.73"
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_method_has_evidence_per_document_in_the_app(name):
+    """A method without a view of its own gets the generic one: its label, its score and call."""
+    from streamlit.testing.v1 import AppTest
+
+    def page():
+        import streamlit as st
+
+        from app.tab_results import _detail
+
+        _detail(st.session_state["audit"], "k")
+
+    at = AppTest.from_function(page)
+    at.session_state["audit"] = _one_method_audit(name)
+    at.run()
+    assert not at.exception
+    after_the_verdict = [e.value for e in at.markdown][3:]  # heading, verdict, its explanation, then the evidence
+    assert LABELS[name] in " ".join(after_the_verdict).replace("\\", "")

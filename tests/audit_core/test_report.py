@@ -783,3 +783,59 @@ def test_mbas_accuracy_is_shown_out_of_the_masks_answered_as_mba_decides():
 def test_csv_cell_looks_through_leading_spaces(text, neutralised):
     """A spreadsheet that trims cells on import would run `` =cmd``: it gets the apostrophe too."""
     assert report.csv_cell(text) == ("'" + text if neutralised else text)
+
+
+def _text_only_result(methods: list[str]) -> dict:
+    """A text-only audit of two documents with ``methods``, each scoring 0.7x on doc "a" and giving no answer on "b"."""
+    scores = {m: round(0.71 + i / 100, 2) for i, m in enumerate(methods)}
+    res = {"a": {m: {"method": m, "doc_id": "a", "score": s, "decision": True, "reason": None, "evidence": {}}
+                 for m, s in scores.items()},
+           "b": {m: {"method": m, "doc_id": "b", "score": None, "decision": None, "reason": "refused", "evidence": {}}
+                 for m in methods}}
+    verdicts = [{"doc_id": d, "verdict": "member" if d == "a" else "inconclusive", "reason": "r", "score": None,
+                 "methods": {m: {k: v[k] for k in ("score", "decision", "reason")} for m, v in rs.items()}}
+                for d, rs in res.items()]
+    return {"target": "https://api.example.com/v1 · m", "created": "2025-05-02T00:00:00+00:00",
+            "config": {"methods": ["srag", *methods]}, "not_run": {"srag": "the target returns no logprobs"},
+            "calibrations": {}, "verdicts": verdicts, "results": res, "account": {},
+            "documents": [{"id": "a", "text": "one text"}, {"id": "b", "text": "another text"}]}
+
+
+def _verdicts_section(pdf: bytes) -> str:
+    text = " ".join(_pages(pdf))
+    return text[text.index("Verdicts "):text.index("How reliable each method was")]
+
+
+def test_the_pdfs_verdict_table_has_a_column_for_each_method_that_ran():
+    """It had two, S-RAG's and MBA's, whatever ran: a text-only audit showed "— —" in every row."""
+    r = _text_only_result(["cited_sources", "verbatim"])
+    table, left_out = report.verdict_table(r, report.PDF_SCORE_COLUMNS)
+    assert table[0] == ["Document", "Verdict", "Reason", "Cited sources", "Verbatim continuation"] and not left_out
+    assert table[1][3:] == ["0.71", "0.72"] and table[2][3:] == ["n/a", "n/a"]
+    section = _verdicts_section(report.pdf_report(r))
+    assert "Cited sources" in section and "Verbatim continuation" in section and "0.71 0.72" in section
+    assert "S-RAG" not in section and "MBA" not in section and "—" not in section
+    # S-RAG and MBA keep the cells that say what they read
+    assert report.verdict_table(make_result())[0][0][3:] == ["S-RAG probability", "MBA accuracy"]
+
+
+def test_methods_beyond_the_pdfs_score_columns_are_named_under_the_table_and_the_table_fits_the_page():
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.units import cm
+
+    many = ["cited_sources", "verbatim", "rag_mia", "interrogation", "entailment"]
+    r = _text_only_result(many)
+    table, left_out = report.verdict_table(r, report.PDF_SCORE_COLUMNS)
+    assert len(table[0]) == 3 + report.PDF_SCORE_COLUMNS and left_out == many[report.PDF_SCORE_COLUMNS:]
+    section = _verdicts_section(report.pdf_report(r))
+    assert "Scores of Interrogation (IA), Entailment (MEntA): in each document's evidence below" in section
+    assert len(report.verdict_table(r)[0][0]) == 3 + len(many)  # without a limit (the app): every method
+    # the widest headings the registry has, as many as the table takes, still leave room for the reasons
+    from audit_core.methods import METHODS
+
+    width = A4[0] - 2 * 1.8 * cm  # the report's frame
+    headings = [report.score_column(m) for m in METHODS]
+    widest = sorted(headings, key=lambda h: report.verdict_column_widths(width, [h])[3])[-report.PDF_SCORE_COLUMNS:]
+    for n in range(report.PDF_SCORE_COLUMNS + 1):
+        widths = report.verdict_column_widths(width, widest[:n])
+        assert len(widths) == 3 + n and math.isclose(sum(widths), width) and widths[2] >= 4.5 * cm

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,10 +25,39 @@ def test_every_type_resolves_to_a_target_class_and_a_config_dataclass(name):
     assert config.__module__ == cls.__module__ == spec.module and spec.label and spec.returns
 
 
-def test_every_type_is_offered_by_the_app():
-    from app.sidebar import ENDPOINT, HTTP_FILE
+def test_the_apps_kinds_of_target_are_named_by_the_registry():
+    """The endpoint's fields build the openai type; every type, that one included, comes in by a target file."""
+    from app.sidebar import ENDPOINT, HTTP_FILE, TARGET_KINDS
 
-    assert {s.label for s in TARGET_TYPES.values()} == {ENDPOINT, HTTP_FILE}
+    assert ENDPOINT == TARGET_TYPES["openai"].label and HTTP_FILE == TARGET_TYPES["http"].label
+    assert {ENDPOINT, HTTP_FILE} <= set(TARGET_KINDS)
+    # taken from the registry, not typed again: a label changed there is the app's (a fresh interpreter, so
+    # that no module of this one is imported twice)
+    code = ("import dataclasses; from audit_core.target import TARGET_TYPES as T; "
+            "T['openai'] = dataclasses.replace(T['openai'], label='Renamed endpoint'); "
+            "from app.sidebar import ENDPOINT; print(ENDPOINT)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "Renamed endpoint"
+
+
+@pytest.mark.parametrize("name", list(TARGET_TYPES) + ["dummy"])
+def test_every_type_loads_from_a_target_file_and_gets_the_connection_checks_limits(name, monkeypatch):
+    """What the app's target-file option does with any registered type: parse the file, shorten the limits the
+    config has for a connection check, and build the target. The dummy type has no timeout or retry setting:
+    the check copied both onto every config and stopped on it with an AttributeError."""
+    from app.target_file import CHECK_LIMITS, with_check_limits
+    from audit_core.target import parse_target_file
+    from tests.target_fixtures import minimal_target_file, registered
+
+    registered(monkeypatch)
+    spec, cfg = parse_target_file(minimal_target_file(TARGET_TYPES[name]))
+    assert spec is TARGET_TYPES[name] and isinstance(cfg, spec.config_class())
+    checked = with_check_limits(cfg)
+    have = {f.name for f in dataclasses.fields(cfg)}
+    for field, limit in CHECK_LIMITS.items():
+        assert field not in have or getattr(checked, field) == min(limit, getattr(cfg, field))
+    assert dataclasses.replace(checked, **{f: getattr(cfg, f) for f in CHECK_LIMITS if f in have}) == cfg
+    assert isinstance(create_target(spec, checked, {v: "test-secret" for v in cfg.env_vars()}), Target)
 
 
 def test_an_openai_target_file_builds_the_connector_with_the_named_variable_only():
