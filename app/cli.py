@@ -3,10 +3,11 @@
     ./run cli audit --target demo --docs assets/sample_documents.csv
     ./run cli audit --target https://host/v1 --model my-model --docs my.csv --method srag,mba
     ./run cli audit --target demo --docs my.csv --controls never_published.csv --fpr 0.01
-    ./run cli audit --target-file my_api.yaml --docs my.csv   # any HTTP API (audit_core.target)
+    ./run cli audit --target-file my_api.yaml --allow-env MY_API_KEY --docs my.csv   # any HTTP API
     ./run cli prepare --method srag          # shadow preparation only (cached)
     ./run cli canaries make --kit my-kit.json --n 20 --out to_publish.txt
     ./run cli canaries audit --kit my-kit.json --target https://host/v1 --model my-model
+    ./run cli canaries audit --kit my-kit.json --target-file my_api.yaml --allow-env MY_API_KEY
 
 Every "member" call is made at a stated false-positive rate (--fpr, default
 5%); controls (--controls: documents you never published, or a ``control``
@@ -14,7 +15,11 @@ column in --docs) add one collection-level test of all your documents.
 
 The API key comes from the environment variable named by --api-key-env
 (default OPENAI_API_KEY) and is sent only to the --target host (redirects are
-not followed); it is never printed, stored or written into any output.
+not followed); it is never printed, stored or written into any output. A
+target file names the variables it sends ($NAME in a header, api_key_env);
+each is read only when --allow-env NAME allows it, since the file may come
+from someone else and name any variable of this computer for a host of its
+choosing (the app asks the same, one box per variable).
 
 Every answer of an HTTP target is written to the store (--store, default the
 app's: $RPA_AUDIT_DB or RPA_CACHE_DIR/audits.sqlite) as it arrives, so an
@@ -116,7 +121,7 @@ def _open_store(args):
 def _cache_problem() -> str | None:
     """What is wrong with the cache folder (``RPA_CACHE_DIR``), or None: bad input for every command that
     writes there, said before it starts (``prepare`` called it a bug in the auditor)."""
-    from audit_core.models import cache_dir
+    from audit_core.models import cache_dir, cache_warning
 
     try:
         folder = cache_dir()
@@ -125,6 +130,9 @@ def _cache_problem() -> str | None:
     except OSError as exc:
         return (f"the cache folder {exc.filename or os.environ.get('RPA_CACHE_DIR')} cannot be used "
                 f"({exc.strerror or exc}); set RPA_CACHE_DIR to a folder you can write")
+    warning = cache_warning(folder)  # usable, but others can write what the audit trusts: said, not refused
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     return None
 
 
@@ -219,6 +227,45 @@ def row_reason(verdict, silent: dict) -> str:
     return verdict.reason
 
 
+#: scalar evidence fields shown per method by ``--evidence`` (the JSON of --out holds them all)
+_EVIDENCE_FIELDS = 8
+
+
+def _short(value, width: int = 60) -> str:
+    """A scalar evidence value in a few characters: numbers to 3 significant digits, text cut at ``width``."""
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, float):
+        return format(value, ".3g")
+    text = " ".join(str(value).split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def evidence_lines(results: dict) -> list[str]:
+    """The --evidence lines of one document: S-RAG's probed words and MBA's accuracy where they have them,
+    and for every other method (and those two when they lack them) its score, its decision or why it has
+    none, and its evidence's scalar fields, briefly."""
+    lines = []
+    for name, res in results.items():
+        ev = res.evidence or {}
+        if name == "srag" and ev.get("words"):
+            words = ", ".join(f"{w['word']}={'fail' if w['prob'] is None else format(w['prob'], '.2f')}"
+                              for w in ev["words"])
+            lines.append(f"S-RAG probed words: {words}")
+            continue
+        if name == "mba" and ev.get("accuracy") is not None:
+            lines.append(f"MBA accuracy: {ev['accuracy']:.2f}")
+            continue
+        score = "no score" if res.score is None else f"score {res.score:.3f}"
+        decided = {True: "member", False: "not found"}.get(res.decision) or \
+            f"no decision: {_short(res.reason or 'no reason given', 100)}"
+        scalars = [(k, val) for k, val in ev.items() if val is None or isinstance(val, (bool, int, float, str))]
+        shown = ", ".join(f"{k}={_short(val)}" for k, val in scalars[:_EVIDENCE_FIELDS])
+        more = f", +{len(scalars) - _EVIDENCE_FIELDS} more in --out" if len(scalars) > _EVIDENCE_FIELDS else ""
+        lines.append(f"{method_label(name)}: {score}, {decided}" + (f"; {shown}{more}" if shown else ""))
+    return lines
+
+
 def _print_failures(failures: dict) -> None:
     """The run-level failure summary: what failed, how often, and whether the audit stopped."""
     if not failures:
@@ -237,16 +284,44 @@ def _print_failures(failures: dict) -> None:
               "(answered requests are not sent again)", file=sys.stderr)
 
 
+def _file_host(config) -> str:
+    """The host a target file's requests (and secrets) go to, as the user reads it."""
+    url = getattr(config, "url", None) or config.base_url
+    return urlsplit(url).netloc.rsplit("@", 1)[-1]
+
+
+def _not_allowed(args, config) -> str | None:
+    """The refusal of a target file that names environment variables --allow-env did not allow, or None.
+
+    A target file may come from someone else: ``headers: {X-Trace-Id: $AWS_SECRET_ACCESS_KEY}`` would send
+    that secret to the file's host. Only the variables the user names on the command line are read (the
+    app's one box per variable), and the message names them and the host without reading any of them.
+    """
+    allowed = set(getattr(args, "allow_env", None) or [])
+    refused = [v for v in config.env_vars() if v not in allowed]
+    if not refused:
+        return None
+    named = ", ".join(f"${v}" for v in refused)
+    flags = " ".join(f"--allow-env {v}" for v in refused)
+    return (f"the target file {Path(args.target_file).name} sends {named} from this computer's environment to "
+            f"{_file_host(config)}; nothing is read or sent without your consent. If you trust that host with "
+            f"{'it' if len(refused) == 1 else 'them'}, run again with {flags}")
+
+
 def _target(args):
+    """The target the command line names; for a target file, built with the allowed variables only."""
     if getattr(args, "target_file", None):
         from audit_core.target import create_target, load_target_file
 
         spec, config = load_target_file(args.target_file)
-        url = getattr(config, "url", None) or config.base_url
-        host = urlsplit(url).netloc.rsplit("@", 1)[-1]
+        refused = _not_allowed(args, config)
+        if refused:  # said by _target_problem before the estimate; kept here so no caller can skip it
+            raise ValueError(refused)
+        host = _file_host(config)
         for var in config.env_vars():
-            print(f"secret: ${var} from the environment, sent to {host} only", file=sys.stderr)
-        return create_target(spec, config)
+            print(f"secret: ${var} from the environment (--allow-env), sent to {host} only", file=sys.stderr)
+        environ = {v: os.environ[v] for v in config.env_vars() if v in os.environ}
+        return create_target(spec, config, environ)
     if args.target == "demo":
         from shadow.demo import demo_target
 
@@ -298,6 +373,16 @@ def _target_problem(args) -> str | None:
         from audit_core.target import load_target_file
 
         _, config = load_target_file(args.target_file)  # a bad file was reported already
+        unused = [v for v in dict.fromkeys(args.allow_env or []) if v not in config.env_vars()]
+        if unused:
+            print(f"note: --allow-env {' '.join(unused)}: the target file does not read "
+                  f"{', '.join('$' + v for v in unused)}; nothing more is sent", file=sys.stderr)
+        refused = _not_allowed(args, config)
+        if refused:
+            if args.estimate_only:  # nothing is sent: the estimate stands, the audit would stop here
+                print(f"note: {refused}", file=sys.stderr)
+                return None
+            return refused
         unset = [v for v in config.env_vars() if not os.environ.get(v)]
         if not unset:
             return _unsendable_key(config.env_vars())
@@ -306,6 +391,9 @@ def _target_problem(args) -> str | None:
             print(f"note: {said}; set it before the audit", file=sys.stderr)
             return None
         return f"{said}; set it (export NAME=...) and run again"
+    if getattr(args, "allow_env", None):
+        return ("--allow-env is for a target file's variables (--target-file); with --target the key is read "
+                "from the variable --api-key-env names")
     if args.target == "demo":
         return None
     from audit_core.target.base import check_service_url
@@ -648,15 +736,8 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         silent = {**result.not_run, **result.no_signal}
         print(f"{v.doc_id:>16}  {v.verdict:<13} {score}  {row_reason(v, silent)}")
         if args.evidence:
-            srag = result.results[v.doc_id].get("srag")
-            if srag is not None and srag.evidence.get("words"):
-                words = ", ".join(
-                    f"{w['word']}={'fail' if w['prob'] is None else format(w['prob'], '.2f')}" for w in srag.evidence["words"]
-                )
-                print(f"{'':>16}  S-RAG probed words: {words}")
-            mba = result.results[v.doc_id].get("mba")
-            if mba is not None and mba.evidence.get("accuracy") is not None:
-                print(f"{'':>16}  MBA accuracy: {mba.evidence['accuracy']:.2f}")
+            for line in evidence_lines(result.results[v.doc_id]):
+                print(f"{'':>16}  {line}")
     note = withheld_note(result.verdicts)
     if note:
         print(note, file=sys.stderr)
@@ -674,9 +755,11 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
     written = True
     try:
         if args.out:
+            from audit_core.models import write_private_bytes
             from audit_core.report import results_json  # the export the app offers: scrubbed of secrets
 
-            Path(args.out).write_bytes(results_json(saved))
+            # unredacted (every document's text): readable by its owner only, whatever the umask
+            write_private_bytes(args.out, results_json(saved))
             print(f"results written to {args.out}", file=sys.stderr)
         if args.report_dir:
             for path in _write_report(saved, Path(args.report_dir), redact=not args.no_redact):
@@ -727,10 +810,20 @@ def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
     --no-redact; the PDF records the SHA-256 of the JSON written beside it.
     """
     from audit_core import report
+    from audit_core.plots import document_ids
 
     folder.mkdir(parents=True, exist_ok=True)
-    files = {"pdf": report.pdf_report(result, redact=redact), "json": report.results_json(result, redact=redact),
-             "csv": report.results_csv(result).encode("utf-8")}
+    # the PDF lays out every document's evidence and figures: minutes for a large audit, so it has its bar
+    bar, total = _progress_bar(), len(document_ids(result))
+    done = 0
+
+    def laid_out(n: int) -> None:
+        nonlocal done
+        done += n
+        bar("writing the PDF report", done, total)
+
+    files = {"pdf": report.pdf_report(result, progress=laid_out if total else None, redact=redact),
+             "json": report.results_json(result, redact=redact), "csv": report.results_csv(result).encode("utf-8")}
     paths = []
     for ext, data in files.items():
         path = folder / report.export_name(result, ext)
@@ -860,6 +953,24 @@ def ci_flags(p: argparse.ArgumentParser) -> None:
                         "('inconclusive'); default: the status says only whether the audit ran")
 
 
+def target_flags(p: argparse.ArgumentParser) -> None:
+    """Where an audit sends its queries: --target (the demo or an OpenAI-compatible URL) or --target-file (any
+    HTTP API), with the key's variable and the variables a target file may read. Shared by ``audit`` and
+    ``canaries audit``, which build the target with the same code (``_target``)."""
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--target", help="'demo' or an OpenAI-compatible base URL")
+    where.add_argument("--target-file", help="a target file (YAML/JSON) describing any HTTP API: see "
+                                             "assets/targets/http_custom.yaml and README 'Auditing any HTTP API'")
+    p.add_argument("--model", help="model name at the endpoint")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", type=_env_name,
+                   help="with --target: the environment variable holding the API key, sent to that host only")
+    p.add_argument("--allow-env", action="append", type=_env_name, metavar="NAME",
+                   help="with --target-file: allow the file to send this environment variable to its host "
+                        "(repeat for each $NAME it names); a variable not allowed is never read, and the audit "
+                        "is refused before anything is sent")
+    p.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])
+
+
 def retrieval_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retrieval-as-sent", action="store_true",
                    help="the target's operator states that it retrieves with each query exactly as sent and "
@@ -905,14 +1016,7 @@ def main(argv: list[str] | None = None) -> int:
                             "(default: the shipped MedQuAD questions)")
 
     a = sub.add_parser("audit", help="audit documents against a target")
-    where = a.add_mutually_exclusive_group(required=True)
-    where.add_argument("--target", help="'demo' or an OpenAI-compatible base URL")
-    where.add_argument("--target-file", help="a target file (YAML/JSON) describing any HTTP API: see "
-                                             "assets/targets/http_custom.yaml and README 'Auditing any HTTP API'")
-    a.add_argument("--model", help="model name at the endpoint")
-    a.add_argument("--api-key-env", default="OPENAI_API_KEY", type=_env_name,
-                   help="environment variable holding the API key")
-    a.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])
+    target_flags(a)
     retrieval_flag(a)
     a.add_argument("--docs", required=True, help="CSV (or JSONL) of your documents")
     a.add_argument("--text-column", help="the column (or JSONL field) holding the texts (default: guessed, "
@@ -956,10 +1060,7 @@ def main(argv: list[str] | None = None) -> int:
     cm.set_defaults(func=cmd_canaries_make)
     ca = csub.add_parser("audit", help="audit a kit's published canaries against their never-published siblings")
     ca.add_argument("--kit", required=True)
-    ca.add_argument("--target", required=True, help="'demo' or an OpenAI-compatible base URL")
-    ca.add_argument("--model")
-    ca.add_argument("--api-key-env", default="OPENAI_API_KEY", type=_env_name)
-    ca.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])
+    target_flags(ca)
     retrieval_flag(ca)
     ca.add_argument("--evidence", action="store_true")
     ca.add_argument("--out")

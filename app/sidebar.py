@@ -338,14 +338,14 @@ def _aux_corpus() -> str:
     if up is None:
         st.caption("No file yet: the shipped corpus is used.")
         return str(DEFAULT_AUX_CORPUS)
-    from audit_core.models import cache_dir
+    from audit_core.models import cache_dir, write_private_bytes
 
     data = up.getvalue()
     suffix = ".csv" if up.name.lower().endswith(".csv") else ".jsonl"
     path = cache_dir() / "uploads" / (hashlib.sha256(data).hexdigest()[:20] + suffix)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        write_private_bytes(path, data)  # 0600: the cache's copy of the user's corpus, whatever the umask
     from shadow.corpus import CorpusError, load_corpus
 
     try:  # read now, so that a file without texts is said here and not when the audit starts

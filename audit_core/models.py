@@ -135,13 +135,104 @@ DEFAULT_PROXY_MODEL = "smollm2-135m-instruct"
 DEFAULT_EMBEDDER = "all-minilm-l6-v2"
 
 
+def _cache_root() -> Path:
+    """Where the cache is: RPA_CACHE_DIR, else ~/.cache/rag-provenance-auditor (not made or checked here)."""
+    return Path(os.environ.get("RPA_CACHE_DIR", Path.home() / ".cache" / "rag-provenance-auditor"))
+
+
 def cache_dir() -> Path:
-    """Root of every on-disk cache of the project (user-settable via RPA_CACHE_DIR)."""
-    root = Path(os.environ.get("RPA_CACHE_DIR", Path.home() / ".cache" / "rag-provenance-auditor"))
-    if not root.exists():  # made private: it holds the owner's texts, the target's answers and canary seeds
+    """Root of every on-disk cache of the project (user-settable via RPA_CACHE_DIR).
+
+    Private (0700) on every use, not only when it is made: it holds the owner's texts, the target's answers
+    and canary seeds, and a folder made by an older version, by ``mkdir`` or restored from a backup may be
+    open to the group or to everyone. A folder owned by someone else is used as it is (it cannot be changed
+    from here); ``cache_warning`` says when others can write into it.
+    """
+    root = _cache_root()
+    if not root.exists():
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(root, 0o700)
+    _make_private(root)
     return root
+
+
+#: the cache folders already warned about in this process (cache_dir is called on every cache read)
+_WARNED: set[str] = set()
+
+
+def _make_private(root: Path) -> None:
+    """Take the group's and others' access away from a cache folder of this user (0755 -> 0700); warn (once)
+    where others can write into it and it cannot be made private."""
+    try:
+        st = root.stat()
+    except OSError:  # said by whoever uses it next, with what is wrong
+        return
+    mine = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+    if mine and st.st_mode & 0o077:
+        try:  # the owner's own bits are kept: a folder made read-only on purpose stays so (0555 -> 0500)
+            os.chmod(root, st.st_mode & 0o700)
+        except OSError as exc:
+            log.debug("cache folder %s could not be made private: %s", root, exc)
+    warning = cache_warning(root)
+    if warning and str(root) not in _WARNED:
+        _WARNED.add(str(root))
+        log.warning("%s", warning)
+
+
+def cache_warning(root: Path | None = None) -> str | None:
+    """What to tell the user when others can write into the cache folder, or None.
+
+    Prepared shadow calibrations, cached questions and observations are read back from it and trusted:
+    whoever can write there can change what an audit concludes (and read the owner's texts).
+    """
+    root = _cache_root() if root is None else root
+    try:
+        st = root.stat()
+    except OSError:
+        return None
+    mine = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+    theirs = not mine and st.st_uid != 0  # root can write anywhere anyway
+    shared = bool(st.st_mode & 0o022)
+    if not (shared or theirs):
+        return None
+    why = [w for w, yes in (("another user owns it", theirs),
+                            ("the group or everyone may write into it", shared)) if yes]
+    fix = "it could not be made private" if mine else "it is not yours to make private"
+    return (f"the cache folder {root} can be written by others ({' and '.join(why)}; {fix}). The shadow "
+            "calibrations and questions read back from it decide audits, and it holds your documents and the "
+            "target's answers: set RPA_CACHE_DIR to a folder of your own")
+
+
+def write_private_bytes(path: Path | str, data: bytes) -> Path:
+    """Write ``data`` to ``path`` readable by the owner only (0600), atomically; the folder is created if missing.
+
+    The bytes counterpart of ``audit_core.io.write_private_atomic``, for files kept as given (an uploaded
+    corpus in any encoding) and the CLI's unredacted results: under a umask of 022 ``write_bytes`` left them
+    readable by every user of the computer. A link is followed (the file it names is replaced, not the link);
+    a path that is no regular file (``/dev/stdout``, a named pipe) is a stream the user chose, written in place.
+    """
+    import stat
+    import tempfile
+
+    path = Path(os.path.realpath(path))
+    try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except FileNotFoundError:
+        regular = True
+    if not regular:
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # created 0600
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 @dataclass

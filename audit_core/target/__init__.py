@@ -7,7 +7,8 @@ reads, and what such a target can return. Adding a type is one new module in
 this package (a ``Target`` subclass with ``from_config(config, environ)``, and
 its configuration dataclass with a ``url`` or ``base_url`` field, where the
 requests go, and ``env_vars()``, the environment variables it sends, which the
-app asks consent for and the CLI names) and one line in ``TARGET_TYPES``.
+app asks consent for, one box per variable, and the CLI reads only when
+``--allow-env NAME`` allows them) and one line in ``TARGET_TYPES``.
 
 A target file is a small YAML or JSON mapping: ``type`` picks the entry, the
 other keys are the fields of its configuration dataclass. Files name
@@ -92,8 +93,24 @@ def _check_type(value: Any, hint: Any, key: str) -> Any:
                 hint = " (YAML reads a number such as 1e3 as text: write 1000 or 1.0e+3)"
             except ValueError:
                 pass
-        raise TargetFileError(f"{key!r} must be {want}, got {value!r}{hint}")
+        # the kind of value only, never the value: a header written as one line ("Authorization: Bearer
+        # sk-live-...") would repeat the key on screen, in the CLI's output and wherever errors are kept
+        raise TargetFileError(f"{key!r} must be {want}, got {_kind_of(value)}{hint}")
     return value
+
+
+def _kind_of(value: Any) -> str:
+    """What kind of value a target file gave, in a person's words, without the value itself."""
+    import datetime
+
+    if value is None:
+        return "nothing (null)"
+    for kind, said in ((bool, "true or false"), (str, "text"), (int, "a whole number"), (float, "a number"),
+                       (list, "a list"), (abc.Mapping, "a mapping"), (datetime.datetime, "a date and time"),
+                       (datetime.date, "a date"), (bytes, "binary data")):
+        if isinstance(value, kind):
+            return said
+    return f"a value of type {type(value).__name__}"
 
 
 def target_config(data: Mapping[str, Any], source: str = "the target file") -> tuple[TargetSpec, Any]:
@@ -213,5 +230,9 @@ def target_file_text(data: bytes, source: str = "the target file") -> str:
 
 
 def create_target(spec: TargetSpec, config: Any, environ: Mapping[str, str] | None = None):
-    """The target a configuration describes; ``environ`` is where named secrets are read."""
+    """The target a configuration describes; ``environ`` is where named secrets are read.
+
+    Callers pass only the variables the user agreed to send to the file's host (the app's boxes, the CLI's
+    ``--allow-env``): None reads the whole process environment, which a file from someone else could name.
+    """
     return spec.target_class().from_config(config, environ)

@@ -79,10 +79,10 @@ from audit_core.target.base import (
     check_service_url,
     credential_digest,
     display_url,
-    storable_text,
     url_origin,
 )
-from audit_core.target.http_client import capped, check_timeout, client_error, client_options, is_loopback
+from audit_core.target.http_client import (SecretScrubber, capped, check_timeout, client_error, client_options,
+                                           is_loopback)
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 from audit_core.target.openai_compat import (
     RequestRejected,
@@ -302,7 +302,8 @@ class HttpTarget(RetryingConnector, Target):
                  max_total_wait_s: float = 300.0, bad_response_retries: int = 2) -> None:
         """``environ``: where ``$VAR`` in headers is read (default: the process environment).
 
-        The app passes only the variables its user agreed to send to this host.
+        The app and the CLI pass only the variables their user agreed to send to this host (the app's
+        boxes, ``--allow-env``).
         """
         super().__init__()
         self.config = config
@@ -331,10 +332,11 @@ class HttpTarget(RetryingConnector, Target):
         if secrets and urlsplit(config.url).scheme == "http" and not is_loopback(config.url):
             log.warning("%s: the target file sends a key over plain http; anyone on the way can read it", self.url)
         self._headers = _Secret(headers)  # type: ignore[arg-type] - holds the expanded headers, never shown
-        # values too short to be keys (a tenant "a", an API version "2") are not scrubbed from answers, where
-        # masking them would garble every word they occur in
+        # the secrets of key length name whose answers these are (``credential_id``); every secret, however
+        # short, is masked in a server's error text, and those of key length in answers too (``SecretScrubber``)
         self._secrets = _Secret(sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len,
                                        reverse=True))  # type: ignore[arg-type]
+        self._scrubber = SecretScrubber(secrets)
         self._answer = compile_jsonpath(config.answer_path, "answer_path")
         self._logprobs = None if config.logprobs_path is None else compile_jsonpath(config.logprobs_path,
                                                                                      "logprobs_path")
@@ -457,12 +459,13 @@ class HttpTarget(RetryingConnector, Target):
                 raise _Failed(_Attempt(BadResponse(f"{self.url} sent a compressed body that could not be "
                                                    "decompressed"), retryable=True)) from None
             except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-                raise _Failed(_Attempt(Unreachable(self._scrub(
-                    f"the answer from {self.url} broke off before it was complete: {type(exc).__name__}")),
+                raise _Failed(_Attempt(Unreachable(
+                    f"the answer from {self.url} broke off before it was complete: {type(exc).__name__}"),
                     retryable=True)) from None
             except httpx.HTTPError as exc:
-                raise _Failed(_Attempt(Unreachable(self._scrub(
-                    f"cannot connect to {self.url}: {type(exc).__name__}: {exc}")), retryable=True)) from None
+                raise _Failed(_Attempt(Unreachable(
+                    f"cannot connect to {self.url}: {type(exc).__name__}: {self._scrub_error(str(exc))}"),
+                    retryable=True)) from None
         raise _Failed(_Attempt(RedirectRefused(f"{self.url} redirected more than {MAX_REDIRECTS} times; put "
                                                "the final URL in the target file"), retryable=False))
 
@@ -471,7 +474,7 @@ class HttpTarget(RetryingConnector, Target):
         location = resp.headers.get("location", "")
         nxt = urljoin(url, location)
         if resp.status_code == 303 or url_origin(nxt) != url_origin(self.config.url):
-            where = self._scrub(display_url(nxt)) if location else "nowhere"
+            where = self._scrub_error(display_url(nxt)) if location else "nowhere"
             raise _Failed(_Attempt(RedirectRefused(
                 f"{self.url} redirected (HTTP {resp.status_code}) to {where}; it was not followed, so the "
                 "headers (and any key in them) were not sent there. If that address is right, put it in the "
@@ -521,7 +524,7 @@ class HttpTarget(RetryingConnector, Target):
         try:
             return json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            snippet = self._scrub(body.decode("utf-8", "replace"))[:120]  # scrubbed before it is cut
+            snippet = self._scrub_error(body.decode("utf-8", "replace"))[:120]  # scrubbed before it is cut
             raise BadResponse(f"{self.url} sent a body that is not valid JSON: {snippet!r}") from None
 
     def _events(self, resp: httpx.Response, deadline: float = float("inf")) -> Iterator[Any]:
@@ -547,7 +550,7 @@ class HttpTarget(RetryingConnector, Target):
                     return
                 decoded = self._decode(text.encode()) if text.strip() else None
                 if kind == "error" or (isinstance(decoded, dict) and decoded.get("error")):
-                    said = self._scrub(text.strip())[:_MAX_QUOTED_CHARS]
+                    said = self._scrub_error(text.strip())[:_MAX_QUOTED_CHARS]
                     raise _Failed(_Attempt(ServerError(f"{self.url} broke off its streamed answer with an error "
                                                        f"event: {said}"), retryable=True))
                 if decoded is not None:
@@ -563,9 +566,10 @@ class HttpTarget(RetryingConnector, Target):
     def _from_json(self, data: Any) -> Completion:
         found = self._matches(self._answer, data)
         if not found:
-            keys = ", ".join(list(data)[:10]) if isinstance(data, dict) else type(data).__name__
-            raise BadResponse(self._scrub(f"the answer_path {self.config.answer_path} matched nothing in the "
-                                          f"response from {self.url} (its top level: {keys})"))
+            keys = self._scrub_error(", ".join(map(str, list(data)[:10]))) if isinstance(data, dict) \
+                else type(data).__name__
+            raise BadResponse(f"the answer_path {self.config.answer_path} matched nothing in the "
+                              f"response from {self.url} (its top level: {keys})")
         entries = self._logprob_entries(data) if self._logprobs is not None else None
         return self._completion(self._text(found), entries, self._scrub_obj(data), self._sources_of([data]))
 
@@ -639,7 +643,7 @@ class HttpTarget(RetryingConnector, Target):
     def _status_error(self, resp: httpx.Response, text: str) -> _Attempt:
         """An HTTP error status -> the typed error, retryable when retry_on lists it."""
         status = resp.status_code
-        said = self._scrub(text.strip())[:_MAX_QUOTED_CHARS]  # scrubbed before it is cut
+        said = self._scrub_error(text.strip())[:_MAX_QUOTED_CHARS]  # scrubbed before it is cut
         quote = f": {said}" if said else ""
         if status in (401, 403):
             err: TargetError = AuthenticationFailed(f"the key was rejected by {self.url} (HTTP {status}){quote}")
@@ -660,10 +664,12 @@ class HttpTarget(RetryingConnector, Target):
     # ------------------------------------------------------------------ secrecy
 
     def _scrub(self, text: str) -> str:
-        text = storable_text(text)
-        for secret in self._secrets.reveal():
-            text = text.replace(secret, "***")
-        return text
+        """An answer's text without the secrets of key length, in any spelling (``SecretScrubber.answer``)."""
+        return self._scrubber.answer(text)
+
+    def _scrub_error(self, text: str) -> str:
+        """A server's text quoted in an error, without any secret, however short (``SecretScrubber.error``)."""
+        return self._scrubber.error(text)
 
     def _scrub_obj(self, obj: Any) -> Any:
         return scrub_json(obj, self._scrub)

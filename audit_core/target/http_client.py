@@ -24,10 +24,11 @@ without its package, an ftp:// proxy) is said in plain words (``client_error``).
 """
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from typing import Any, Iterable, Iterator
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -171,3 +172,70 @@ def capped(chunks: Iterable[bytes], source: str) -> Iterator[bytes]:
             raise BadResponse(f"{source} sent an answer larger than {MAX_BODY_BYTES // 2 ** 20} MiB; it was not "
                               "read further")
         yield chunk
+
+
+# --------------------------------------------------------------------------- secrets in server text
+
+
+def secret_forms(secret: str) -> set[str]:
+    """The spellings in which a server may echo ``secret``: as sent, escaped inside a JSON string (``"`` and
+    ``\\``, and ``\\/`` for ``/`` as PHP writes it, and non-ASCII as ``\\uXXXX``), and percent-encoded as in
+    a URL. An error body is quoted as the raw text the server sent, so a key echoed inside its JSON is in
+    one of the escaped spellings, which an exact match misses."""
+    forms = {secret}
+    for escaped in (json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]):
+        forms |= {escaped, escaped.replace("/", "\\/")}
+    forms.add(quote(secret, safe=""))
+    return {f for f in forms if f}
+
+
+class SecretScrubber:
+    """Masks a connector's secrets (every spelling of ``secret_forms``) in the text it keeps or shows.
+
+    Two strengths, because masking a short value costs differently in each place:
+
+    - ``answer``: answers, tokens, sources and raw bodies the methods read. Only secrets of at least
+      ``MIN_SECRET_CHARS`` are masked: a tenant "a" or an API version "2" masked there would garble every
+      word they occur in and change what the methods compare with the document.
+    - ``error``: a server's own words quoted in an error message (its error body, a redirect's address,
+      a connection error). Every secret is masked, whatever its length: such text is read by a person,
+      stored with a failed request and shown in the history, and a short key is still a key.
+
+    The scrubber never shows its secrets (no repr, no attributes).
+    """
+
+    __slots__ = ("_long", "_every")
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        from audit_core.target.base import MIN_SECRET_CHARS
+
+        values = {s for s in secrets if s}
+        # longest first: a secret that contains another is masked whole
+        self._long = self._spellings(s for s in values if len(s) >= MIN_SECRET_CHARS)
+        self._every = self._spellings(values)
+
+    @staticmethod
+    def _spellings(secrets: Iterable[str]) -> tuple[str, ...]:
+        return tuple(sorted({f for s in secrets for f in secret_forms(s)}, key=lambda f: (-len(f), f)))
+
+    @staticmethod
+    def _mask(text: str, spellings: tuple[str, ...]) -> str:
+        from audit_core.target.base import storable_text
+
+        text = storable_text(text)
+        for form in spellings:
+            text = text.replace(form, "***")
+        return text
+
+    def answer(self, text: str) -> str:
+        """``text`` of an answer with every secret of key length masked (see the class docstring)."""
+        return self._mask(text, self._long)
+
+    def error(self, text: str) -> str:
+        """A server's text quoted in an error, with every secret masked, however short."""
+        return self._mask(text, self._every)
+
+    def __repr__(self) -> str:
+        return "SecretScrubber(***)"
+
+    __str__ = __repr__

@@ -31,7 +31,6 @@ import openai
 
 from audit_core.target.base import (
     MAX_TOP_LOGPROBS,
-    MIN_SECRET_CHARS,
     AuthenticationFailed,
     BadResponse,
     Capabilities,
@@ -48,13 +47,12 @@ from audit_core.target.base import (
     Unreachable,
     UnknownModel,
     Usage,
-    storable_text,
     credential_digest,
     check_service_url,
     display_url,
 )
-from audit_core.target.http_client import (DEADLINE_GRACE_S, Deadline, capped, check_timeout, client_error,
-                                           client_options, current_deadline, is_loopback)
+from audit_core.target.http_client import (DEADLINE_GRACE_S, Deadline, SecretScrubber, capped, check_timeout,
+                                           client_error, client_options, current_deadline, is_loopback)
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 
 log = logging.getLogger(__name__)
@@ -410,6 +408,7 @@ class OpenAITarget(RetryingConnector, Target):
             raise ValueError("the API key has characters no key has (a space, a line break or a non-ASCII "
                              "letter): copy it again from the provider")
         self._key = _Secret(key)
+        self._scrubber = SecretScrubber([key])
         if key and urlsplit(base_url).scheme == "http" and not is_loopback(base_url):
             log.warning("%s: the API key is sent over plain http; anyone on the way can read it", self.base_url)
         #: sent with every request when there is no key: the openai client insists on a key,
@@ -499,7 +498,7 @@ class OpenAITarget(RetryingConnector, Target):
             log.debug("%s: /models unavailable (%s); probing directly", self.name, exc.reason)
             models = None
         if models is not None and self.model not in models:
-            shown = ", ".join(models[:10]) + (" …" if len(models) > 10 else "")
+            shown = self._scrub_error(", ".join(models[:10])) + (" …" if len(models) > 10 else "")
             raise UnknownModel(f"{self.base_url} does not serve a model named {self.model!r}; "
                                f"it lists: {shown or 'no models'}")
         # The base class's probe request, interpreted the same way, except that a
@@ -550,7 +549,7 @@ class OpenAITarget(RetryingConnector, Target):
         try:
             return json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            snippet = self._scrub(body.decode("utf-8", "replace"))[:120]
+            snippet = self._scrub_error(body.decode("utf-8", "replace"))[:120]  # scrubbed before it is cut
             raise BadResponse(f"{self.base_url} sent a body that is not valid JSON: {snippet!r}") from None
 
     def _to_completion(self, data: Any) -> Completion:
@@ -620,8 +619,8 @@ class OpenAITarget(RetryingConnector, Target):
         if isinstance(exc, _DECODING_ERRORS):
             return _Attempt(BadResponse(f"{url} sent a compressed body that could not be decompressed"),
                             retryable=True)
-        return _Attempt(Unreachable(self._scrub(f"the answer from {url} broke off before it was complete: "
-                                                f"{type(exc).__name__}")), retryable=True)
+        return _Attempt(Unreachable(f"the answer from {url} broke off before it was complete: "
+                                    f"{type(exc).__name__}"), retryable=True)
 
     def _translate(self, exc: openai.OpenAIError) -> _Attempt:
         """An openai exception → our typed error, with whether and when to retry."""
@@ -630,7 +629,7 @@ class OpenAITarget(RetryingConnector, Target):
             return _Attempt(Unreachable(f"{url} did not answer within {self.timeout_s:g}s"), retryable=True)
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
-            why = f": {type(cause).__name__}: {cause}" if cause is not None else ""
+            why = f": {type(cause).__name__}: {self._scrub_error(str(cause))}" if cause is not None else ""
             if isinstance(cause, (httpx.RemoteProtocolError, httpx.ReadError)):
                 # connected, then the answer broke off (a truncated body or a dropped connection)
                 return _Attempt(Unreachable(self._scrub(f"the answer from {url} broke off before it was complete{why}")),
@@ -640,8 +639,8 @@ class OpenAITarget(RetryingConnector, Target):
             return self._translate_status(exc)
         if isinstance(exc, openai.APIResponseValidationError):
             return _Attempt(BadResponse(f"{url} sent a response of the wrong shape"), retryable=True)
-        return _Attempt(TargetError(self._scrub(f"request to {url} failed: {type(exc).__name__}: {exc}")),
-                        retryable=False)
+        return _Attempt(TargetError(self._scrub(f"request to {url} failed: {type(exc).__name__}: "
+                                                f"{self._scrub_error(str(exc))}")), retryable=False)
 
     def _translate_status(self, exc: openai.APIStatusError) -> _Attempt:
         url, status = self.base_url, exc.status_code
@@ -655,7 +654,7 @@ class OpenAITarget(RetryingConnector, Target):
             return _Attempt(AuthenticationFailed(self._scrub(
                 f"the API key was rejected by {url} (HTTP {status}){quote}")), retryable=False)
         if 300 <= status < 400:
-            where = exc.response.headers.get("location") or "another address"
+            where = self._scrub_error(exc.response.headers.get("location") or "another address")
             return _Attempt(RequestRejected(self._scrub(
                 f"{url} redirects requests (HTTP {status}) to {_URL_QUERY_RE.sub('', where)}; redirects are not "
                 "followed, so that neither your key nor your documents go to a host you did not name. If you "
@@ -701,14 +700,18 @@ class OpenAITarget(RetryingConnector, Target):
                 text = exc.response.text
             except Exception:  # noqa: BLE001 - a body we cannot read is simply not quoted
                 text = ""
-        return self._scrub(text.strip())[:_MAX_QUOTED_CHARS], code
+        return self._scrub_error(text.strip())[:_MAX_QUOTED_CHARS], code
 
     # ------------------------------------------------------------------ secrecy
 
     def _scrub(self, text: str) -> str:
-        key = self._key.reveal()
-        text = storable_text(text)
-        return text.replace(key, "***") if len(key) >= MIN_SECRET_CHARS else text
+        """Text without the key, in any spelling, where it is of key length: a placeholder key ("1", "x") for a
+        local server is left in answers, which masking would garble (``SecretScrubber.answer``)."""
+        return self._scrubber.answer(text)
+
+    def _scrub_error(self, text: str) -> str:
+        """A server's text quoted in an error, without the key however short (``SecretScrubber.error``)."""
+        return self._scrubber.error(text)
 
     def _scrubbed(self, exc: TargetError) -> TargetError:
         clean = self._scrub(str(exc))

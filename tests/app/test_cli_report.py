@@ -196,7 +196,8 @@ def test_bad_target_arguments_are_bad_input_said_before_the_estimate(tmp_path, c
     cases = [(["--target", "notaurl", "--model", "m"], "with a host"),
              (["--target", "http://127.0.0.1:9/v1"], "--model is required"),
              (["--target", "http://user:pw-4711@127.0.0.1:9/v1", "--model", "m"], "user name or password"),
-             (["--target-file", str(tf)], "$RPA_TEST_UNSET_KEY, which is not set")]
+             (["--target-file", str(tf)], "run again with --allow-env RPA_TEST_UNSET_KEY"),
+             (["--target-file", str(tf), "--allow-env", "RPA_TEST_UNSET_KEY"], "$RPA_TEST_UNSET_KEY, which is not set")]
     for argv, said in cases:
         assert main(["audit", "--docs", docs, "--method", "rag_mia", *argv]) == 2, argv
         err = capsys.readouterr().err
@@ -495,3 +496,131 @@ def test_a_row_where_every_method_abstains_for_the_whole_audit_says_so_briefly()
     assert row_reason(ran, {"srag": "no signal: AUC 0.64"}) == ran.reason
     found = decide("d", [MethodResult("verbatim", "d", 1.0, True, None, {"fpr": 0.05})])
     assert row_reason(found, silent) == found.reason
+
+
+# --------------------------------------------------------------------------- target files, evidence, private outputs
+
+
+def _scripted_file(tmp_path, port: int) -> Path:
+    tf = tmp_path / "api.yaml"
+    tf.write_text(f"type: http\nurl: http://127.0.0.1:{port}/ask\nheaders:\n  X-Api-Key: $RPA_TEST_FILE_KEY\n"
+                  "body:\n  q: \"{{prompt}}\"\nanswer_path: $.answer\n")
+    return tf
+
+
+def _fake_audit(results: dict, cancelled: bool = False):
+    """A run_audit that returns ``results`` ({doc id: {method: MethodResult}}) at once (no shadow, nothing sent)."""
+    import audit_core.audit
+    from audit_core.verdict import VerdictConfig, decide
+
+    def run(docs, target, cfg, prepare, **kw):
+        return audit_core.audit.AuditResult(
+            target=target.name, created="2026-11-29T00:00:00+00:00", config=audit_core.audit.config_dict(cfg),
+            capabilities={}, verdicts=[decide(d.id, list(results.get(d.id, {}).values()), VerdictConfig())
+                                       for d in docs],
+            results={d.id: results.get(d.id, {}) for d in docs}, observations={d.id: {} for d in docs},
+            calibrations={}, not_run={}, account={"queries": 1, "failures": 0, "prompt_tokens": 0,
+                                                  "completion_tokens": 0},
+            documents=list(docs), cancelled=cancelled)
+
+    return run
+
+
+def test_canaries_audit_takes_a_target_file_as_audit_does(tmp_path, monkeypatch, capsys):
+    """`rpa canaries audit` took --target only: a canary kit could not be audited on an API described by a file."""
+    import audit_core.audit
+    from audit_core.evidence.canaries import MIN_CANARIES, new_kit, save_kit
+    from tests.fake_openai_server import FakeOpenAIServer, Reply
+
+    kit = tmp_path / "kit.json"
+    save_kit(new_kit(MIN_CANARIES), kit)
+    monkeypatch.setenv("RPA_TEST_FILE_KEY", "file-key-0123456789")
+    monkeypatch.setattr(audit_core.audit, "run_audit", _fake_audit({}))
+    with FakeOpenAIServer() as srv:
+        srv.script(*[Reply.json(200, {"answer": "fine"})] * 10, path="/ask")
+        tf = _scripted_file(tmp_path, srv.port)
+        common = ["canaries", "audit", "--kit", str(kit), "--target-file", str(tf), "--method", "verbatim",
+                  "--store", str(tmp_path / "s.sqlite")]
+        assert main(common) == 2  # the same consent as audit
+        assert "--allow-env RPA_TEST_FILE_KEY" in capsys.readouterr().err and srv.requests == []
+        assert main([*common, "--allow-env", "RPA_TEST_FILE_KEY", "--estimate-only"]) == 0
+        assert "estimated cost" in capsys.readouterr().err
+        assert main([*common, "--allow-env", "RPA_TEST_FILE_KEY"]) == 0
+        err = capsys.readouterr().err
+        assert f"sent to 127.0.0.1:{srv.port} only" in err and "file-key-0123456789" not in err
+        assert srv.requests and all("x-api-key" in r["header_names"] for r in srv.requests)
+    with pytest.raises(SystemExit):  # one target or the other, as for audit
+        main(["canaries", "audit", "--kit", str(kit), "--target", "demo", "--target-file", str(tf)])
+
+
+def test_evidence_is_printed_for_every_method_not_only_srag_and_mba(tmp_path, monkeypatch, capsys):
+    """--evidence printed S-RAG's words and MBA's accuracy only: a Verbatim or Cited sources audit showed nothing."""
+    import audit_core.audit
+    from app.cli import evidence_lines
+    from audit_core.methods.base import MethodResult
+    from tests.fake_openai_server import FakeOpenAIServer, Reply
+
+    results = {"a": {
+        "verbatim": MethodResult("verbatim", "a", 0.91234, True, None, {"raw_score": 0.4567, "probes": 3,
+                                                                         "pieces": [1, 2], "style": "chat"}),
+        "cited_sources": MethodResult("cited_sources", "a", None, None,
+                                      "no_sources: the target's answers carried no sources", {"questions": 4}),
+        "srag": MethodResult("srag", "a", 0.2, False, None, {"words": [{"word": "cough", "prob": 0.25}]}),
+        "mba": MethodResult("mba", "a", None, None, "not_cleared", {"accuracy": None, "masks": 10}),
+    }}
+    lines = evidence_lines(results["a"])
+    assert lines[0] == "Verbatim continuation: score 0.912, member; raw_score=0.457, probes=3, style=chat"
+    assert lines[1].startswith("Cited sources: no score, no decision: no_sources: the target's answers") \
+        and lines[1].endswith("questions=4")
+    assert lines[2] == "S-RAG probed words: cough=0.25"
+    assert lines[3] == "MBA: no score, no decision: not_cleared; accuracy=none, masks=10"  # no accuracy: generic
+    many = evidence_lines({"x": MethodResult("x", "a", 0.5, None, "r", {f"f{i}": i for i in range(12)})})
+    assert many[0].endswith("f7=7, +4 more in --out")
+    # the audit prints them under the document's row
+    docs = tmp_path / "docs.csv"
+    docs.write_text("id,text\na," + " ".join(f"word{i}" for i in range(60)) + "\n")
+    monkeypatch.setenv("RPA_TEST_FILE_KEY", "file-key-0123456789")
+    monkeypatch.setattr(audit_core.audit, "run_audit", _fake_audit(results))
+    with FakeOpenAIServer() as srv:
+        srv.script(*[Reply.json(200, {"answer": "fine"})] * 10, path="/ask")
+        assert main(["audit", "--target-file", str(_scripted_file(tmp_path, srv.port)), "--allow-env",
+                     "RPA_TEST_FILE_KEY", "--docs", str(docs), "--method", "verbatim,cited_sources", "--evidence",
+                     "--store", str(tmp_path / "s.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert "Verbatim continuation: score 0.912, member; raw_score=0.457" in out and "Cited sources: no score" in out
+
+
+def test_the_unredacted_out_file_is_private_and_the_pdf_has_a_progress_bar(tmp_path, monkeypatch, capsys):
+    """--out holds every document's text and was written 0644 under the usual umask; the PDF, minutes for a large
+    audit, was built with no progress while every other stage had a bar."""
+    import stat
+
+    import app.cli
+    import audit_core.audit
+    from tests.fake_openai_server import FakeOpenAIServer, Reply
+
+    stages = []
+    monkeypatch.setattr(app.cli, "_progress_bar", lambda: lambda stage, done, total: stages.append((stage, done, total)))
+    paths = app.cli._write_report(make_result(), tmp_path / "shared", redact=True)
+    pdf = [s for s in stages if s[0] == "writing the PDF report"]
+    assert pdf and pdf[-1][1] == pdf[-1][2] > 0 and [s[1] for s in pdf] == list(range(1, pdf[-1][2] + 1))
+    assert any(p.suffix == ".pdf" for p in paths)
+
+    docs = tmp_path / "docs.csv"
+    docs.write_text("id,text\na,A patient with a persistent cough " + " ".join(f"w{i}" for i in range(60)) + "\n")
+    out = tmp_path / "results.json"
+    out.write_text("{}")
+    out.chmod(0o644)  # an older file, readable by all: replaced by a private one
+    monkeypatch.setenv("RPA_TEST_FILE_KEY", "file-key-0123456789")
+    monkeypatch.setattr(audit_core.audit, "run_audit", _fake_audit({}))
+    old = os.umask(0o022)
+    try:
+        with FakeOpenAIServer() as srv:
+            srv.script(*[Reply.json(200, {"answer": "fine"})] * 10, path="/ask")
+            assert main(["audit", "--target-file", str(_scripted_file(tmp_path, srv.port)), "--allow-env",
+                         "RPA_TEST_FILE_KEY", "--docs", str(docs), "--method", "verbatim", "--out", str(out),
+                         "--store", str(tmp_path / "s.sqlite")]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert "persistent cough" in out.read_text() and not list(tmp_path.glob(".results.json.*"))

@@ -260,6 +260,13 @@ def test_bad_answers_are_bad_responses_with_a_clear_message():
     ("type: openai\nbase_url: http://h/v1\nmodel: m\ntimeout_s: .nan", "timeout_s must be a positive"),
     ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\ntimeout_s: .inf",
      "timeout_s must be a positive"),
+
+    # a type error names the kind of value only: the value may be a key (headers written as one line)
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\n"
+     "headers: 'Authorization: Bearer sk-live-abcdef1234567890'", "'headers' must be a mapping, got text"),
+    ("type: openai\nbase_url: http://h/v1\nmodel: [sk-live-abcdef1234567890]", "'model' must be text, got a list"),
+    ("type: openai\nbase_url: http://h/v1\nmodel: m\napi_key_env: {k: sk-live-abcdef1234567890}",
+     "got a mapping"),
 ])
 def test_bad_target_files_get_clear_messages(text, message):
     with pytest.raises(TargetFileError) as exc:
@@ -306,8 +313,11 @@ def test_cli_audits_through_a_target_file(custom, tmp_path, monkeypatch, capsys)
     from app.cli import _target
 
     monkeypatch.setenv("RPA_SERVE_API_KEY", KEY)
-    t = _target(argparse.Namespace(target_file=shipped, target=None))
+    t = _target(argparse.Namespace(target_file=shipped, target=None, allow_env=["RPA_SERVE_API_KEY"]))
     assert isinstance(t, HttpTarget) and t.url == "http://127.0.0.1:8100/ask" and KEY not in t.name
+    assert t._headers.reveal()["X-Api-Key"] == KEY
+    with pytest.raises(ValueError, match=r"\$RPA_SERVE_API_KEY .*--allow-env RPA_SERVE_API_KEY"):
+        _target(argparse.Namespace(target_file=shipped, target=None, allow_env=None))
 
 
 def test_custom_api_takes_one_key_per_client():
@@ -342,8 +352,8 @@ def test_the_cli_offers_cited_sources_only_for_a_target_that_lists_its_sources(c
 
     monkeypatch.setattr(audit_core.audit, "run_audit", stop)
     monkeypatch.setenv("RPA_SERVE_API_KEY", KEY)
-    rc = main(["audit", "--target-file", str(file), "--docs", str(docs), "--method", "verbatim",
-               "--store", str(tmp_path / "s.sqlite")])
+    rc = main(["audit", "--target-file", str(file), "--allow-env", "RPA_SERVE_API_KEY", "--docs", str(docs),
+               "--method", "verbatim", "--store", str(tmp_path / "s.sqlite")])
     err = capsys.readouterr().err
     assert rc == 3 and "stopped before the audit" in err
     assert ("add --method cited_sources" in err) is cites
@@ -565,7 +575,8 @@ def test_ctrl_c_in_a_cli_audit_keeps_what_was_found_for_the_junit_report_and_the
     monkeypatch.setattr(audit_core.audit, "run_audit", interrupted)
     monkeypatch.setenv("RPA_SERVE_API_KEY", KEY)
     junit = tmp_path / "audit.xml"
-    common = ["audit", "--target-file", str(file), "--docs", str(docs), "--method", "verbatim"]
+    common = ["audit", "--target-file", str(file), "--allow-env", "RPA_SERVE_API_KEY", "--docs", str(docs),
+              "--method", "verbatim"]
     before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (nohup ignores it)
     try:
         rc = main([*common, "--store", str(tmp_path / "s.sqlite"), "--junit", str(junit), "--fail-on", "member"])
@@ -582,3 +593,113 @@ def test_ctrl_c_in_a_cli_audit_keeps_what_was_found_for_the_junit_report_and_the
         assert main([*common, "--store", str(tmp_path / "s2.sqlite")]) == 3  # no gate: an unfinished audit exits 3
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+# --------------------------------------------------------------------------- secrets: consent and echoes
+
+
+def _cli_file(tmp_path, port: int, headers: str) -> Path:
+    file = tmp_path / "someone_elses.yaml"
+    file.write_text(f"type: http\nurl: http://127.0.0.1:{port}/ask\nheaders:\n{headers}"
+                    "body:\n  q: \"{{prompt}}\"\nanswer_path: $.data.answer\n")
+    return file
+
+
+def test_the_cli_sends_a_target_files_environment_variables_only_when_allowed(tmp_path, monkeypatch, capsys):
+    """A target file from someone else named $AWS_SECRET_ACCESS_KEY in a header and the CLI sent it: the CLI read
+    the whole environment. Now each variable needs --allow-env NAME; one not allowed is refused, naming it and the
+    host, before anything is sent and without its value."""
+    import audit_core.audit
+    from app.cli import main
+
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    monkeypatch.setenv("RPA_TEST_AWS_SECRET", secret)
+    monkeypatch.setenv("RPA_SERVE_API_KEY", KEY)
+
+    def stop(*a, **kw):
+        raise ValueError("stopped before the audit")
+
+    monkeypatch.setattr(audit_core.audit, "run_audit", stop)
+    docs = tmp_path / "docs.csv"
+    docs.write_text("id,text\na," + " ".join(f"word{i}" for i in range(60)) + "\n")
+    with FakeOpenAIServer() as srv:
+        srv.script(*[Reply.json(200, {"data": {"answer": "fine"}})] * 20, path="/ask")
+        file = _cli_file(tmp_path, srv.port, "  X-Api-Key: $RPA_SERVE_API_KEY\n  X-Trace-Id: $RPA_TEST_AWS_SECRET\n")
+        common = ["audit", "--target-file", str(file), "--docs", str(docs), "--method", "verbatim",
+                  "--store", str(tmp_path / "s.sqlite")]
+        for allowed in ([], ["--allow-env", "RPA_SERVE_API_KEY"]):
+            assert main([*common, *allowed]) == 2
+            err = capsys.readouterr().err
+            assert "$RPA_TEST_AWS_SECRET" in err and f"127.0.0.1:{srv.port}" in err
+            assert "--allow-env RPA_TEST_AWS_SECRET" in err and "estimated cost" not in err
+            assert secret not in err and KEY not in err and "Traceback" not in err
+        assert srv.requests == []  # nothing was sent
+        # --estimate-only sends nothing either: the estimate stands, with the refusal as a note
+        assert main([*common, "--estimate-only"]) == 0
+        err = capsys.readouterr().err
+        assert "note: the target file" in err and "--allow-env RPA_SERVE_API_KEY --allow-env RPA_TEST_AWS_SECRET" in err
+        # both allowed: both are sent, to that host only
+        assert main([*common, "--allow-env", "RPA_SERVE_API_KEY", "--allow-env", "RPA_TEST_AWS_SECRET"]) == 3
+        err = capsys.readouterr().err
+        assert "stopped before the audit" in err and "$RPA_TEST_AWS_SECRET from the environment" in err
+        assert srv.requests and all({"x-api-key", "x-trace-id"} <= set(r["header_names"]) for r in srv.requests)
+        assert secret not in err
+    # --allow-env belongs to a target file: with --target it is refused, not silently ignored
+    assert main(["audit", "--target", "demo", "--allow-env", "RPA_SERVE_API_KEY", "--docs", str(docs),
+                 "--estimate-only"]) == 2
+    assert "--allow-env is for a target file" in capsys.readouterr().err
+
+
+def test_an_openai_target_file_sends_its_key_variable_only_when_allowed(tmp_path, monkeypatch, capsys):
+    """A file of type openai names its key's variable (api_key_env): the same consent as a header's $NAME."""
+    from app.cli import main
+
+    monkeypatch.setenv("RPA_TEST_OPENAI_KEY", KEY)
+    docs = tmp_path / "docs.csv"
+    docs.write_text("id,text\na," + " ".join(f"word{i}" for i in range(60)) + "\n")
+    file = tmp_path / "openai.yaml"
+    file.write_text("type: openai\nbase_url: https://api.example.com/v1\nmodel: m\napi_key_env: RPA_TEST_OPENAI_KEY\n")
+    assert main(["audit", "--target-file", str(file), "--docs", str(docs), "--method", "verbatim",
+                 "--store", str(tmp_path / "s.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert "$RPA_TEST_OPENAI_KEY" in err and "api.example.com" in err and "--allow-env RPA_TEST_OPENAI_KEY" in err
+    assert KEY not in err
+
+
+def test_a_key_echoed_json_escaped_or_short_in_an_error_is_masked():
+    """A 401 body quoting the key as JSON escapes it (PHP writes '/' as '\\/'): the exact match missed it, and the
+    raw body went into the error, the store and the history. A key under 8 characters was never masked; in a
+    server's error text it is, while answers keep short values (they would be garbled)."""
+    import json as _json
+
+    slashed = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    quoted = 'abc"def\\ghi-123456'
+    short = "t3n4"
+    with FakeOpenAIServer() as srv:
+        for key in (slashed, quoted):
+            for body in (_json.dumps({"error": f"invalid key {key}"}),  # '/' as is, '"' and backslash escaped
+                         _json.dumps({"error": f"invalid key {key}"}).replace("/", "\\/"),  # PHP's json_encode
+                         f"invalid key {key.replace('/', '%2F')}"):  # quoted from a URL
+                srv.script(Reply(status=401, body=body, content_type="application/json"), path="/ask")
+                cfg = HttpTargetConfig(url=f"http://127.0.0.1:{srv.port}/ask", body={"q": "{{prompt}}"},
+                                       answer_path="$.a", headers={"X-Api-Key": "$K"}, timeout_s=5)
+                with pytest.raises(AuthenticationFailed) as exc:
+                    HttpTarget(cfg, {"K": key}).complete(_chat())
+                said = str(exc.value)
+                assert "invalid key ***" in said, said
+                assert "K7MDENG" not in said and "def" not in said and "123456" not in said, said
+        cfg = HttpTargetConfig(url=f"http://127.0.0.1:{srv.port}/ask", body={"q": "{{prompt}}"},
+                               answer_path="$.data.answer", timeout_s=5, retry_on=(),
+                               headers={"X-Tenant": "$T", "X-Api-Key": "$K"})
+        target = HttpTarget(cfg, {"T": short, "K": KEY})
+        srv.script(Reply(status=403, body=f'{{"detail": "tenant {short} is not yours"}}'), path="/ask")
+        with pytest.raises(AuthenticationFailed) as exc:
+            target.complete(_chat())
+        assert short not in str(exc.value) and "tenant *** is not yours" in str(exc.value)
+        assert "the key was rejected by" in str(exc.value)  # our own words are left whole
+        srv.script(Reply(status=500, body=f"upstream t3n4 failed for tenant {short}"), path="/ask")
+        with pytest.raises(ServerError) as exc:
+            target.complete(_chat())
+        assert short not in str(exc.value)
+        srv.script(Reply.json(200, {"data": {"answer": f"{short} is a word here"}}), path="/ask")
+        assert target.complete(_chat()).text == f"{short} is a word here"  # answers keep short values

@@ -442,6 +442,28 @@ def test_a_key_echoed_late_in_an_error_is_scrubbed_before_the_message_is_cut(ser
         assert KEY[:4] not in str(info.value), at
 
 
+def test_a_key_echoed_json_escaped_or_short_in_an_error_is_masked():
+    """An error body quoting the key as JSON escapes it ('\\/' for '/', as PHP writes it): the exact match missed
+    it. A key under 8 characters was never masked, even in error text, where masking garbles nothing."""
+    import json as _json
+
+    slashed = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    for key, echo in ((slashed, _json.dumps({"detail": f"invalid key {slashed}"}).replace("/", "\\/")),
+                      (slashed, f"upstream said: {_json.dumps({'key': slashed})}".replace("/", "\\/")),
+                      ("k1z9", "invalid api key: k1z9")):
+        with FakeOpenAIServer(api_key="the-right-key", models=["fake-model"]) as srv:
+            srv.script(Reply(status=401, body=echo, content_type="text/plain"))
+            with pytest.raises(AuthenticationFailed) as info:
+                OpenAITarget(srv.base_url, "fake-model", key, **FAST).complete(ask())
+            said = str(info.value)
+            assert "K7MDENG" not in said and "k1z9" not in said, said
+            assert said.startswith("the API key was rejected by") and "***" in said, said
+            # a short key is masked in errors only: an answer keeps it (a placeholder key "1" for a local server)
+            srv.script(Reply.json(200, completion_body("k1z9 stays in the answer", logprobs=False)))
+            if key == "k1z9":
+                assert OpenAITarget(srv.base_url, "fake-model", key).complete(ask()).text == "k1z9 stays in the answer"
+
+
 def test_an_openai_target_file_reads_its_key_from_the_process_environment(server, monkeypatch):
     """from_config without an environment mapping (as the CLI calls it) failed with NameError: os."""
     from audit_core.target import create_target, target_config
