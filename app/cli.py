@@ -755,7 +755,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
     written = True
     try:
         if args.out:
-            from audit_core.models import write_private_bytes
+            from audit_core.io import write_private_bytes
             from audit_core.report import results_json  # the export the app offers: scrubbed of secrets
 
             # unredacted (every document's text): readable by its owner only, whatever the umask
@@ -833,7 +833,7 @@ def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
 
 
 def cmd_prepare(args) -> int:
-    from audit_core.audit import select_methods, with_target_style
+    from audit_core.audit import load_local_models, select_methods, with_target_style
     from shadow.prepare import prepare_shadow
     from audit_core.target.base import Capabilities
 
@@ -848,11 +848,12 @@ def cmd_prepare(args) -> int:
     try:
         cfg = with_target_style(_audit_config(args), caps)
         bar = _progress_bar()
-        methods, _ = select_methods(cfg, caps, bar)
+        methods, _ = select_methods(cfg, caps)
     except ValueError as exc:  # unknown method, parameter out of range, missing corpus
         print(f"\nerror: {exc}", file=sys.stderr)
         return 2
     try:
+        load_local_models(methods, bar)
         prep = prepare_shadow(methods, cfg.shadow, progress=bar, force=args.force)
     except (ValueError, ModelNotAvailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)

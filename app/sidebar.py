@@ -338,7 +338,8 @@ def _aux_corpus() -> str:
     if up is None:
         st.caption("No file yet: the shipped corpus is used.")
         return str(DEFAULT_AUX_CORPUS)
-    from audit_core.models import cache_dir, write_private_bytes
+    from audit_core.io import write_private_bytes
+    from audit_core.models import cache_dir
 
     data = up.getvalue()
     suffix = ".csv" if up.name.lower().endswith(".csv") else ".jsonl"

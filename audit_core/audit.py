@@ -234,8 +234,7 @@ def cannot_run(requires_logprobs: bool, requires_sources: bool, caps: Capabiliti
     return None
 
 
-def select_methods(cfg: AuditConfig, caps: Capabilities, progress: Progress | None = None,
-                   ) -> tuple[list[MembershipMethod], dict[str, str]]:
+def select_methods(cfg: AuditConfig, caps: Capabilities) -> tuple[list[MembershipMethod], dict[str, str]]:
     """The methods that can run on this target, and why the others cannot."""
     runnable, not_run = [], {}
     for name in cfg.methods:

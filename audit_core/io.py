@@ -13,16 +13,37 @@ import tempfile
 from pathlib import Path
 
 
-def write_private_atomic(path: Path | str, text: str) -> Path:
-    """Write ``text`` to ``path`` (mode 0600), atomically; the folder is created if missing."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_private_bytes(path: Path | str, data: bytes) -> Path:
+    """Write ``data`` to ``path`` readable by the owner only (0600), atomically; the folder is created if missing.
+
+    For every file the auditor keeps (shadow observations, questions, an uploaded corpus in any encoding,
+    the CLI's unredacted results): under a umask of 022 ``write_bytes`` left them readable by every user of
+    the computer. A link is followed (the file it names is replaced, not the link);
+    a path that is no regular file (``/dev/stdout``, a named pipe) is a stream the user chose, written in place.
+    """
+    import stat
+
+    path = Path(os.path.realpath(path))
+    try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except FileNotFoundError:
+        regular = True
+    if not regular:
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # created 0600
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_private_atomic(path: Path | str, text: str) -> Path:
+    """``write_private_bytes`` for text, in UTF-8."""
+    return write_private_bytes(path, text.encode("utf-8"))

@@ -203,38 +203,6 @@ def cache_warning(root: Path | None = None) -> str | None:
             "target's answers: set RPA_CACHE_DIR to a folder of your own")
 
 
-def write_private_bytes(path: Path | str, data: bytes) -> Path:
-    """Write ``data`` to ``path`` readable by the owner only (0600), atomically; the folder is created if missing.
-
-    The bytes counterpart of ``audit_core.io.write_private_atomic``, for files kept as given (an uploaded
-    corpus in any encoding) and the CLI's unredacted results: under a umask of 022 ``write_bytes`` left them
-    readable by every user of the computer. A link is followed (the file it names is replaced, not the link);
-    a path that is no regular file (``/dev/stdout``, a named pipe) is a stream the user chose, written in place.
-    """
-    import stat
-    import tempfile
-
-    path = Path(os.path.realpath(path))
-    try:
-        regular = stat.S_ISREG(path.stat().st_mode)
-    except FileNotFoundError:
-        regular = True
-    if not regular:
-        with open(path, "wb") as fh:
-            fh.write(data)
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # created 0600
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 @dataclass
 class LocalLM:
     """A causal LM with its tokenizer, ready for scoring on CPU in float32."""

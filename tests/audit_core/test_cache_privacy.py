@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from audit_core import models
-from audit_core.models import cache_dir, cache_warning, write_private_bytes
+from audit_core.io import write_private_bytes
+from audit_core.models import cache_dir, cache_warning
 
 
 def _mode(p: Path) -> int:
