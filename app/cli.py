@@ -810,6 +810,7 @@ def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
     --no-redact; the PDF records the SHA-256 of the JSON written beside it.
     """
     from audit_core import report
+    from audit_core.io import write_private_bytes
     from audit_core.plots import document_ids
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -826,9 +827,9 @@ def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
              "json": report.results_json(result, redact=redact), "csv": report.results_csv(result).encode("utf-8")}
     paths = []
     for ext, data in files.items():
-        path = folder / report.export_name(result, ext)
-        path.write_bytes(data)
-        paths.append(path)
+        # 0600 like --out: with --no-redact they hold the documents whole, and under a umask of 022
+        # write_bytes left them readable by every user of the computer
+        paths.append(write_private_bytes(folder / report.export_name(result, ext), data))
     return paths
 
 

@@ -107,7 +107,7 @@ threshold holds only as far as the shadow resembles the target (BENCHMARKS,
 evidence section: the shadow's 5% was 0-2% realised, the controls' 4.5-5.1%,
 with much higher recall). It says "not found" only where its shadow clears
 the document too, and a shadow member call that the controls do not confirm
-is not counted. Rows R1-R6 then apply unchanged.
+is not counted. Rows R1-R7 then apply unchanged.
 """
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ class Verdict:
     reason: str
     score: float | None  # the deciding method's calibrated probability (R6: the objecting method's)
     methods: dict[str, dict] = field(default_factory=dict)  # method -> {score, decision, reason}
-    rule: str = ""  # which row of the rule table applied (R1-R6)
+    rule: str = ""  # which row of the rule table applied (R1-R7)
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -273,10 +273,18 @@ def prepare_shadow(
                 if progress:
                     progress(stage, done[0], total)
 
+            def stage_of(offset: int):
+                """A method's own stage (MBA's mask planning) counted on across both halves of the shadow:
+                reported from 0 again for the non-members, a CLI bar closed at the members' total said nothing
+                more, and the app's time left ran from the members' rate."""
+                if progress is None:
+                    return None
+                return lambda name, done, _total: progress(name, offset + done, total)
+
             # probes that draw on the documents audited together draw on the shadow's, never the owner's
             with method.probing_collection([d.text for d in [*mem_docs, *non_docs]]):
-                mem = _probe(method, mem_docs, rag, cfg, tick, progress)
-                non = _probe(method, non_docs, rag, cfg, tick, progress)
+                mem = _probe(method, mem_docs, rag, cfg, tick, stage_of(0))
+                non = _probe(method, non_docs, rag, cfg, tick, stage_of(len(mem_docs)))
             folder.mkdir(parents=True, exist_ok=True)
             _write_observations(obs_file, mem, non)
             prep.from_cache[method.name] = False

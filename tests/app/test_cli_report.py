@@ -601,7 +601,13 @@ def test_the_unredacted_out_file_is_private_and_the_pdf_has_a_progress_bar(tmp_p
 
     stages = []
     monkeypatch.setattr(app.cli, "_progress_bar", lambda: lambda stage, done, total: stages.append((stage, done, total)))
-    paths = app.cli._write_report(make_result(), tmp_path / "shared", redact=True)
+    old = os.umask(0o022)
+    try:
+        paths = app.cli._write_report(make_result(), tmp_path / "shared", redact=False)
+    finally:
+        os.umask(old)
+    # --report-dir --no-redact holds the documents whole: its files are as private as --out
+    assert sorted(stat.S_IMODE(p.stat().st_mode) for p in paths) == [0o600] * 3
     pdf = [s for s in stages if s[0] == "writing the PDF report"]
     assert pdf and pdf[-1][1] == pdf[-1][2] > 0 and [s[1] for s in pdf] == list(range(1, pdf[-1][2] + 1))
     assert any(p.suffix == ".pdf" for p in paths)

@@ -244,3 +244,22 @@ def test_a_method_that_reports_a_stage_before_its_first_probe_gets_the_preparati
     plain = Stub(with_stage=False)  # a method without the parameter is called as before
     assert prepare._probe(plain, [Document("a", "text")], Rag(), prepare.ShadowConfig(), lambda n=1: None,
                           report) == []
+
+
+def test_a_methods_own_stage_counts_on_across_the_shadows_members_and_non_members(tmp_path, monkeypatch):
+    """MBA plans its masks once for the shadow's members and once for its non-members: reported from 0 again,
+    the CLI's bar (closed at the first total) said nothing of the second half and the app's time left ran from
+    the first half's rate. The two halves are one count now."""
+    _fake_shadow(monkeypatch)
+
+    def planning_probe(method, docs, rag, cfg, tick, progress=None):
+        for i in range(len(docs) + 1):
+            progress("planning", i, len(docs))
+        return [Observation(method.probe_scope, d.id) for d in docs]
+
+    monkeypatch.setattr(prepare, "_probe", planning_probe)
+    seen: list[tuple[int, int]] = []
+    cfg = ShadowConfig(n_members=6, n_nonmembers=6)
+    prepare_shadow([RagMiaMethod()], cfg, root=tmp_path,
+                   progress=lambda stage, done, total: seen.append((done, total)) if stage == "planning" else None)
+    assert seen == [(i, 12) for i in range(7)] + [(i, 12) for i in range(6, 13)]
