@@ -124,7 +124,7 @@ def _cache_problem() -> str | None:
     from audit_core.models import cache_dir, cache_warning
 
     try:
-        folder = cache_dir()
+        folder = cache_dir(quiet=True)  # its warning is printed below, once
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(13, "not writable", str(folder))
     except OSError as exc:

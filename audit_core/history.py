@@ -22,7 +22,7 @@ from audit_core.documents import Document
 from audit_core.methods.base import MethodResult, Observation
 from audit_core.report import target_label
 from audit_core.store import RunInfo, Store
-from audit_core.verdict import INCONCLUSIVE, NOT_FOUND, VerdictConfig, decide
+from audit_core.verdict import INCONCLUSIVE, MEMBER, NOT_FOUND, VerdictConfig, decide, voters
 
 #: on_result(doc_id, method, observation, result), as ``audit_core.audit.run_audit`` calls it
 OnResult = Callable[[str, str, Observation, MethodResult], None]
@@ -163,13 +163,24 @@ def load_audit(store: Store, run_id: str) -> dict[str, Any]:
 def _rebuilt_verdict(doc_id: str, results: dict[str, dict], probing: set[str], vcfg: VerdictConfig) -> dict:
     """A document's verdict from its saved rows. One whose rows lack a method that probed other documents
     was cut off mid-way: a "not found" may not stand on the methods that came first (the missing one might
-    have called it a member, or not cleared it), so it is inconclusive with that reason."""
-    v = decide(doc_id, [MethodResult(**res) for res in results.values()], vcfg)
+    have called it a member, or not cleared it), nor a member call by a method that votes after a missing
+    one (which might have scored it below its member threshold, rule R7); either is inconclusive with that
+    reason."""
+    rows = [MethodResult(**res) for res in results.values()]
+    v = decide(doc_id, rows, vcfg)
     missing = sorted(probing - set(results))
     if missing and v.verdict == NOT_FOUND:
         v = replace(v, verdict=INCONCLUSIVE, rule="R1",
                     reason=f"the audit stopped before {', '.join(missing)} probed this document, so it is not "
                            f"cleared ({v.reason})")
+    elif missing and v.verdict == MEMBER:
+        order = vcfg.order()
+        caller = voters(rows, vcfg)[0].method
+        ahead = [m for m in missing if m in order and caller in order and order.index(m) < order.index(caller)]
+        if ahead:
+            v = replace(v, verdict=INCONCLUSIVE, rule="R7",
+                        reason=f"the audit stopped before {', '.join(ahead)} probed this document, which votes "
+                               f"before the method that calls it a member, so that call is not confirmed ({v.reason})")
     return v.to_json()
 
 

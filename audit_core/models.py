@@ -140,18 +140,21 @@ def _cache_root() -> Path:
     return Path(os.environ.get("RPA_CACHE_DIR", Path.home() / ".cache" / "rag-provenance-auditor"))
 
 
-def cache_dir() -> Path:
+def cache_dir(quiet: bool = False) -> Path:
     """Root of every on-disk cache of the project (user-settable via RPA_CACHE_DIR).
 
     Private (0700) on every use, not only when it is made: it holds the owner's texts, the target's answers
     and canary seeds, and a folder made by an older version, by ``mkdir`` or restored from a backup may be
     open to the group or to everyone. A folder owned by someone else is used as it is (it cannot be changed
-    from here); ``cache_warning`` says when others can write into it.
+    from here); ``cache_warning`` says when others can write into it, logged once per process, unless
+    ``quiet``: the caller says it itself (the CLI prints it as a "warning:" line) and it is not logged later.
     """
     root = _cache_root()
     if not root.exists():
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(root, 0o700)
+    if quiet:
+        _WARNED.add(str(root))
     _make_private(root)
     return root
 

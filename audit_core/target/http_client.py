@@ -25,6 +25,7 @@ without its package, an ftp:// proxy) is said in plain words (``client_error``).
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from typing import Any, Iterable, Iterator
@@ -199,12 +200,14 @@ class SecretScrubber:
       word they occur in and change what the methods compare with the document.
     - ``error``: a server's own words quoted in an error message (its error body, a redirect's address,
       a connection error). Every secret is masked, whatever its length: such text is read by a person,
-      stored with a failed request and shown in the history, and a short key is still a key.
+      stored with a failed request and shown in the history, and a short key is still a key. A short one
+      is masked only where it stands as a token of its own (not inside a word, a number or a model id):
+      a placeholder key "x" had made "does not e***ist", and "1" "llama-3.***-8b".
 
     The scrubber never shows its secrets (no repr, no attributes).
     """
 
-    __slots__ = ("_long", "_every")
+    __slots__ = ("_long", "_short")
 
     def __init__(self, secrets: Iterable[str]) -> None:
         from audit_core.target.base import MIN_SECRET_CHARS
@@ -212,7 +215,9 @@ class SecretScrubber:
         values = {s for s in secrets if s}
         # longest first: a secret that contains another is masked whole
         self._long = self._spellings(s for s in values if len(s) >= MIN_SECRET_CHARS)
-        self._every = self._spellings(values)
+        short = self._spellings(s for s in values if len(s) < MIN_SECRET_CHARS)
+        self._short = re.compile(r"(?<![\w.\-/])(?:" + "|".join(map(re.escape, short)) + r")(?![\w.\-/])") \
+            if short else None
 
     @staticmethod
     def _spellings(secrets: Iterable[str]) -> tuple[str, ...]:
@@ -232,8 +237,9 @@ class SecretScrubber:
         return self._mask(text, self._long)
 
     def error(self, text: str) -> str:
-        """A server's text quoted in an error, with every secret masked, however short."""
-        return self._mask(text, self._every)
+        """A server's text quoted in an error, with every secret masked, however short (a short one as a token)."""
+        text = self._mask(text, self._long)
+        return text if self._short is None else self._short.sub("***", text)
 
     def __repr__(self) -> str:
         return "SecretScrubber(***)"

@@ -63,6 +63,14 @@ def test_a_cache_folder_of_someone_else_is_used_and_said_to_be_writable_by_other
     assert "RPA_CACHE_DIR" in said
     assert _cache_problem() is None  # usable: the CLI goes on, and says so
     assert "warning: the cache folder" in capsys.readouterr().err
+    # a CLI run says it once: its own "warning:" line, and no log line beside it (printed by Python's
+    # last-resort handler, it had said the same twice)
+    monkeypatch.setattr(models, "_WARNED", set())
+    caplog.clear()
+    assert _cache_problem() is None
+    cache_dir()
+    assert capsys.readouterr().err.count("can be written by others") == 1
+    assert not [r for r in caplog.records if "can be written by others" in r.getMessage()]
     root.chmod(0o755)  # another user's folder that only its owner can write: that owner still can
     assert "another user owns it" in cache_warning(root) and "everyone" not in cache_warning(root)
     root.chmod(0o700)

@@ -217,3 +217,26 @@ def test_a_damaged_run_stays_listed_openable_and_deletable_and_blocks_no_new_aud
     run_id, resumed = resume_or_start_run(store, DOCS, "t", CONFIG)  # the damaged run is not resumed
     assert not resumed and run_id not in (done, stopped)
     assert store.delete_run(done) and done not in {r["id"] for r in history_rows(store)}
+
+
+def test_a_member_call_cut_off_before_a_method_that_votes_first_is_not_confirmed(tmp_path):
+    """Methods run in the order chosen (``--method mba,srag``): a crash after MBA's member call, before S-RAG (which
+    votes first) probed the document, had rebuilt as "member", though S-RAG might have scored it below its member
+    threshold (rule R7)."""
+    store = Store(tmp_path / "h.sqlite")
+    run_id = start_run(store, DOCS, "t", {**CONFIG, "methods": ["mba", "srag"]})
+    record = result_recorder(store, run_id)
+    for m, r in _results()["a"].items():
+        record("a", m, Observation(m, "a"), r)
+    record("b", "mba", Observation("mba", "b"), MethodResult("mba", "b", 0.9, True))  # then it crashed
+    mark_failed(store, run_id, "killed")
+    v = {x["doc_id"]: x for x in load_audit(store, run_id)["verdicts"]}
+    assert v["a"]["verdict"] == "member"
+    assert (v["b"]["verdict"], v["b"]["rule"]) == ("inconclusive", "R7")
+    assert "stopped before srag probed this document" in v["b"]["reason"]
+    # the other way round the member call stands: the missing method votes after the one that made it
+    run2 = start_run(store, DOCS, "t2", CONFIG)
+    record = result_recorder(store, run2)
+    record("b", "srag", Observation("srag", "b"), MethodResult("srag", "b", 0.9, True))
+    mark_failed(store, run2, "killed")
+    assert {x["doc_id"]: x for x in load_audit(store, run2)["verdicts"]}["b"]["verdict"] == "member"

@@ -703,3 +703,16 @@ def test_a_key_echoed_json_escaped_or_short_in_an_error_is_masked():
         assert short not in str(exc.value)
         srv.script(Reply.json(200, {"data": {"answer": f"{short} is a word here"}}), path="/ask")
         assert target.complete(_chat()).text == f"{short} is a word here"  # answers keep short values
+
+
+def test_a_short_secret_is_masked_in_error_text_only_where_it_stands_as_a_token():
+    """Masking a placeholder key "x" or "1" inside words garbled every error: "does not e***ist", a model list
+    "llama-3.***-8b". A short secret is masked as a token of its own; a long one wherever it is."""
+    from audit_core.target.http_client import SecretScrubber
+
+    s = SecretScrubber(["x", "1", "t3n4", "wJalrXUtnFEMIK7MDENG"])
+    said = s.error('model x does not exist; try llama-3.1-8b or qwen2.5-1.5b; "key": "x", tenant t3n4, '
+                   "version 1; sk=wJalrXUtnFEMIK7MDENGbPx")
+    assert said == ('model *** does not exist; try llama-3.1-8b or qwen2.5-1.5b; "key": "***", tenant ***, '
+                    "version ***; sk=***bPx")
+    assert SecretScrubber([]).error("nothing to mask") == "nothing to mask"
