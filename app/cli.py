@@ -244,7 +244,9 @@ def _short(value, width: int = 60) -> str:
 def evidence_lines(results: dict) -> list[str]:
     """The --evidence lines of one document: S-RAG's probed words and MBA's accuracy where they have them,
     and for every other method (and those two when they lack them) its score, its decision or why it has
-    none, and its evidence's scalar fields, briefly."""
+    none, and its evidence's scalar fields, briefly (the words of the app's and the PDF's line for it)."""
+    from audit_core.report import evidence_scalars, result_line
+
     lines = []
     for name, res in results.items():
         ev = res.evidence or {}
@@ -256,13 +258,11 @@ def evidence_lines(results: dict) -> list[str]:
         if name == "mba" and ev.get("accuracy") is not None:
             lines.append(f"MBA accuracy: {ev['accuracy']:.2f}")
             continue
-        score = "no score" if res.score is None else f"score {res.score:.3f}"
-        decided = {True: "member", False: "not found"}.get(res.decision) or \
-            f"no decision: {_short(res.reason or 'no reason given', 100)}"
-        scalars = [(k, val) for k, val in ev.items() if val is None or isinstance(val, (bool, int, float, str))]
+        as_json = res.to_json()
+        scalars = evidence_scalars(as_json)
         shown = ", ".join(f"{k}={_short(val)}" for k, val in scalars[:_EVIDENCE_FIELDS])
         more = f", +{len(scalars) - _EVIDENCE_FIELDS} more in --out" if len(scalars) > _EVIDENCE_FIELDS else ""
-        lines.append(f"{method_label(name)}: {score}, {decided}" + (f"; {shown}{more}" if shown else ""))
+        lines.append(f"{method_label(name)}: {_short(result_line(as_json), 160)}" + (f"; {shown}{more}" if shown else ""))
     return lines
 
 

@@ -267,11 +267,10 @@ def _verbatim_detail(result: dict, doc_id: str, key: str = "") -> None:
 
 
 def evidence_fields(res: dict) -> list[dict]:
-    """The scalar fields of a method's evidence (numbers, flags, short texts) as table rows: what a method
-    without a view of its own shows; lists and mappings are left to the JSON export."""
-    ev = res.get("evidence") or {}
-    return [{"field": k, "value": str(v)} for k, v in ev.items()
-            if v is None or isinstance(v, (str, int, float, bool))] if isinstance(ev, dict) else []
+    """``report.evidence_scalars`` as table rows."""
+    from audit_core.report import evidence_scalars
+
+    return [{"field": k, "value": str(v)} for k, v in evidence_scalars(res)]
 
 
 def _generic_detail(result: dict, doc_id: str, method: str) -> None:

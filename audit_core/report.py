@@ -806,6 +806,14 @@ def verdict_column_widths(width: float, headings: list[str]) -> list[float]:
     return [*fixed, width - sum(fixed) - sum(scores), *scores]
 
 
+def evidence_scalars(res: dict) -> list[tuple[str, Any]]:
+    """The scalar fields of a method's evidence (numbers, flags, short texts): what a method without a view of
+    its own shows in the app, the CLI's --evidence and beside its line; lists and mappings stay in the JSON."""
+    ev = res.get("evidence") or {}
+    return [(k, v) for k, v in ev.items() if v is None or isinstance(v, (str, int, float, bool))] \
+        if isinstance(ev, dict) else []
+
+
 def result_line(res: dict) -> str:
     """One method's result for one document in a line: its score and its own call, or why it has none."""
     if res.get("score") is None:
