@@ -762,8 +762,13 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
             write_private_bytes(args.out, results_json(saved))
             print(f"results written to {args.out}", file=sys.stderr)
         if args.report_dir:
-            for path in _write_report(saved, Path(args.report_dir), redact=not args.no_redact):
+            paths, pdf_problem = _write_report(saved, Path(args.report_dir), redact=not args.no_redact)
+            for path in paths:
                 print(f"report written: {path}", file=sys.stderr)
+            if pdf_problem:  # a bug in the auditor, not the disk's: the other exports are written, the run goes on
+                print(f"error: the PDF report could not be made ({pdf_problem}); this is a bug in the auditor. The "
+                      "JSON and CSV written beside it hold the same results", file=sys.stderr)
+                written = False
     except OSError as exc:  # the verdicts above and the store keep the audit; only the file is missing
         print(f"error: an output could not be written: {exc.strerror or exc} ({exc.filename}); the audit is saved "
               "in the store (the app's History shows it), and the same command with --reuse-days 1 writes the "
@@ -803,17 +808,31 @@ def _ci_outputs(args, saved: dict, written: bool = True) -> int:
     return 0 if written else 3
 
 
-def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
-    """The PDF, JSON and CSV exports the app offers, named ``audit-<date>-<target>.<ext>``.
+def _write_report(result: dict, folder: Path, redact: bool) -> tuple[list[Path], str | None]:
+    """The PDF, JSON, CSV and scores CSV exports the app offers, named ``audit-<date>-<target>.<ext>``; the files
+    written, and why the PDF could not be made (None when it was).
 
     Meant to be shared, so texts are redacted (hash and first words) unless
     --no-redact; the PDF records the SHA-256 of the JSON written beside it.
+    The JSON and the CSVs are written first: the PDF is the most fragile of
+    them (a row taller than a page raised reportlab's LayoutError), and its
+    failure, not an OSError, had crashed the CLI with no export written and the
+    --fail-on gate skipped.
     """
     from audit_core import report
     from audit_core.io import write_private_bytes
     from audit_core.plots import document_ids
 
     folder.mkdir(parents=True, exist_ok=True)
+
+    def write(ext: str, data: bytes) -> Path:
+        # 0600 like --out: with --no-redact they hold the documents whole, and under a umask of 022
+        # write_bytes left them readable by every user of the computer
+        return write_private_bytes(folder / report.export_name(result, ext), data)
+
+    paths = [write("json", report.results_json(result, redact=redact)),
+             write("csv", report.results_csv(result, redact=redact).encode("utf-8")),
+             write(report.SCORES_EXT, report.scores_csv(result, redact=redact).encode("utf-8"))]
     # the PDF lays out every document's evidence and figures: minutes for a large audit, so it has its bar
     bar, total = _progress_bar(), len(document_ids(result))
     done = 0
@@ -823,14 +842,13 @@ def _write_report(result: dict, folder: Path, redact: bool) -> list[Path]:
         done += n
         bar("writing the PDF report", done, total)
 
-    files = {"pdf": report.pdf_report(result, progress=laid_out if total else None, redact=redact),
-             "json": report.results_json(result, redact=redact), "csv": report.results_csv(result).encode("utf-8")}
-    paths = []
-    for ext, data in files.items():
-        # 0600 like --out: with --no-redact they hold the documents whole, and under a umask of 022
-        # write_bytes left them readable by every user of the computer
-        paths.append(write_private_bytes(folder / report.export_name(result, ext), data))
-    return paths
+    try:
+        pdf = report.pdf_report(result, progress=laid_out if total else None, redact=redact)
+    except Exception as exc:  # noqa: BLE001 -- said in one line by the caller, never as a traceback
+        detail = (str(exc).splitlines() or [""])[0][:200]
+        return paths, type(exc).__name__ + (f": {detail}" if detail else "")
+    paths.append(write("pdf", pdf))
+    return paths, None
 
 
 def cmd_prepare(args) -> int:

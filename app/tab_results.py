@@ -309,7 +309,7 @@ def _kde(result: dict, key: str) -> None:
                "the marks are your documents.")
     for m in cals:
         st.plotly_chart(plots.kde_figure_plotly(result, m), key=f"{key}-kde-{m}")
-        st.download_button(f"Raw {LABELS.get(m, m)} scores (CSV)", plots.raw_scores_csv(result, m),
+        st.download_button(f"{LABELS.get(m, m)} scores behind the plot (CSV)", plots.raw_scores_csv(result, m),
                            file_name=f"{m}_scores.csv", mime="text/csv", key=f"{key}-raw-{m}")
 
 
@@ -334,7 +334,8 @@ class PdfProgress:
 
 
 def _exports(result: dict, key: str) -> None:
-    """PDF, JSON and CSV downloads; built once per result (and redaction choice) and kept in the session."""
+    """PDF, JSON, CSV and scores CSV downloads; built once per result (and redaction choice) and kept in the
+    session. The PDF points to the scores CSV for the numbers behind its plots, so it is offered here too."""
     from audit_core import report
     from audit_core.plots import document_ids
 
@@ -346,9 +347,10 @@ def _exports(result: dict, key: str) -> None:
     exports = st.session_state.get("exports")
     if not exports or exports.get("key") != key or exports.get("redact") != redact:
         exports = {"key": key, "redact": redact, "json": report.results_json(result, redact=redact),
-                   "csv": report.results_csv(result)}
+                   "csv": report.results_csv(result, redact=redact),
+                   "scores": report.scores_csv(result, redact=redact)}
         bar = PdfProgress(len(document_ids(result)))
-        try:  # the PDF is the most fragile of the three: its failure must not take the others with it
+        try:  # the PDF is the most fragile of the exports: its failure must not take the others with it
             exports["pdf"] = report.pdf_report(result, progress=bar.step, redact=redact)
         except Exception as exc:  # noqa: BLE001 -- said in place of its button; the details go to the log
             log.exception("the PDF report could not be made")
@@ -356,7 +358,7 @@ def _exports(result: dict, key: str) -> None:
         finally:
             bar.done()
         st.session_state["exports"] = exports
-    c1, c2, c3 = st.columns(3)
+    c1, c2, c3, c4 = st.columns(4)
     if "pdf" in exports:
         c1.download_button("PDF audit report", exports["pdf"], file_name=report.export_name(result, "pdf"),
                            mime="application/pdf", key=f"{key}-pdf")
@@ -367,6 +369,8 @@ def _exports(result: dict, key: str) -> None:
                        mime="application/json", key=f"{key}-json")
     c3.download_button("Verdicts (CSV)", exports["csv"], file_name=report.export_name(result, "csv"),
                        mime="text/csv", key=f"{key}-csv")
+    c4.download_button("Scores behind the plots (CSV)", exports["scores"],
+                       file_name=report.export_name(result, report.SCORES_EXT), mime="text/csv", key=f"{key}-scores")
 
 
 def render_result(result: dict, live: bool = False) -> None:

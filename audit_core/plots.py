@@ -14,8 +14,9 @@ function so they cannot disagree:
 * the S-RAG histogram of a document: the fraction of its probed words per
   probability interval beside the shadow's mean member / non-member histograms.
 
-``raw_scores_csv`` writes the numbers behind the KDE plot (as ML Privacy Meter
-saves the raw signal next to each plot), so a reader can redraw or re-test it.
+``scores_csv`` writes the numbers behind the KDE plots (the calibrated scores
+they draw and the raw scores behind them, as ML Privacy Meter saves the raw
+signal next to each plot), so a reader can redraw or re-test them.
 """
 from __future__ import annotations
 
@@ -347,7 +348,7 @@ def kde_figure_plotly(result: dict, method: str):
     if d.notes:
         labels.append({"text": _ptext(d.note), "xref": "paper", "yref": "paper", "x": 0, "y": 1.0, "xanchor": "left",
                        "yanchor": "bottom", "showarrow": False, "align": "left", "font": {"size": 11, "color": NOTE_COLOR}})
-    fig.update_layout(title=_kde_title(d), xaxis_title="membership score", yaxis_title="density",
+    fig.update_layout(title=_kde_title(d), xaxis_title="calibrated score", yaxis_title="density",
                       legend={"orientation": "h", "y": -0.2}, margin={"t": 80, "b": 80},
                       shapes=shapes, annotations=labels)
     if d.mode == "none":
@@ -437,7 +438,7 @@ def kde_png(result: dict, method: str, dpi: int = 110) -> bytes:
                     color=DOC_TEXT_COLOR)
     if d.mode == "none":
         ax.set_xlim(0, 1)
-    ax.set_xlabel("membership score")
+    ax.set_xlabel("calibrated score")
     ax.set_ylabel("density")
     ax.set_title(_kde_title(d), fontsize=11)
     if ax.get_legend_handles_labels()[0]:
@@ -476,24 +477,51 @@ def srag_histogram_png(result: dict, doc_id: str, dpi: int = 110) -> bytes:
 # --------------------------------------------------------------------------- raw scores
 
 
-def raw_scores_csv(result: dict, method: str) -> str:
-    """The raw scores behind the KDE plot of ``method``, one row per score.
+#: the columns of the scores CSV: ``calibrated_score`` is what the KDE plot draws, ``raw_score`` the method's
+#: own reading that its thresholds were set on (empty where the audit did not keep it)
+SCORES_HEADER = ("method", "group", "id", "calibrated_score", "raw_score", "reason")
 
-    Columns: group (shadow_member | shadow_nonmember | document), id (the
-    shadow's scores carry no document ids, so they are numbered), score
-    (empty when a document got none), reason (why a document has no score).
-    """
+
+def _shadow_raw(cal: dict, group: str, n: int) -> list[float | None]:
+    """The raw shadow scores behind ``group``'s calibrated ones, index by index (``apply_evidence`` maps each
+    raw score of the calibration's evidence to the calibrated one in its place), or Nones where they are not
+    kept or do not line up."""
+    raw = _scores(((cal.get("params") or {}).get("evidence") or {}).get(group))
+    return raw if len(raw) == n else [None] * n
+
+
+def score_rows(result: dict, method: str) -> list[list[str]]:
+    """The rows of ``method`` in the scores CSV (``SCORES_HEADER``): each shadow member's and non-member's
+    score (numbered: the shadow's scores carry no document ids), then each document's, or why it has none."""
     from audit_core.report import csv_cell, scrub_text  # report builds on this module
 
     cal = calibration_of(result, method) or {}
+    cell = lambda x: "" if x is None else repr(x)  # noqa: E731 - full precision, empty for none
+    rows = []
+    for group, key, raw_key in (("shadow_member", "member_scores", "member_raw"),
+                                ("shadow_nonmember", "nonmember_scores", "nonmember_raw")):
+        scores = _scores(cal.get(key))
+        for i, (s, raw) in enumerate(zip(scores, _shadow_raw(cal, raw_key, len(scores)))):
+            rows.append([csv_cell(method), group, f"{group}_{i}", cell(s), cell(raw), ""])
+    for doc_id, s, reason in document_scores(result, method):
+        ev = (method_result(result, doc_id, method) or {}).get("evidence") or {}
+        raw = _finite(ev.get("raw_score")) if isinstance(ev, dict) and s is not None else None
+        why = "" if s is not None else scrub_text(reason or "")
+        rows.append([csv_cell(method), "document", csv_cell(doc_id), cell(s), cell(raw), csv_cell(why)])
+    return rows
+
+
+def scores_csv(result: dict, methods: list[str]) -> str:
+    """The scores behind the KDE plots of ``methods`` (as ML Privacy Meter saves the raw signal next to each
+    plot), so that a reader can redraw or re-test them: ``SCORES_HEADER``, then ``score_rows`` per method."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["method", "group", "id", "score", "reason"])
-    shadow = (("shadow_member", cal.get("member_scores")), ("shadow_nonmember", cal.get("nonmember_scores")))
-    for group, values in shadow:
-        for i, s in enumerate(_scores(values)):
-            w.writerow([csv_cell(method), group, f"{group}_{i}", repr(s), ""])
-    for doc_id, s, reason in document_scores(result, method):
-        why = "" if s is not None else scrub_text(reason or "")
-        w.writerow([csv_cell(method), "document", csv_cell(doc_id), "" if s is None else repr(s), csv_cell(why)])
+    w.writerow(SCORES_HEADER)
+    for m in methods:
+        w.writerows(score_rows(result, m))
     return buf.getvalue()
+
+
+def raw_scores_csv(result: dict, method: str) -> str:
+    """The scores behind the KDE plot of one method (``scores_csv``), for the download beside its plot."""
+    return scores_csv(result, [method])

@@ -38,6 +38,7 @@ from audit_core.plots import (
     kde_png,
     method_label,
     method_result,
+    scores_csv as _plot_scores_csv,
     srag_histogram_png,
 )
 
@@ -203,16 +204,63 @@ _PLACEHOLDERS = (REDACTED_WORD, REDACTED, "[text redacted;", "[reproduced run re
                  "[redacted with the document text]")
 
 
-def _redact_texts(obj: Any, key: str | None = None) -> Any:
-    """``obj`` with every text that may quote a document replaced by ``REDACTED_WORD`` (numbers, flags,
-    the placeholders set by the specific redactions above, and ``SAFE_EVIDENCE_TEXT`` fields kept)."""
+def _redact_texts(obj: Any, words: frozenset[str], key: str | None = None) -> Any:
+    """``obj`` with every text that may quote a document replaced by ``REDACTED_WORD`` (numbers, flags and
+    the placeholders set by the specific redactions above kept); a ``SAFE_EVIDENCE_TEXT`` field keeps its own
+    words but loses the documents' (``redact_document_words``: an ``error`` quotes the server, which may echo
+    the prompt)."""
     if isinstance(obj, dict):
-        return {k: _redact_texts(v, k) for k, v in obj.items()}
+        return {k: _redact_texts(v, words, k) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_redact_texts(v, key) for v in obj]
-    if isinstance(obj, str) and key not in SAFE_EVIDENCE_TEXT and obj and not obj.startswith(_PLACEHOLDERS):
-        return REDACTED_WORD
+        return [_redact_texts(v, words, key) for v in obj]
+    if isinstance(obj, str) and obj and not obj.startswith(_PLACEHOLDERS):
+        return redact_document_words(obj, words) if key in SAFE_EVIDENCE_TEXT else REDACTED_WORD
     return obj
+
+
+#: words nearly every English text has: a redacted reason keeps them, so that it stays a sentence (none of
+#: them tells a reader what a document says)
+_COMMON_WORDS = frozenset("""
+a about above after again against all also an and any are as at be because been before being below between
+both but by can could did do does doing down during each either even every few for from further had has
+have having he her here hers him his how i if in into is it its itself just least less may me might more
+most much must my neither no nor not now of off on once one only or other our out over own per same she
+should since so some such than that the their them then there these they this those through to too two
+under until up upon us very was we were what when where whether which while who whom whose why will with
+within without would yet you your
+""".split())
+_WORD = re.compile(r"\w+")
+
+
+def document_words(texts: Any) -> frozenset[str]:
+    """The words (casefolded) of ``texts`` that a redacted export hides wherever they appear: all but
+    ``_COMMON_WORDS``, single characters and numbers, which say nothing of what a document holds."""
+    return frozenset(w for t in texts for w in _WORD.findall(str(t or "").casefold())
+                     if len(w) > 1 and not w.isdigit() and w not in _COMMON_WORDS)
+
+
+def redact_document_words(text: str, words: frozenset[str]) -> str:
+    """``text`` with each of the documents' ``words`` replaced by ``REDACTED_WORD``.
+
+    For the texts a redacted export keeps because they are mostly the auditor's own words (reasons, error
+    messages, failures) but that can quote a document: a connector quotes up to 300 characters of a server's
+    error body, and a server may echo the prompt, i.e. the document. ``scrub_text`` masks credentials only.
+    Which words came from a document cannot be told from the text itself, so every word a document shares is
+    hidden, the auditor's own ones too where a document uses them ("threshold" in a report about thresholds):
+    redaction errs towards hiding.
+    """
+    if not words or not text:
+        return text
+    return _WORD.sub(lambda m: REDACTED_WORD if m.group().casefold() in words else m.group(), text)
+
+
+def _redact_quotes(obj: Any, words: frozenset[str]) -> Any:
+    """Every text in ``obj`` through ``redact_document_words``; mapping keys (document ids, reason codes) kept."""
+    if isinstance(obj, dict):
+        return {k: _redact_quotes(v, words) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_redact_quotes(v, words) for v in obj]
+    return redact_document_words(obj, words) if isinstance(obj, str) else obj
 
 
 def shared_view(result: dict, redact: bool = True) -> dict:
@@ -240,15 +288,26 @@ def shared_view(result: dict, redact: bool = True) -> dict:
     r["redacted"] = bool(redact)
     if redact:
         r.pop("observations", None)
+        words = document_words(d.get("text") for d in docs)
         for per_doc in (r.get("results") or {}).values():
             for res in (per_doc or {}).values():
-                ev = (res or {}).get("evidence")
+                if not isinstance(res, dict):
+                    continue
+                if isinstance(res.get("reason"), str):
+                    res["reason"] = redact_document_words(res["reason"], words)
+                ev = res.get("evidence")
                 if isinstance(ev, dict) and "masked_text" in ev:
                     ev["masked_text"] = "[redacted with the document text]"
                 if isinstance(ev, dict):
                     _redact_words(ev)
                     _redact_answers(ev)
-                    res["evidence"] = _redact_texts(ev)  # what the specific redactions above do not know of
+                    res["evidence"] = _redact_texts(ev, words)  # what the specific redactions above do not know of
+        # a verdict's reason joins its methods' reasons, and the failures repeat them and the target's errors
+        for v in r.get("verdicts") or []:
+            if isinstance(v, dict):
+                v.update(_redact_quotes({k: v[k] for k in ("reason", "methods") if k in v}, words))
+        if r.get("failures"):
+            r["failures"] = _redact_quotes(r["failures"], words)
     return r
 
 
@@ -313,13 +372,15 @@ def decision_text(decision: bool | None) -> str:
     return "member" if decision is True else "not found" if decision is False else "inconclusive"
 
 
-def results_csv(result: dict) -> str:
+def results_csv(result: dict, redact: bool = False) -> str:
     """One row per document: id, verdict, reason, the deciding method's score, then score / decision / reason per method.
 
     Scores are written with full precision (``repr``); an empty cell means
     no score. Method columns are empty when the method was not configured.
+    With ``redact`` the reasons lose the documents' words as in the redacted
+    JSON (``shared_view``): a reason can quote a server's error that echoed a document.
     """
-    clean = scrub(result)
+    clean = shared_view(result, redact=True) if redact else scrub(result)
     methods = audit_methods(clean)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -338,6 +399,18 @@ def results_csv(result: dict) -> str:
                 row += ["", "", ""]
         w.writerow(row)
     return buf.getvalue()
+
+
+def scores_csv(result: dict, redact: bool = False) -> str:
+    """The scores behind the PDF's plots (``plots.scores_csv`` of ``plotted_methods``: calibrated as drawn, and
+    raw), exported beside the PDF, JSON and CSV; with ``redact`` the reasons of unscored documents lose the
+    documents' words as in the redacted JSON."""
+    data = shared_view(result, redact=True) if redact else scrub(result)
+    return _plot_scores_csv(data, plotted_methods(data))
+
+
+#: the name of the scores CSV beside the other exports (``export_name``): audit-<date>-<target>.scores.csv
+SCORES_EXT = "scores.csv"
 
 
 def _num(x: Any) -> str:
@@ -407,18 +480,39 @@ def _fmt(x: Any, nd: int = 2) -> str:
     return f"{float(x):.{nd}f}" if ok else "n/a"
 
 
+#: what every score of the report is (``evidence.calibration``, point 5): said once in the PDF, since "probability"
+#: alone reads as the chance that the target holds the document, which no score is
+CALIBRATED_SCORE_NOTE = (
+    "Every score in this report is a calibrated score: the method's raw reading passed through a logistic (Platt) "
+    "fit on its shadow RAG, i.e. an estimate of how often a shadow document with that reading was a member, in a "
+    "shadow where about half the documents are members. It orders documents as the raw reading does; it is not "
+    "the probability that your document is in the target's knowledge base. A verdict decided against your own "
+    "controls (rule R0) rests on its p-value against them, not on this score.")
+
+
 def _method_sentence(name: str, info: dict) -> str:
     label = method_label(name)
     score, decision, reason = info.get("score"), info.get("decision"), info.get("reason")
-    what = "membership probability" if name == "srag" else "score"
     if score is None:
         return f"{label} gave no answer ({reason or 'no reason recorded'})."
     if decision is None:  # a score that decides nothing (not cleared, no signal) is still a score
-        return f"{label} gave a {what} of {_fmt(score)} but decides nothing ({reason or 'no reason recorded'})."
+        return f"{label} gave a calibrated score of {_fmt(score)} but decides nothing ({reason or 'no reason recorded'})."
     if "against your" in str(reason or ""):  # rule R0: the call against the owner's controls, not the shadow's
-        return (f"{label} gave a {what} of {_fmt(score)}; against your controls it says "
-                f"“{decision_text(decision)}” ({reason}).")
-    return f"{label} gave a {what} of {_fmt(score)} and on its own says “{decision_text(decision)}”."
+        return (f"{label} gave a calibrated score of {_fmt(score)} on its shadow, which did not decide; against "
+                f"your controls it says “{decision_text(decision)}” ({reason}).")
+    return f"{label} gave a calibrated score of {_fmt(score)} and on its own says “{decision_text(decision)}”."
+
+
+def _deciding_number(verdict: dict) -> str:
+    """The number a member or "not found" verdict rests on: the p-value against the owner's controls where the
+    deciding call was made against them (rule R0: there the calibrated score on the shadow decided nothing),
+    else the deciding method's calibrated score."""
+    said = verdict.get("verdict") == "member"
+    for m, info in (verdict.get("methods") or {}).items():
+        reason = str((info or {}).get("reason") or "")
+        if (info or {}).get("decision") is said and "against your" in reason:
+            return f"{method_label(m)}: {reason}"
+    return f"calibrated score {_fmt(verdict.get('score'))} from the method that decided"
 
 
 def explain_verdict(verdict: dict) -> str:
@@ -436,7 +530,7 @@ def explain_verdict(verdict: dict) -> str:
     detail = " ".join(_method_sentence(m, info or {}) for m, info in methods.items())
     if kind == "member":
         head = (f"The audit found evidence that “{doc}” is in the target's knowledge base "
-                f"(score {_fmt(verdict.get('score'))} from the method that decided; {reason}).")
+                f"({_deciding_number(verdict)}; {reason}).")
         how = ("The target reacts to this text more strongly than to almost all of your never-published "
                "controls (rule R0: the rate is set on your own kind of text)." if "against your" in reason else
                "The target reacts to this text the way our shadow RAG reacts to documents it holds.")
@@ -444,7 +538,7 @@ def explain_verdict(verdict: dict) -> str:
                 "text in the model's own training data, can produce the same signal.")
     elif kind == "not found":
         head = (f"The audit found no evidence that “{doc}” is in the target's knowledge base "
-                f"(score {_fmt(verdict.get('score'))} from the method that decided; {reason}).")
+                f"({_deciding_number(verdict)}; {reason}).")
         tail = ("This is not proof of absence: the target may hold the document yet not retrieve it for our "
                 "probes, or a defence may hide it. It means only that the target did not behave as RAG systems "
                 "behave with documents they hold.")
@@ -581,10 +675,28 @@ def esc(text: Any) -> str:
 CELL_ID_CHARS = 120
 
 
+#: the most characters of a verdict's reason shown in a table cell: every method's reason joined (rule R1, all
+#: fourteen methods on a chat target without logprobs: 2,748 characters) made a row taller than a page; the
+#: reason is whole in the document's paragraph under "Evidence per document"
+CELL_REASON_CHARS = 300
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` shortened to ``limit`` characters with an ellipsis (what a table cell has room for)."""
+    return text if len(text) <= limit else text[:limit] + "\u2026"
+
+
 def cell_id(doc_id: Any) -> str:
     """A document id for a table cell (``esc``), shortened to ``CELL_ID_CHARS`` with an ellipsis."""
-    text = "" if doc_id is None else str(doc_id)
-    return esc(text if len(text) <= CELL_ID_CHARS else text[:CELL_ID_CHARS] + "\u2026")
+    return esc(_cut("" if doc_id is None else str(doc_id), CELL_ID_CHARS))
+
+
+def cell_reason(reason: Any) -> str:
+    """A verdict's reason for a table cell (``esc``), shortened to ``CELL_REASON_CHARS`` with a pointer to the
+    whole of it."""
+    text = "" if reason is None else str(reason)
+    cut = _cut(text, CELL_REASON_CHARS)
+    return esc(cut + (" (whole under Evidence per document)" if cut != text else ""))
 
 
 def _styles() -> dict:
@@ -743,18 +855,41 @@ def _no_signal_mark(result: dict, method: str, cell: str) -> str:
 
 
 #: a verdict table's heading of a method's column, where the cell holds something other than its score
-SCORE_COLUMNS = {"srag": "S-RAG probability", "mba": "MBA accuracy"}
+SCORE_COLUMNS = {"mba": "MBA accuracy"}
 #: score columns the PDF's verdict table (A4 portrait) has room for beside document, verdict and reason
 #: (``verdict_column_widths``); the methods beyond them are named under it, their scores being in the evidence
 #: per document and the CSV
 PDF_SCORE_COLUMNS = 3
 
 
+def silent_methods(result: dict) -> dict[str, str]:
+    """The methods without signal on their shadow that sent no query, with why (``AuditResult.no_signal``).
+
+    Such a method is skipped unless the owner runs it anyway (``run_without_signal``), so it has no score to
+    show: a column and a plot of it pushed the methods that ran aside. A method that scored any document
+    (run anyway, or an audit from before that choice was recorded) did send.
+    """
+    anyway = set((result.get("config") or {}).get("run_without_signal") or [])
+    scored = {m for rs in (result.get("results") or {}).values() for m, res in (rs or {}).items()
+              if isinstance(res, dict) and res.get("score") is not None}
+    scored |= {m for v in result.get("verdicts") or [] if isinstance(v, dict)
+               for m, info in (v.get("methods") or {}).items() if (info or {}).get("score") is not None}
+    return {m: str(why) for m, why in (result.get("no_signal") or {}).items() if m not in anyway | scored}
+
+
 def scored_methods(result: dict) -> list[str]:
     """The methods with a column in a verdict table: those of the audit that ran, in the audit's order (one
-    that could not run has nothing to show; a column for it was a row of dashes)."""
-    not_run = result.get("not_run") or {}
-    return [m for m in audit_methods(result) if m not in not_run]
+    that could not run, or that sent nothing for want of signal, has nothing to show; a column for it was a
+    row of dashes)."""
+    left_out = set(result.get("not_run") or {}) | set(silent_methods(result))
+    return [m for m in audit_methods(result) if m not in left_out]
+
+
+def plotted_methods(result: dict) -> list[str]:
+    """The methods whose scores the PDF plots against their shadow's (and the scores CSV holds): those with a
+    column in the verdict table (``scored_methods``) and a shadow calibration."""
+    calibrations = result.get("calibrations") or {}
+    return [m for m in scored_methods(result) if m in calibrations]
 
 
 def score_column(method: str) -> str:
@@ -764,17 +899,21 @@ def score_column(method: str) -> str:
 
 def score_cell(result: dict, verdict: dict, method: str) -> str:
     """``method``'s cell in a document's row: for MBA the masks right of those answered, else its score; "n/a"
-    where it gave no score, "—" where it has no result for the document. A method without signal says so: its
-    cell is never read as a vote. The app's table and the PDF's both use it."""
+    where it gave no score, "—" where it has no result for the document. A call made against the owner's
+    controls (rule R0) leads with its p-value against them, the number that decided. A method without signal
+    says so: its cell is never read as a vote. The app's table and the PDF's both use it."""
     doc_id = verdict.get("doc_id")
     acc = mba_accuracy(result, doc_id) if method == "mba" else None
     info = (verdict.get("methods") or {}).get(method)
+    against = str((info or {}).get("reason") or "") if (info or {}).get("decision") is not None else ""
     if acc is not None:
         cell = f"{acc[0]}/{acc[1]} right{mba_unanswered(result, doc_id)}"
     elif info is None:
         cell = "—"
     else:
         cell = _fmt(info.get("score"))
+    if "against your" in against:  # rule R0: the p-value against the owner's controls decided, not the score
+        cell = f"{against}; calibrated score {cell}"
     return _no_signal_mark(result, method, cell)
 
 
@@ -797,13 +936,28 @@ def verdict_column_widths(width: float, headings: list[str]) -> list[float]:
     "continuation" into "c ontinuatio n"), 2 cm at least. ``PDF_SCORE_COLUMNS`` of the widest leave the reason
     4.5 cm of A4."""
     from reportlab.lib.units import cm
+
+    fixed = [3.0 * cm, 2.2 * cm]
+    scores = [max(2.0 * cm, heading_width(h)) for h in headings]
+    return [*fixed, width - sum(fixed) - sum(scores), *scores]
+
+
+def heading_width(heading: str) -> float:
+    """The narrowest column (points) in which ``heading`` breaks at spaces only: its longest word in the bold
+    heading font, with the cell's padding. A narrower one broke words apart ("c ontinuatio n",
+    "False-positi ve")."""
     from reportlab.pdfbase.pdfmetrics import stringWidth
 
     _, bold = _fonts()
     padding = 14  # the table's cell padding on both sides (6 + 6), and a little slack
-    fixed = [3.0 * cm, 2.2 * cm]
-    scores = [max(2.0 * cm, max(stringWidth(w, bold, 8) for w in (h.split() or [""])) + padding) for h in headings]
-    return [*fixed, width - sum(fixed) - sum(scores), *scores]
+    return max(stringWidth(w, bold, 8) for w in (heading.split() or [""])) + padding
+
+
+def fitted_widths(width: float, headings: list[str], least: list[float]) -> list[float]:
+    """Column widths within ``width`` for a table with ``headings``: each column but the last at least as wide
+    as ``least`` and as its heading needs (``heading_width``), the last taking what is left."""
+    head = [max(w, heading_width(h)) for w, h in zip(least, headings[:-1])]
+    return [*head, width - sum(head)]
 
 
 def evidence_scalars(res: dict) -> list[tuple[str, Any]]:
@@ -847,50 +1001,54 @@ def _duration(start: str | None, end: str | None) -> str:
 
 
 def calls_line(result: dict) -> str:
-    """The false-positive rate every per-document "member" call was made at, and where it was set."""
+    """The false-positive rate every per-document "member" call was made at, where it was set, and where its
+    power is stated: the table of methods gives each method's power on its shadow; where the owner's controls
+    set the rate (rule R0) no per-document power against them is estimated, only the collection test's."""
     fpr = (result.get("config") or {}).get("fpr")
     if fpr is None:
         return "made at each method's balanced threshold on its shadow (an audit from before false-positive control)"
-    led = " or, where your controls lead (rule R0), on your controls" if (
-        (result.get("collection") or {}).get("leads_verdicts")) else ""
+    if (result.get("collection") or {}).get("leads_verdicts"):
+        return (f"each 'member' call is made at a {float(fpr):.0%} false-positive rate, set on the shadow's "
+                "non-members or, where your controls lead (rule R0), on your controls; the table of methods gives "
+                "each method's power on its shadow, but the power of a document's call against your controls is "
+                "not estimated: the collection test's power (first line) is the one measured against them")
     return (f"each 'member' call is made at a {float(fpr):.0%} false-positive rate, set on the shadow's "
-            f"non-members{led}; each method's power at that rate is in the table of methods")
+            f"non-members; each method's power at that rate is in the table of methods")
+
+
+#: the first words of the collection note's clause on the test's power (``evidence.collection.collection_test``),
+#: which ``collection_sentence`` states already
+_POWER_CLAUSE = "power at p <="
 
 
 def collection_lines(result: dict) -> list[str]:
     """The collection-level conclusion (a test over all documents at once), or why there is none.
 
-    The block comes from ``result["collection"]`` (keys p_value, n_documents,
-    n_controls, power, effect_size, note) when the audit computed it.
+    With a test, the line the app, the CLI and the JSON give (``statement.collection_sentence``), the
+    documents called against the controls, then the test's note without its power (said once, in the
+    first line); without one, a plain "No collection test" and why, never counts as if a test had run.
     """
+    from audit_core.evidence.statement import collection_sentence
+
     c = result.get("collection")
     if not isinstance(c, dict) or not c:
-        return ["Collection-level test: not computed for this audit. The per-document verdicts below are the "
+        return ["No collection test: not computed for this audit. The per-document verdicts below are the "
                 "only conclusions; with many documents, a few wrong verdicts are expected by chance."]
-    parts = []
-    if c.get("p_value") is not None:
-        parts.append(f"p-value {_fmt(c.get('p_value'), 4)}")
-    for key, label in (("n_documents", "document"), ("n_controls", "control document")):
-        if c.get(key) is not None:
-            parts.append(f"{c.get(key)} {label}{'' if c.get(key) == 1 else 's'}")
-    if c.get("effect_size") is not None:
-        parts.append(f"effect size {_fmt(c.get('effect_size'))}")
-    from audit_core.evidence.statement import power_phrase
-
-    if power_phrase(c):
-        parts.append(power_phrase(c))
-    out = ["Collection-level test: " + ("; ".join(parts) or "computed") + "."]
-    note = str(c.get("note") or "").strip()
-    if note:  # a sentence of its own: the PDF sets these lines one after the other
-        out.append(note if note.endswith((".", "!", "?")) else note + ".")
-    from audit_core.evidence.statement import per_document_sentence
-
-    per_doc = per_document_sentence(c).strip()
-    if per_doc:
-        called = [d for d, p in (c.get("document_p_values") or {}).items()
-                  if p is not None and c.get("called_members") is not None and p <= (c.get("fpr") or 0.05)]
+    if c.get("p_value") is None:
+        why = str(c.get("note") or "no controls were probed").strip().rstrip(".")
+        return [f"No collection test: {why}."]
+    first = str(collection_sentence(c))
+    called = [d for d, p in (c.get("document_p_values") or {}).items()
+              if p is not None and c.get("called_members") is not None and p <= (c.get("fpr") or 0.05)]
+    if called:
         more = f" and {len(called) - 20} more" if len(called) > 20 else ""
-        out.append(per_doc + (f" Called: {', '.join(called[:20])}{more}." if called else ""))
+        first += f" Called: {', '.join(called[:20])}{more}."
+    out = [first]
+    note = "; ".join(part for part in str(c.get("note") or "").strip().split("; ")
+                     if part and not part.startswith(_POWER_CLAUSE))
+    if note:  # a sentence of its own: the PDF sets these lines one after the other
+        note = note[:1].upper() + note[1:]
+        out.append(note if note.endswith((".", "!", "?")) else note + ".")
     return out
 
 
@@ -933,6 +1091,16 @@ def nothing_could_decide(result: dict) -> list[str] | None:
     return unchosen_chat_methods(chosen) if config.get("target_style") == "chat" else []
 
 
+def not_audited(result: dict) -> str:
+    """": N of M submitted, K not audited" from the audit's ``failures``, "" where it does not say (a cancelled
+    audit's count of documents said only how many were audited, not how many were left out)."""
+    f = result.get("failures") or {}
+    submitted, audited = f.get("documents"), f.get("documents_audited")
+    if not isinstance(submitted, int) or not isinstance(audited, int) or submitted < audited:
+        return ""
+    return f": {audited} of {submitted} submitted, {submitted - audited} not audited"
+
+
 def freshness_line(result: dict) -> str:
     """The first page's line on reused answers (``freshness_sentence``), or "not computed"."""
     return freshness_sentence(result) or "Answer freshness: not computed for this audit."
@@ -955,6 +1123,11 @@ PROVES = ("<b>What this shows:</b> for each document, whether the target answere
           "document and not retrieve it, or a defence may hide it); “inconclusive” says nothing either way.")
 
 
+#: the details begin on a new page where less than this share of a page is left after the summary: always on
+#: page 1 (the summary fills far more than a quarter of it), not where the summary ran a few lines over it
+SUMMARY_OVERFLOW = 0.75
+
+
 def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                options: ReportOptions | None = None, redact: bool = True) -> bytes:
     """The audit report as PDF bytes (reportlab platypus): a one-page summary, then the details.
@@ -970,7 +1143,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     """
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.units import cm
-    from reportlab.platypus import CondPageBreak, KeepTogether, PageBreak, Paragraph, SimpleDocTemplate, Spacer
+    from reportlab.platypus import CondPageBreak, KeepTogether, Paragraph, SimpleDocTemplate, Spacer
 
     opt = options or ReportOptions()
     r = shared_view(result, redact=redact)
@@ -996,6 +1169,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     n_docs = len(r.get("documents") or []) or len(verdicts)
     counts = {k: sum(1 for v in verdicts if v.get("verdict") == k) for k in _VERDICT_KINDS}
     facts = [
+        ["Collection", esc(" ".join(collection_lines(r)))],
         ["What was audited", esc(f"{n_docs} document(s) of yours, against {target}, with "
                                  + (", ".join(method_label(m) for m in methods) or "no method"))],
         ["When", esc(f"started {created}; "
@@ -1005,10 +1179,9 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                      f"(duration {_duration(r.get('created'), r.get('finished'))})")],
         ["Conclusion", esc(f"{counts['member']} member, {counts['not found']} not found, "
                            f"{counts['inconclusive']} inconclusive, out of {len(verdicts)} document(s) audited")
-         + (" <b>(cancelled before the end)</b>" if r.get("cancelled") else "")
+         + (f" <b>(cancelled before the end{esc(not_audited(r))})</b>" if r.get("cancelled") else "")
          + (" <b>(stopped before the end: " + esc(scrub_text(str((r.get("failures") or {})["stopped"])))
             + ")</b>" if not r.get("cancelled") and (r.get("failures") or {}).get("stopped") else "")],
-        ["Collection", esc(" ".join(collection_lines(r)))],
         ["Calls", esc(calls_line(r))],
         ["Retrieval", esc(retrieval_line(r))],
         ["Answers", esc(freshness_line(r))],
@@ -1017,9 +1190,11 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     ]
     story.append(_table(facts, [3.2 * cm, width - 3.2 * cm], st, header=False))
     story.append(Spacer(1, 6))
+    silent = silent_methods(r)
     for m, why in no_signal.items():
-        story.append(P(f"<b>{esc(method_label(m))}:</b> {esc(why)}. Its results are shown but do not "
-                       "count towards any verdict.", "small"))
+        story.append(P(f"<b>{esc(method_label(m))}:</b> {esc(why)}. "
+                       + ("It sent no query, so it has no result." if m in silent else
+                          "Its results are shown but do not count towards any verdict."), "small"))
     story.append(P("Per document", "h2"))
     if verdicts:
         from audit_core.verdict import REWRITING_EVIDENCE
@@ -1029,7 +1204,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         long_r5 = f", and {REWRITING_EVIDENCE}"
         for v in verdicts:  # R5's evidence is said once under the table, not in every row of the summary
             why = str(v.get("reason") or "").replace(long_r5, " (rule R5, below)")
-            rows.append([cell_id(v.get("doc_id")), esc(v.get("verdict")), esc(why)])
+            rows.append([cell_id(v.get("doc_id")), esc(v.get("verdict")), cell_reason(why)])
             colors_.append(_VERDICT_COLORS.get(v.get("verdict")))
         story.append(_table(rows, [4.0 * cm, 2.4 * cm, width - 6.4 * cm], st, row_colors=colors_))
         if any(long_r5 in str(v.get("reason") or "") for v in verdicts):
@@ -1042,7 +1217,9 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     story.append(P(f"SHA-256 of this report's data ({esc(export_name(result, 'json'))}): {json_sha}. The SHA-256 "
                    "of each document is listed at the end; anyone holding a text can check it was the one audited.",
                    "small"))
-    story.append(PageBreak())
+    # the details begin on a page of their own, unless the summary ran over page 1 by a few lines: a page
+    # break there left page 2 all but empty
+    story.append(CondPageBreak(SUMMARY_OVERFLOW * doc.height))
 
     # -- what was sent ---------------------------------------------------------
     story.append(P("What was sent", "h1"))
@@ -1094,13 +1271,18 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     story.append(P("Verdicts", "h1"))
     if verdicts:
         table, left_out = verdict_table(r, PDF_SCORE_COLUMNS)
-        rows = [[esc(c) for c in table[0]]] + [[cell_id(row[0]), *(esc(c) for c in row[1:])] for row in table[1:]]
+        rows = [[esc(c) for c in table[0]]] + [[cell_id(row[0]), esc(row[1]), cell_reason(row[2]),
+                                                 *(esc(c) for c in row[3:])] for row in table[1:]]
         colors_ = [None] + [_VERDICT_COLORS.get(v.get("verdict")) for v in verdicts]
         story.append(_table(rows, verdict_column_widths(width, table[0][3:]), st, row_colors=colors_))
         if left_out:
             story.append(P("Scores of " + esc(", ".join(method_label(m) for m in left_out)) + ": in each "
                            "document's evidence below and in the CSV export (no room for more columns here).",
                            "small"))
+        if silent:
+            story.append(P("Not in the table, having sent no query: " + esc("; ".join(
+                f"{method_label(m)} ({why})" for m, why in silent.items())) + ".", "small"))
+        story.append(P(esc(CALIBRATED_SCORE_NOTE), "small"))
     else:
         story.append(P("No document was audited."))
 
@@ -1116,7 +1298,8 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                        "reach (at most the stated miss rate), and the column before the AUC gives the share of "
                        "shadow non-members that low."))
         rows = [power_rows[0]] + [[esc(method_label(row[0]))] + [esc(c) for c in row[1:]] for row in power_rows[1:]]
-        story.append(_table(rows, [2.6 * cm, 2.5 * cm, 2.0 * cm, 3.4 * cm, 2.5 * cm, width - 13.0 * cm], st))
+        widths = fitted_widths(width, power_rows[0], [2.6 * cm, 2.5 * cm, 2.0 * cm, 3.4 * cm, 2.5 * cm])
+        story.append(_table(rows, widths, st))
     else:
         rows = [["Method", "Shadow AUC", "Reading"]]
         for m in methods:
@@ -1136,14 +1319,16 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
             story.append(P(f"<b>{esc(method_label(m))}:</b> {esc(why)}"))
 
     # -- score distributions ---------------------------------------------------
-    kde_methods = [m for m in methods if m in calibrations and m not in not_run]
+    kde_methods = plotted_methods(r)
     if kde_methods:
         # the section's heading and introduction stay with its first plot (no orphaned heading)
         head = [P("Your documents against the shadow's score distributions", "h1"),
                 P("Each plot shows the scores a method gave to shadow documents known to be in the shadow's "
                   "knowledge base (members) and known not to be (non-members), with your documents marked at "
                   "their scores (numbered; the key is under each plot). A document far inside the member curve "
-                  "looks like a member. The raw scores behind each plot are available as a CSV export.")]
+                  "looks like a member. The calibrated scores each plot draws, and the raw scores behind them, "
+                  f"are in {esc(export_name(result, SCORES_EXT))}, exported beside this report (the app's "
+                  "Export section; the CLI's --report-dir).")]
         for i, m in enumerate(kde_methods):
             block = (head if i == 0 else []) + [P(esc(method_label(m)), "h2"),
                                                 _image(kde_png(r, m, dpi=opt.figure_dpi), width * 0.92)]

@@ -742,3 +742,21 @@ def test_the_pdf_is_made_with_a_progress_bar_of_its_documents(monkeypatch):
     bar = at.get("progress")[-1]
     assert bar.proto.value == 100 and bar.proto.text == "Preparing the PDF report: 3 / 3 documents"
     assert at.session_state["exports"]["pdf"] == b"%PDF-fake"
+
+
+def test_the_exports_hold_the_scores_behind_the_plots_and_a_redacted_csv(monkeypatch):
+    """The PDF pointed to a CSV of the scores behind its plots that no export held; the verdicts CSV kept the
+    reasons whole, a server's echo of a document included, whatever the redaction choice."""
+    from audit_core import report
+    from tests.audit_core.test_report import _quoting_result
+
+    monkeypatch.setattr(report, "pdf_report", lambda *_a, **_k: b"%PDF-fake")  # the PDF has tests of its own
+    result, word = _quoting_result()
+    at = _results_part("_exports", result, "k")
+    assert not at.exception
+    exports = at.session_state["exports"]
+    assert exports["redact"] and "pdf" in exports
+    assert exports["scores"] == report.scores_csv(result, redact=True) and "calibrated_score,raw_score" in exports["scores"]
+    assert word not in exports["csv"] and word not in exports["scores"]
+    labels = [b.label for b in at.get("download_button")]
+    assert "Scores behind the plots (CSV)" in labels

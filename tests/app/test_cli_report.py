@@ -13,12 +13,12 @@ from tests.audit_core.test_report import make_result
 
 def test_report_dir_gets_the_apps_names_and_redacted_texts(tmp_path):
     r = make_result()
-    paths = _write_report(r, tmp_path / "out", redact=True)
-    assert sorted(p.name for p in paths) == sorted(
-        f"audit-2025-05-01-127-0-0-1-8000-v1-acme-rag-model-7b.{ext}" for ext in ("pdf", "json", "csv"))
+    paths, problem = _write_report(r, tmp_path / "out", redact=True)
+    assert problem is None and sorted(p.name for p in paths) == sorted(
+        f"audit-2025-05-01-127-0-0-1-8000-v1-acme-rag-model-7b.{ext}" for ext in ("pdf", "json", "csv", "scores.csv"))
     data = json.loads(next(p for p in paths if p.suffix == ".json").read_text())
     assert data["redacted"] and "sinus infection" not in json.dumps(data)
-    full = _write_report(r, tmp_path / "full", redact=False)
+    full, _ = _write_report(r, tmp_path / "full", redact=False)
     assert "sinus infection" in next(p for p in full if p.suffix == ".json").read_text()
 
 
@@ -606,11 +606,11 @@ def test_the_unredacted_out_file_is_private_and_the_pdf_has_a_progress_bar(tmp_p
     monkeypatch.setattr(app.cli, "_progress_bar", lambda: lambda stage, done, total: stages.append((stage, done, total)))
     old = os.umask(0o022)
     try:
-        paths = app.cli._write_report(make_result(), tmp_path / "shared", redact=False)
+        paths, _ = app.cli._write_report(make_result(), tmp_path / "shared", redact=False)
     finally:
         os.umask(old)
     # --report-dir --no-redact holds the documents whole: its files are as private as --out
-    assert sorted(stat.S_IMODE(p.stat().st_mode) for p in paths) == [0o600] * 3
+    assert sorted(stat.S_IMODE(p.stat().st_mode) for p in paths) == [0o600] * 4
     pdf = [s for s in stages if s[0] == "writing the PDF report"]
     assert pdf and pdf[-1][1] == pdf[-1][2] > 0 and [s[1] for s in pdf] == list(range(1, pdf[-1][2] + 1))
     assert any(p.suffix == ".pdf" for p in paths)
@@ -633,3 +633,36 @@ def test_the_unredacted_out_file_is_private_and_the_pdf_has_a_progress_bar(tmp_p
         os.umask(old)
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     assert "persistent cough" in out.read_text() and not list(tmp_path.glob(".results.json.*"))
+
+
+def test_a_pdf_that_cannot_be_made_leaves_the_other_exports_and_the_gate(tmp_path, monkeypatch, capsys):
+    """The PDF was built first and its LayoutError (no OSError) crashed the CLI: no JSON, no CSV, no --fail-on."""
+    import audit_core.audit
+    import audit_core.report
+    from audit_core.methods.base import MethodResult
+    from reportlab.platypus.doctemplate import LayoutError
+    from tests.fake_openai_server import FakeOpenAIServer, Reply
+
+    def broken(*_a, **_k):
+        raise LayoutError("Flowable <Table> too large on page 5\nsecond line")
+
+    monkeypatch.setattr(audit_core.report, "pdf_report", broken)
+    paths, problem = _write_report(make_result(), tmp_path / "direct", redact=True)
+    assert problem == "LayoutError: Flowable <Table> too large on page 5"
+    assert sorted(p.suffix for p in paths) == [".csv", ".csv", ".json"]
+    docs = tmp_path / "docs.csv"
+    docs.write_text("id,text\na," + " ".join(f"word{i}" for i in range(60)) + "\n")
+    monkeypatch.setenv("RPA_TEST_FILE_KEY", "file-key-0123456789")
+    member = {"a": {"verbatim": MethodResult("verbatim", "a", 0.9, True, None, {"fpr": 0.05})}}
+    monkeypatch.setattr(audit_core.audit, "run_audit", _fake_audit(member))
+    with FakeOpenAIServer() as srv:
+        srv.script(*[Reply.json(200, {"answer": "fine"})] * 20, path="/ask")
+        common = ["audit", "--target-file", str(_scripted_file(tmp_path, srv.port)), "--allow-env",
+                  "RPA_TEST_FILE_KEY", "--docs", str(docs), "--method", "verbatim",
+                  "--store", str(tmp_path / "s.sqlite"), "--report-dir", str(tmp_path / "reports")]
+        assert main([*common, "--fail-on", "member"]) == 1  # the finding is never hidden behind the PDF
+        err = capsys.readouterr().err
+        assert "error: the PDF report could not be made (LayoutError: Flowable <Table>" in err
+        assert "Traceback" not in err and "gate (--fail-on member): a: member" in err
+        assert sorted(p.suffix for p in (tmp_path / "reports").iterdir()) == [".csv", ".csv", ".json"]
+        assert main(common) == 3  # as for any output that could not be written

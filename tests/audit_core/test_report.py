@@ -222,11 +222,11 @@ def test_raw_scores_csv(result):
     rows = list(csv.DictReader(io.StringIO(plots.raw_scores_csv(result, "srag"))))
     groups = {g: [r for r in rows if r["group"] == g] for g in ("shadow_member", "shadow_nonmember", "document")}
     cal = result["calibrations"]["srag"]
-    assert [float(r["score"]) for r in groups["shadow_member"]] == cal["member_scores"]
-    assert [float(r["score"]) for r in groups["shadow_nonmember"]] == cal["nonmember_scores"]
+    assert [float(r["calibrated_score"]) for r in groups["shadow_member"]] == cal["member_scores"]
+    assert [float(r["calibrated_score"]) for r in groups["shadow_nonmember"]] == cal["nonmember_scores"]
     docs = {r["id"]: r for r in groups["document"]}
-    assert float(docs["doc-1"]["score"]) == 0.91
-    assert docs["'=cmd"]["score"] == "" and "too short" in docs["'=cmd"]["reason"]
+    assert float(docs["doc-1"]["calibrated_score"]) == 0.91
+    assert docs["'=cmd"]["calibrated_score"] == "" and "too short" in docs["'=cmd"]["reason"]
 
 
 # --------------------------------------------------------------------------- figures
@@ -414,7 +414,7 @@ def test_first_page_is_the_summary_with_hashes_and_version():
     for needed in ("What was audited", "4 document(s)", "started 2025-05-01T10:00:00+00:00",
                    "duration 12 min 5 s", "1 member, 1 not found, 2 inconclusive", "What this shows",
                    "What it does not prove", f"RAG Provenance Auditor {__version__}", "Per document", "doc-2",
-                   "Collection-level test: not computed", "Answer freshness: not computed", "MBA: no signal",
+                   "No collection test: not computed", "Answer freshness: not computed", "MBA: no signal",
                    "Retrieval known (demo target) or stated by the operator"):
         assert needed in first, needed
     unknown = {**r, "config": {**r["config"], "verdict": {}}}  # an endpoint nobody vouched for
@@ -432,11 +432,12 @@ def test_first_page_is_the_summary_with_hashes_and_version():
 def test_collection_and_freshness_blocks_are_shown_when_computed():
     r = _shared_result()
     r["collection"] = {"p_value": 0.0012, "n_documents": 4, "n_controls": 20, "power": 0.8, "effect_size": 1.3,
+                       "controls_kind": "declared", "method": "srag",
                        "note": "one-sided test against the control documents"}
     r["freshness"] = {"policy_days": 30, "reused": 12, "sent": 3, "oldest_reused": "2025-04-20",
                       "newest_reused": "2025-04-30"}
     first = _pages(report.pdf_report(r))[0]
-    assert "p-value 0.0012" in first and "20 control documents" in first and "one-sided test" in first
+    assert "p = 0.0012, from 4 documents against 20 controls" in first and "One-sided test" in first
     assert "Answers reused from earlier requests: 12" in first and "sent during this audit: 3" in first
     assert "30 day(s)" in first
 
@@ -606,7 +607,7 @@ def test_the_collection_note_is_a_sentence_of_its_own():
          "note": "even 100 controls would not find a quarter-member collection: the separation limits it"}
     lines = report.collection_lines({"collection": c})
     assert lines[1].endswith("limits it.") and report.collection_lines(
-        {"collection": {**c, "note": "ends well."}})[1] == "ends well."
+        {"collection": {**c, "note": "ends well."}})[1] == "Ends well."
 
 
 def test_the_summary_states_the_false_positive_rate_of_the_calls_with_or_without_controls():
@@ -663,7 +664,7 @@ def test_path_like_ids_stay_two_documents_and_a_score_that_decides_nothing_is_no
     ids = [v["doc_id"] for v in view["verdicts"]]
     assert len(set(ids)) == len(ids) and ids[0] == "/srv/docs/0/report.txt"
     said = report._method_sentence("srag", {"score": 0.41, "decision": None, "reason": "not cleared: 13% ..."})
-    assert said.startswith("S-RAG gave a membership probability of 0.41 but decides nothing (not cleared")
+    assert said.startswith("S-RAG gave a calibrated score of 0.41 but decides nothing (not cleared")
     assert report._method_sentence("mba", {"score": None, "decision": None, "reason": "too many non-answers"}) \
         == "MBA gave no answer (too many non-answers)."
 
@@ -816,7 +817,7 @@ def test_the_pdfs_verdict_table_has_a_column_for_each_method_that_ran():
     assert "Cited sources" in section and "Verbatim continuation" in section and "0.71 0.72" in section
     assert "S-RAG" not in section and "MBA" not in section and "—" not in section
     # S-RAG and MBA keep the cells that say what they read
-    assert report.verdict_table(make_result())[0][0][3:] == ["S-RAG probability", "MBA accuracy"]
+    assert report.verdict_table(make_result())[0][0][3:] == ["S-RAG", "MBA accuracy"]
 
 
 def test_methods_beyond_the_pdfs_score_columns_are_named_under_the_table_and_the_table_fits_the_page():
@@ -839,3 +840,208 @@ def test_methods_beyond_the_pdfs_score_columns_are_named_under_the_table_and_the
     for n in range(report.PDF_SCORE_COLUMNS + 1):
         widths = report.verdict_column_widths(width, widest[:n])
         assert len(widths) == 3 + n and math.isclose(sum(widths), width) and widths[2] >= 4.5 * cm
+
+
+# --------------------------------------------------------------------------- review of the exports (issue 28)
+
+
+def _all_methods_abstain_result() -> dict:
+    """Every registered method chosen on a chat target without logprobs: each abstains with its own reason, and
+    rule R1 joins them into one reason of thousands of characters."""
+    from audit_core.methods import METHODS
+    from audit_core.verdict import decide
+
+    why = ("no signal: on the shadow RAG this method separated members from non-members no better than chance "
+           "(validation AUC 0.52); none of its queries were sent; a missing answer is not evidence")
+    rs = [MethodResult(m, "a", None, None, why) for m in METHODS]
+    v = decide("a", rs, VerdictConfig()).to_json()
+    v["reason"] += "; THE-END-OF-THE-REASON"
+    assert len(v["reason"]) > 2500
+    return {"target": "https://api.example.com/v1 · m", "created": "2025-05-02T00:00:00+00:00",
+            "config": {"methods": list(METHODS)}, "calibrations": {}, "verdicts": [v],
+            "results": {"a": {r.method: r.to_json() for r in rs}}, "account": {},
+            "documents": [{"id": "a", "text": "one text"}]}
+
+
+def test_a_reason_thousands_of_characters_long_is_cut_in_the_tables_and_whole_in_the_evidence():
+    """Fourteen methods' reasons joined (R1) made a verdict-table row taller than a page: LayoutError, no PDF."""
+    r = _all_methods_abstain_result()
+    text = " ".join(_pages(report.pdf_report(r)))
+    evidence = text[text.index("Evidence per document"):]
+    assert "THE-END-OF-THE-REASON" in evidence and "THE-END-OF-THE-REASON" not in text[:text.index("Evidence per")]
+    assert text.count("(whole under Evidence per document)") == 2  # the summary's row and the verdict table's
+    assert report.cell_reason("x" * 301) == "x" * report.CELL_REASON_CHARS + "… (whole under Evidence per document)"
+    assert report.cell_reason("a < b") == "a &lt; b"
+
+
+def _quoting_result() -> tuple[dict, str]:
+    """An audit whose target's error bodies echo the prompt (a document's text) into an error, the methods'
+    reasons, the verdict's reason and the failures."""
+    r = make_result()
+    word = "Zentrovaxine"
+    r["documents"][0]["text"] = ("Amoxicillin 500mg was prescribed to the patient; later " + word
+                                 + " tablets were stopped. ") * 3
+    echo = f'server error (HTTP 400): {{"error": "prompt too long: later {word} tablets were stopped"}}'
+    r["results"]["doc-1"]["srag"]["evidence"]["words"][0]["error"] = echo
+    r["results"]["doc-1"]["mba"]["reason"] = echo
+    r["verdicts"][0]["reason"] += "; " + echo
+    r["verdicts"][0]["methods"]["mba"]["reason"] = echo
+    r["failures"] = {"documents": 4, "documents_audited": 4, "inconclusive": {"doc-1": {"mba": echo}},
+                     "target_errors": {"server_error": 1}, "stopped": f"{echo} -- 3 document(s) not audited"}
+    return r, word
+
+
+def test_a_redacted_export_hides_the_document_words_that_errors_reasons_and_failures_quote():
+    """A connector quotes up to 300 characters of a server's error body, which can echo the prompt: a document's
+    word survived in the redacted JSON (an "error" was a safe field; reasons and failures were never redacted)."""
+    r, word = _quoting_result()
+    data = report.results_json(r, redact=True).decode()
+    assert word not in data and word.lower() not in data.lower()
+    shared = json.loads(data)
+    assert shared["failures"]["stopped"].startswith("server error (HTTP 400)")  # the auditor's own words stay
+    assert "3 document(s) not audited" in shared["failures"]["stopped"]
+    assert shared["failures"]["target_errors"] == {"server_error": 1} and "doc-1" in shared["failures"]["inconclusive"]
+    # the documented choice stands: a redacted text keeps its SHA-256 and first words
+    assert shared["documents"][0]["text"].startswith("[text redacted; SHA-256 ")
+    assert "begins: Amoxicillin 500mg was prescribed" in shared["documents"][0]["text"]
+    assert word not in report.results_csv(r, redact=True) and word not in report.scores_csv(r, redact=True)
+    assert word not in " ".join(_pages(report.pdf_report(r, redact=True)))
+    # the owner's own export keeps everything
+    assert word in report.results_json(r, redact=False).decode() and word in report.results_csv(r)
+    assert report.redact_document_words("HTTP 400: the later Zentrovaxine", report.document_words(
+        ["later zentrovaxine 400"])) == "HTTP 400: the [redacted] [redacted]"  # numbers and common words stay
+
+
+def test_the_summary_opens_with_the_collection_sentence_and_states_the_power_once():
+    """The PDF's collection line was its fourth row, worded apart from the app, the CLI and the JSON
+    ("Collection-level test: p-value ..."), said the power twice, and without a test gave "0 control documents"."""
+    from audit_core.evidence.statement import collection_sentence
+
+    r = _shared_result()
+    r["collection"] = {"p_value": 0.0302, "n_documents": 4, "n_controls": 20, "power": 1.0,
+                       "power_quarter_members": 0.64, "alpha": 0.05, "effect_size": 0.69,
+                       "controls_kind": "declared", "method": "srag",
+                       "note": "one-sided permutation test; controls: documents you declared were never published; "
+                               "power at p <= 0.05 from the shadow's out-of-fold scores: 1.00 if every document "
+                               "were a member, 0.64 if a quarter were; even 100 controls would not do"}
+    first = _pages(report.pdf_report(r))[0]
+    after_title = first[first.index("RAG provenance audit report") + len("RAG provenance audit report"):]
+    assert after_title.startswith(" Collection " + collection_sentence(r["collection"]))
+    assert first.count("if a quarter were") == 1 and "One-sided permutation test; controls: documents you" in first
+    assert "even 100 controls would not do." in first
+    r["collection"] = {"p_value": None, "n_documents": 4, "n_controls": 0, "power": None, "controls_kind": None,
+                       "method": "srag", "note": "no controls were given: add documents you never published"}
+    first = _pages(report.pdf_report(r))[0]
+    assert "Collection No collection test: no controls were given: add documents you never published." in first
+    assert "0 control" not in first and "4 document" not in first.split("What was audited")[0]
+
+
+def _r0_result() -> dict:
+    """One document called a member against the owner's controls (rule R0) with S-RAG's calibrated score 0.40."""
+    r = _shared_result()
+    v = r["verdicts"][0]
+    v.update(reason="S-RAG calls it a member at a 5% false-positive rate against your 20 controls; MBA agrees",
+             score=0.4, rule="R2")
+    v["methods"]["srag"] = {"score": 0.4, "decision": True, "reason": "p = 0.048 against your 20 controls (at most 5%)"}
+    r["collection"] = {"p_value": 0.004, "n_documents": 4, "n_controls": 20, "controls_kind": "declared",
+                       "method": "srag", "leads_verdicts": True, "called_members": 1, "fpr": 0.05,
+                       "document_p_values": {"doc-1": 0.048}}
+    r["config"] = {**r["config"], "fpr": 0.05}
+    return r
+
+
+def test_a_call_against_the_controls_shows_its_p_value_and_no_score_is_called_a_probability():
+    """S-RAG's Platt score was a "membership probability" (issue 17 objected to the name), and an R0 verdict's
+    paragraph gave it as the deciding number though the call rested on p = 0.048 against the controls."""
+    r = _r0_result()
+    said = report.explain_verdict(r["verdicts"][0])
+    assert said.startswith("The audit found evidence that “doc-1” is in the target's knowledge base (S-RAG: p = 0.048 "
+                           "against your 20 controls") and "score 0.40 from the method that decided" not in said
+    assert report.score_cell(r, r["verdicts"][0], "srag").startswith("p = 0.048 against your 20 controls")
+    text = " ".join(_pages(report.pdf_report(r)))
+    assert "probability of" not in text and "S-RAG probability" not in text
+    assert text.count("Every score in this report is a calibrated score") == 1
+    assert "calibrated score of 0.40 on its shadow, which did not decide" in text
+    assert report.score_column("srag") == "S-RAG"
+
+
+def test_under_rule_r0_the_calls_line_does_not_claim_a_per_document_power_against_the_controls():
+    """It said "each method's power at that rate is in the table of methods": the table gives the shadow's TPR."""
+    line = report.calls_line(_r0_result())
+    assert "each method's power at that rate is in the table" not in line
+    assert "power of a document's call against your controls is not estimated" in line
+    assert "collection test's power" in line
+    shadow_only = {**_shared_result(), "config": {"fpr": 0.05}}
+    assert "each method's power at that rate is in the table of methods" in report.calls_line(shadow_only)
+
+
+def test_a_method_that_sent_nothing_for_want_of_signal_has_no_column_and_no_plot():
+    """MBA, without signal and not run anyway, took a score column and a KDE section ("No document received a
+    score") while a method that ran was pushed out of the table."""
+    r = _shared_result()  # MBA has no signal there
+    skipped = "no signal: chance on the shadow; none of its queries were sent"
+    for d, rs in r["results"].items():
+        rs["mba"] = {"method": "mba", "doc_id": d, "score": None, "decision": None, "reason": skipped, "evidence": {}}
+    for v in r["verdicts"]:
+        v["methods"]["mba"] = {"score": None, "decision": None, "reason": skipped}
+    text = " ".join(_pages(report.pdf_report(r)))
+    assert "No document received a score from MBA" not in text and "It sent no query, so it has no result" in text
+    assert "Not in the table, having sent no query: MBA (no signal: on the shadow RAG" in text
+    assert report.silent_methods(r) == {"mba": r["no_signal"]["mba"]} and report.scored_methods(r) == ["srag"]
+    assert report.verdict_table(r)[0][0][3:] == ["S-RAG"]
+    anyway = {**r, "config": {**r["config"], "run_without_signal": ["mba"]}}
+    assert report.silent_methods(anyway) == {} and report.scored_methods(anyway) == ["srag", "mba"]
+
+
+def test_a_cancelled_audit_says_how_many_documents_were_submitted():
+    r = _shared_result()
+    r["cancelled"] = True
+    r["failures"] = {"documents": 9, "documents_audited": 4}
+    first = _pages(report.pdf_report(r))[0]
+    assert "out of 4 document(s) audited (cancelled before the end: 4 of 9 submitted, 5 not audited)" in first
+
+
+def test_the_scores_behind_the_plots_are_exported_with_their_raw_scores_and_the_pdf_says_where():
+    """The PDF said the raw scores were "available as a CSV export": no export had them, and the CSV beside a plot
+    held the calibrated scores it draws under the name "score"."""
+    r = make_result()
+    cal = r["calibrations"]["srag"]
+    cal["params"]["evidence"] = {"member_raw": [x * 10 for x in cal["member_scores"]],
+                                 "nonmember_raw": [x * 10 for x in cal["nonmember_scores"]]}
+    r["results"]["doc-1"]["srag"]["evidence"]["raw_score"] = 3.25
+    text = " ".join(_pages(report.pdf_report(r)))
+    assert "available as a CSV export" not in text
+    assert f"are in {report.export_name(r, report.SCORES_EXT)}, exported beside this report" in text
+    rows = list(csv.DictReader(io.StringIO(report.scores_csv(r))))
+    assert tuple(rows[0]) == plots.SCORES_HEADER
+    members = [x for x in rows if x["method"] == "srag" and x["group"] == "shadow_member"]
+    assert [float(x["raw_score"]) for x in members] == [x * 10 for x in cal["member_scores"]]
+    assert [float(x["calibrated_score"]) for x in members] == cal["member_scores"]
+    doc = next(x for x in rows if x["id"] == "doc-1" and x["method"] == "srag")
+    assert (float(doc["calibrated_score"]), float(doc["raw_score"])) == (0.91, 3.25)
+    assert {x["method"] for x in rows} == set(report.plotted_methods(r)) == {"srag", "mba"}
+    assert all(x["raw_score"] == "" for x in rows if x["method"] == "mba")  # not kept: empty, never made up
+
+
+def test_table_headings_break_at_spaces_only_and_a_summary_over_page_one_leaves_no_empty_page():
+    """"False-positive rate" broke mid-word in its 2.5 cm column; a summary one line over page 1 was followed
+    by a page break, and page 2 held that line only."""
+    from reportlab.lib.units import cm
+
+    r = make_result()
+    r["method_power"] = {"srag": {"fpr": 0.05, "power": 0.62, "cleared": 0.81, "miss_rate": 0.05, "shadow_auc": 0.93,
+                                  "decides": True, "reason": None}}
+    assert "False-positive rate Power (shadow TPR)" in " ".join(_pages(report.pdf_report(r)))
+    headings = report.method_power_rows({"method_power": {"srag": {}}})[0]
+    widths = report.fitted_widths(17.4 * cm, headings, [2.6 * cm, 2.5 * cm, 2.0 * cm, 3.4 * cm, 2.5 * cm])
+    assert widths[1] >= report.heading_width("False-positive rate") > 2.5 * cm
+    assert math.isclose(sum(widths), 17.4 * cm)
+    # a summary that runs over page 1: the details go on beneath its last lines
+    r = _text_only_result(["verbatim"])
+    for n in range(8, 60):
+        r["verdicts"] = [{**r["verdicts"][0], "doc_id": f"d{i}"} for i in range(n)]
+        pages = _pages(report.pdf_report(r))
+        if "SHA-256 of this report's data" in pages[1]:
+            break
+    assert pages[1].index("SHA-256 of this report's data") < 600  # a few lines over, as in the review
+    assert "What was sent" in pages[1]
