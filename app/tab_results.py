@@ -300,14 +300,15 @@ _DETAIL_VIEWS = {"srag": _srag_detail, "mba": _mba_detail, "verbatim": _verbatim
 def _kde(result: dict, key: str) -> None:
     from audit_core import plots
     from audit_core.methods import LABELS
+    from audit_core.report import plotted_methods
 
-    cals = result.get("calibrations") or {}
-    if not cals:
+    shown = plotted_methods(result)  # the PDF's: a method that sent nothing for want of signal has no plot
+    if not shown:
         return
     st.markdown("### Your documents against the shadow's members and non-members")
     st.caption("Each curve is the score distribution of the shadow RAG's members or non-members; "
                "the marks are your documents.")
-    for m in cals:
+    for m in shown:
         st.plotly_chart(plots.kde_figure_plotly(result, m), key=f"{key}-kde-{m}")
         st.download_button(f"{LABELS.get(m, m)} scores behind the plot (CSV)", plots.raw_scores_csv(result, m),
                            file_name=f"{m}_scores.csv", mime="text/csv", key=f"{key}-raw-{m}")

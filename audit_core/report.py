@@ -204,22 +204,22 @@ _PLACEHOLDERS = (REDACTED_WORD, REDACTED, "[text redacted;", "[reproduced run re
                  "[redacted with the document text]")
 
 
-def _redact_texts(obj: Any, words: frozenset[str], key: str | None = None) -> Any:
+def _redact_texts(obj: Any, runs: frozenset[tuple[str, ...]], key: str | None = None) -> Any:
     """``obj`` with every text that may quote a document replaced by ``REDACTED_WORD`` (numbers, flags and
     the placeholders set by the specific redactions above kept); a ``SAFE_EVIDENCE_TEXT`` field keeps its own
-    words but loses the documents' (``redact_document_words``: an ``error`` quotes the server, which may echo
+    words but loses the runs it quotes from a document (``redact_quoted_runs``: an ``error`` quotes the server, which may echo
     the prompt)."""
     if isinstance(obj, dict):
-        return {k: _redact_texts(v, words, k) for k, v in obj.items()}
+        return {k: _redact_texts(v, runs, k) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_redact_texts(v, words, key) for v in obj]
+        return [_redact_texts(v, runs, key) for v in obj]
     if isinstance(obj, str) and obj and not obj.startswith(_PLACEHOLDERS):
-        return redact_document_words(obj, words) if key in SAFE_EVIDENCE_TEXT else REDACTED_WORD
+        return redact_quoted_runs(obj, runs) if key in SAFE_EVIDENCE_TEXT else REDACTED_WORD
     return obj
 
 
-#: words nearly every English text has: a redacted reason keeps them, so that it stays a sentence (none of
-#: them tells a reader what a document says)
+#: words nearly every English text has: a run of them alone is no quotation of a document (none of them tells
+#: a reader what a document says)
 _COMMON_WORDS = frozenset("""
 a about above after again against all also an and any are as at be because been before being below between
 both but by can could did do does doing down during each either even every few for from further had has
@@ -230,37 +230,59 @@ under until up upon us very was we were what when where whether which while who 
 within without would yet you your
 """.split())
 _WORD = re.compile(r"\w+")
+#: consecutive words of a document that make a quotation of it
+QUOTED_RUN = 3
 
 
-def document_words(texts: Any) -> frozenset[str]:
-    """The words (casefolded) of ``texts`` that a redacted export hides wherever they appear: all but
-    ``_COMMON_WORDS``, single characters and numbers, which say nothing of what a document holds."""
-    return frozenset(w for t in texts for w in _WORD.findall(str(t or "").casefold())
-                     if len(w) > 1 and not w.isdigit() and w not in _COMMON_WORDS)
+def document_runs(texts: Any, n: int = QUOTED_RUN) -> frozenset[tuple[str, ...]]:
+    """Every run of ``n`` consecutive words (casefolded) of ``texts`` that is not made of ``_COMMON_WORDS`` and
+    numbers alone: what a redacted export hides wherever it is quoted."""
+    runs = set()
+    for t in texts:
+        ws = _WORD.findall(str(t or "").casefold())
+        for k in range(len(ws) - n + 1):
+            run = tuple(ws[k:k + n])
+            if any(w not in _COMMON_WORDS and not w.isdigit() for w in run):
+                runs.add(run)
+    return frozenset(runs)
 
 
-def redact_document_words(text: str, words: frozenset[str]) -> str:
-    """``text`` with each of the documents' ``words`` replaced by ``REDACTED_WORD``.
+def redact_quoted_runs(text: str, runs: frozenset[tuple[str, ...]]) -> str:
+    """``text`` with every word that belongs to a quoted run of a document (``document_runs``) replaced by
+    ``REDACTED_WORD``.
 
-    For the texts a redacted export keeps because they are mostly the auditor's own words (reasons, error
-    messages, failures) but that can quote a document: a connector quotes up to 300 characters of a server's
-    error body, and a server may echo the prompt, i.e. the document. ``scrub_text`` masks credentials only.
-    Which words came from a document cannot be told from the text itself, so every word a document shares is
-    hidden, the auditor's own ones too where a document uses them ("threshold" in a report about thresholds):
-    redaction errs towards hiding.
+    For the texts a redacted export keeps because they are the auditor's own words (reasons, error messages,
+    failures) but that can quote a document: a connector quotes up to 300 characters of a server's error body,
+    and a server may echo the prompt, i.e. the document. ``scrub_text`` masks credentials only. A single word
+    a document shares is kept ("member", "rate", "positive" are in many medical texts and in every reason):
+    hiding those had turned reasons into "calls it a [redacted] at a 5% false-[redacted] [redacted]".
     """
-    if not words or not text:
+    if not runs or not text:
         return text
-    return _WORD.sub(lambda m: REDACTED_WORD if m.group().casefold() in words else m.group(), text)
+    n = len(next(iter(runs)))
+    found = list(_WORD.finditer(text))
+    words = [m.group().casefold() for m in found]
+    hide = set()
+    for k in range(len(words) - n + 1):
+        if tuple(words[k:k + n]) in runs:
+            hide.update(range(k, k + n))
+    if not hide:
+        return text
+    out, pos = [], 0
+    for k in sorted(hide):
+        m = found[k]
+        out.append(text[pos:m.start()] + REDACTED_WORD)
+        pos = m.end()
+    return "".join(out) + text[pos:]
 
 
-def _redact_quotes(obj: Any, words: frozenset[str]) -> Any:
-    """Every text in ``obj`` through ``redact_document_words``; mapping keys (document ids, reason codes) kept."""
+def _redact_quotes(obj: Any, runs: frozenset[tuple[str, ...]]) -> Any:
+    """Every text in ``obj`` through ``redact_quoted_runs``; mapping keys (document ids, reason codes) kept."""
     if isinstance(obj, dict):
-        return {k: _redact_quotes(v, words) for k, v in obj.items()}
+        return {k: _redact_quotes(v, runs) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_redact_quotes(v, words) for v in obj]
-    return redact_document_words(obj, words) if isinstance(obj, str) else obj
+        return [_redact_quotes(v, runs) for v in obj]
+    return redact_quoted_runs(obj, runs) if isinstance(obj, str) else obj
 
 
 def shared_view(result: dict, redact: bool = True) -> dict:
@@ -288,26 +310,26 @@ def shared_view(result: dict, redact: bool = True) -> dict:
     r["redacted"] = bool(redact)
     if redact:
         r.pop("observations", None)
-        words = document_words(d.get("text") for d in docs)
+        runs = document_runs(d.get("text") for d in docs)
         for per_doc in (r.get("results") or {}).values():
             for res in (per_doc or {}).values():
                 if not isinstance(res, dict):
                     continue
                 if isinstance(res.get("reason"), str):
-                    res["reason"] = redact_document_words(res["reason"], words)
+                    res["reason"] = redact_quoted_runs(res["reason"], runs)
                 ev = res.get("evidence")
                 if isinstance(ev, dict) and "masked_text" in ev:
                     ev["masked_text"] = "[redacted with the document text]"
                 if isinstance(ev, dict):
                     _redact_words(ev)
                     _redact_answers(ev)
-                    res["evidence"] = _redact_texts(ev, words)  # what the specific redactions above do not know of
+                    res["evidence"] = _redact_texts(ev, runs)  # what the specific redactions above do not know of
         # a verdict's reason joins its methods' reasons, and the failures repeat them and the target's errors
         for v in r.get("verdicts") or []:
             if isinstance(v, dict):
-                v.update(_redact_quotes({k: v[k] for k in ("reason", "methods") if k in v}, words))
+                v.update(_redact_quotes({k: v[k] for k in ("reason", "methods") if k in v}, runs))
         if r.get("failures"):
-            r["failures"] = _redact_quotes(r["failures"], words)
+            r["failures"] = _redact_quotes(r["failures"], runs)
     return r
 
 

@@ -62,7 +62,7 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in (
                "5-10 short probes (one per hard word)",
                description='asks the target to continue the document from just before hard-to-guess words and reads the '
                            'probability it gives to the true next word; a classifier trained on a shadow RAG turns the '
-                           'histogram of these probabilities into a membership probability',
+                           'histogram of these probabilities into a score, calibrated on the shadow',
                suggested_for=("logprobs",), full_size_shadow=True),
     MethodSpec("mba", "MBA", _M + "mba", "MbaMethod", "MbaConfig", False, "second opinion",
                "1 fill-in request, or one per hidden word",

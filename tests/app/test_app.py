@@ -760,3 +760,22 @@ def test_the_exports_hold_the_scores_behind_the_plots_and_a_redacted_csv(monkeyp
     assert word not in exports["csv"] and word not in exports["scores"]
     labels = [b.label for b in at.get("download_button")]
     assert "Scores behind the plots (CSV)" in labels
+
+
+def test_the_results_tab_plots_no_method_that_sent_nothing_for_want_of_signal(monkeypatch):
+    """The PDF left such a method out of its plots, while the Results tab still drew a plot with no document."""
+    from audit_core import plots
+
+    drawn: list[str] = []
+    import plotly.graph_objects as go
+
+    monkeypatch.setattr(plots, "kde_figure_plotly", lambda result, m: drawn.append(m) or go.Figure(go.Scatter()))
+    cal = {"method": "x", "threshold": 0.5}
+    result = {"documents": [{"id": "a", "text": "t"}], "config": {"methods": ["rag_mia", "mba"]},
+              "calibrations": {"rag_mia": {**cal, "method": "rag_mia"}, "mba": {**cal, "method": "mba"}},
+              "no_signal": {"mba": "no signal: shadow AUC 0.52"},
+              "verdicts": [{"doc_id": "a", "verdict": "member", "reason": "r", "methods": {}}],
+              "results": {"a": {"rag_mia": {"method": "rag_mia", "doc_id": "a", "score": 0.83, "decision": True,
+                                            "reason": None, "evidence": {}}}}}
+    at = _results_part("_kde", result, "k")
+    assert not at.exception and drawn == ["rag_mia"]

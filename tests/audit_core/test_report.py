@@ -891,7 +891,7 @@ def _quoting_result() -> tuple[dict, str]:
     return r, word
 
 
-def test_a_redacted_export_hides_the_document_words_that_errors_reasons_and_failures_quote():
+def test_a_redacted_export_hides_the_document_runs_that_errors_reasons_and_failures_quote():
     """A connector quotes up to 300 characters of a server's error body, which can echo the prompt: a document's
     word survived in the redacted JSON (an "error" was a safe field; reasons and failures were never redacted)."""
     r, word = _quoting_result()
@@ -908,8 +908,15 @@ def test_a_redacted_export_hides_the_document_words_that_errors_reasons_and_fail
     assert word not in " ".join(_pages(report.pdf_report(r, redact=True)))
     # the owner's own export keeps everything
     assert word in report.results_json(r, redact=False).decode() and word in report.results_csv(r)
-    assert report.redact_document_words("HTTP 400: the later Zentrovaxine", report.document_words(
-        ["later zentrovaxine 400"])) == "HTTP 400: the [redacted] [redacted]"  # numbers and common words stay
+    runs = report.document_runs(["A positive test: her heart rate was a member of the set. Later Zentrovaxine "
+                                 "tablets were stopped."])
+    # a quoted run of three words or more goes; the auditor's words that a document shares one by one stay
+    assert report.redact_quoted_runs("HTTP 400: echo 'later ZENTROVAXINE tablets, were' end", runs) == \
+        "HTTP 400: echo '[redacted] [redacted] [redacted], [redacted]' end"
+    reason = "S-RAG calls it a member at a 5% false-positive rate; MBA agrees"
+    assert report.redact_quoted_runs(reason, runs) == reason
+    assert report.redact_quoted_runs("so it was a member of the set", runs) == "so it " + " ".join(["[redacted]"] * 6)
+    assert report.document_runs(["out of the in the"]) == frozenset()  # common words alone quote nothing
 
 
 def test_the_summary_opens_with_the_collection_sentence_and_states_the_power_once():
