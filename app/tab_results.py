@@ -143,6 +143,7 @@ def _account(result: dict) -> None:
 
 def _srag_detail(result: dict, doc_id: str, key: str) -> None:
     from audit_core import plots
+    from audit_core.report import reason_note
 
     res = (result.get("results") or {}).get(doc_id, {}).get("srag")
     if res is None:
@@ -154,8 +155,9 @@ def _srag_detail(result: dict, doc_id: str, key: str) -> None:
         left.dataframe([{"word": w.get("word"),
                          "probability": _fmt(w.get("prob"), 3) if w.get("prob") is not None else None,
                          "note": w.get("error") or ""} for w in words], hide_index=True)
-    if res.get("reason"):
-        left.caption(f"S-RAG gave no probability: {res['reason']}")
+    note = reason_note("srag", res)  # "decides nothing" for a score that decides nothing, as for MBA and the PDF
+    if note:
+        left.caption(note)
     if (result.get("calibrations") or {}).get("srag"):
         right.plotly_chart(plots.srag_histogram_figure_plotly(result, doc_id), key=f"{key}-srag-hist")
 

@@ -779,3 +779,20 @@ def test_the_results_tab_plots_no_method_that_sent_nothing_for_want_of_signal(mo
                                             "reason": None, "evidence": {}}}}}
     at = _results_part("_kde", result, "k")
     assert not at.exception and drawn == ["rag_mia"]
+
+
+def test_srags_evidence_says_a_score_that_decides_nothing_decides_nothing():
+    """Under a table of five probabilities and a score of 0.78, the view said "S-RAG gave no probability: not
+    cleared ...": any reason was read as a missing probability."""
+    words = [{"word": f"w{i}", "prob": 0.5} for i in range(5)]
+    result = {"documents": [{"id": "a", "text": "t"}], "config": {"methods": ["srag"]},
+              "verdicts": [{"doc_id": "a", "verdict": "inconclusive", "reason": "r", "methods": {}}],
+              "results": {"a": {"srag": {"method": "srag", "doc_id": "a", "score": 0.78, "decision": None,
+                                         "reason": "not cleared: below the member threshold",
+                                         "evidence": {"words": words}}}}}
+    at = _results_part("_srag_detail", result, "a", "k")
+    shown = _texts(at, inputs=False)
+    assert not at.exception and "S-RAG decides nothing: not cleared" in shown and "gave no probability" not in shown
+    result["results"]["a"]["srag"].update(score=None, reason="no logprobs")
+    shown = _texts(_results_part("_srag_detail", result, "a", "k"), inputs=False)
+    assert "S-RAG gave no answer: no logprobs" in shown
