@@ -22,7 +22,7 @@ from audit_core.documents import Document
 from audit_core.methods.base import MethodResult, Observation
 from audit_core.report import target_label
 from audit_core.store import RunInfo, Store
-from audit_core.verdict import INCONCLUSIVE, MEMBER, NOT_FOUND, VerdictConfig, decide, voters
+from audit_core.verdict import INCONCLUSIVE, MEMBER, NOT_FOUND, VerdictConfig, decide, voters, voting_order
 
 #: on_result(doc_id, method, observation, result), as ``audit_core.audit.run_audit`` calls it
 OnResult = Callable[[str, str, Observation, MethodResult], None]
@@ -174,9 +174,9 @@ def _rebuilt_verdict(doc_id: str, results: dict[str, dict], probing: set[str], v
                     reason=f"the audit stopped before {', '.join(missing)} probed this document, so it is not "
                            f"cleared ({v.reason})")
     elif missing and v.verdict == MEMBER:
-        order = vcfg.order()
+        order = voting_order(vcfg, [*missing, *results])
         caller = voters(rows, vcfg)[0].method
-        ahead = [m for m in missing if m in order and caller in order and order.index(m) < order.index(caller)]
+        ahead = [m for m in missing if order.index(m) < order.index(caller)]
         if ahead:
             v = replace(v, verdict=INCONCLUSIVE, rule="R7",
                         reason=f"the audit stopped before {', '.join(ahead)} probed this document, which votes "

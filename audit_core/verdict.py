@@ -215,6 +215,13 @@ def decide_with_controls(doc_id: str, results: Sequence[MethodResult], collectio
     return decide(doc_id, swapped, cfg, lead=method)
 
 
+def voting_order(cfg: VerdictConfig, methods: Sequence[str] = (), lead: str | None = None) -> list[str]:
+    """Every method in the order it votes: ``lead`` (R0), the primary, the second opinion, then
+    ``PRIMARY_ORDER``, then any unregistered name of ``methods`` alphabetically."""
+    order = list(dict.fromkeys([m for m in (lead,) if m] + cfg.order()))
+    return order + sorted(set(methods) - set(order))
+
+
 def voters(results: Sequence[MethodResult], cfg: VerdictConfig, lead: str | None = None) -> list[MethodResult]:
     """The methods whose decisions count, in voting order (module docstring); ``lead`` votes first (R0)."""
     decided = {r.method: r for r in results if r.decision is not None}
@@ -294,8 +301,7 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
     # a "not found" is the shadow's clearing (a miss rate), never a false-positive rate or a call against controls
     cleared = f" (at most {CLEAR_RULE.max_miss_rate:.0%} of its shadow's members score this low)"
     if first.decision:
-        order = list(dict.fromkeys([lead, cfg.primary, cfg.second] + cfg.order()[2:]
-                                   + sorted(r.method for r in results)))
+        order = voting_order(cfg, [r.method for r in results], lead)
         ahead = set(order[:order.index(first.method)])
         below = [(r.method, why) for r in results if r.method in ahead and (why := below_member_call(r))]
         if below:  # R7
