@@ -20,7 +20,10 @@ RULES (one row per case, tested row by row in tests/audit_core/test_evidence.py)
 ====  ==========================================  ==============  =========================================
 row   voters' decisions                           verdict         why
 ====  ==========================================  ==============  =========================================
-R1    nobody decided (or nobody ran)              inconclusive    every method's reason, joined
+R1    nobody decided (or nobody ran)              inconclusive    every method's reason (``undecided_reason``):
+                                                                  first, whole, those that scored the
+                                                                  document below their member threshold,
+                                                                  then the others' in brief
 R2    the first voter says member                 member          a member call keeps the FPR of the
                                                                   method that made it; a dissenting
                                                                   voter is reported, not counted
@@ -111,6 +114,7 @@ is not counted. Rows R1-R7 then apply unchanged.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Sequence
 
@@ -284,14 +288,103 @@ def _who(method: str) -> str:
     return spec.label if spec is not None else method
 
 
+#: a method's reason that is a bare machine code (``Outcome.reason`` of a failed call, a skip code), in words;
+#: a code not listed here is shown with its underscores as spaces
+CODE_WORDS = {
+    "document_too_short": "the document is too short for this method",
+    "document_empty": "the document is empty",
+    "not_probed": "the document was not probed",
+    "target_error": "the target's calls failed",
+    "authentication_failed": "the target refused the API key",
+    "unknown_model": "the target does not know the model",
+    "no_logprobs": "the target returned no token probabilities",
+    "context_too_long": "the request was too long for the target's context",
+    "unreachable": "the target could not be reached",
+    "rate_limited": "the target limited the rate of requests and the calls failed",
+    "server_error": "the target's server failed",
+    "bad_response": "the target's answer could not be read",
+    "request_rejected": "the target rejected the request",
+    "redirect_refused": "the target redirected the request to another address, which was refused",
+    "unparseable_answer": "the target's answer could not be read as yes or no",
+}
+#: ``code: text``, a machine code leading a text (``no_questions: only 2 question(s) ...``): the text alone is
+#: what a person reads. A code is lowercase words joined by underscores, so "no signal: ..." is left alone
+_CODE_PREFIX = re.compile(r"(?:^|(?<=[\s(]))[a-z]+(?:_[a-z]+)+: (?=\S)")
+#: a code standing as a whole clause (the whole reason, or between separators of a joined one)
+_BARE_CODE = re.compile(r"(?:^|(?<=: )|(?<=; )|(?<=\())([a-z]+(?:_[a-z]+)+)(?=$|[;),])")
+
+
+def plain_reason(reason: object) -> str:
+    """A method's (or a verdict's) reason as a person reads it: machine codes out.
+
+    Methods and connectors start some reasons with a code for programs
+    (``no_questions: ...``, ``target_error: ...``) and give others as a bare
+    code (``document_too_short``, ``rate_limited``); the stored result keeps
+    them (tests and the CSV's method columns read them), but a code is not a
+    sentence for a data owner. A ``code: text`` prefix is dropped (the text
+    says it), a bare code becomes its ``CODE_WORDS`` phrase, or its words.
+    """
+    text = "" if reason is None else str(reason)
+    text = _CODE_PREFIX.sub("", text)
+    return _BARE_CODE.sub(lambda m: CODE_WORDS.get(m.group(1), m.group(1).replace("_", " ")), text)
+
+
+#: the most characters of a reason given in brief (``brief_reason``)
+BRIEF_CHARS = 80
+
+
+def brief_reason(reason: object) -> str:
+    """The head of a reason, for a method named beside the one(s) that made a verdict (R1).
+
+    Its lead (what kind of reason: "no signal", "too short", "cannot run") is
+    kept whole; what follows is cut at its first clause ("; " or " (") and at
+    ``BRIEF_CHARS``. The whole reason stays in the verdict's ``methods`` and in
+    each method's evidence.
+    """
+    text = plain_reason(reason)
+    head, sep, rest = text.partition(": ")
+    rest = re.split(r"; | \(", rest, maxsplit=1)[0] if sep else ""
+    short = re.split(r"; | \(", head, maxsplit=1)[0] if not sep else f"{head}{sep}{rest}"
+    if len(short) > BRIEF_CHARS:
+        short = short[:BRIEF_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + "\u2026"
+    return short
+
+
+def undecided_reason(results: Sequence[MethodResult], cfg: VerdictConfig, lead: str | None = None) -> str:
+    """The reason of a verdict that no method decided (R1), deciding part first.
+
+    What keeps such a document undecided is a method that scored it below its
+    member threshold without clearing it (``below_member_call``: "not cleared",
+    or above the rate against the owner's controls): those lead, whole, in
+    voting order. Where none did, the first method in voting order leads. The
+    others abstained for reasons that do not depend on this document's score
+    (no signal on the shadow, cannot run, too short): they follow in brief,
+    methods with the same brief reason named together. Joining every reason
+    whole in the audit's order had led a verdict with a method that does not
+    vote, and a table cell cut at 300 characters then hid the one that mattered.
+    """
+    if not results:
+        return "no method was run"
+    order = voting_order(cfg, [r.method for r in results], lead)
+    ranked = sorted(results, key=lambda r: order.index(r.method))
+    leads = [r for r in ranked if below_member_call(r)] or ranked[:1]
+    whole = "; ".join(f"{_who(r.method)}: {plain_reason(r.reason or 'no reason recorded')}" for r in leads)
+    groups: dict[str, list[str]] = {}
+    for r in ranked:
+        if r not in leads:
+            groups.setdefault(brief_reason(r.reason or "no reason recorded"), []).append(_who(r.method))
+    if not groups:
+        return whole
+    return f"{whole}; also undecided: " + "; ".join(f"{', '.join(names)} ({why})" for why, names in groups.items())
+
+
 def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | None = None,
            lead: str | None = None) -> Verdict:
     cfg = cfg or VerdictConfig()
     summary = {r.method: {"score": r.score, "decision": r.decision, "reason": r.reason} for r in results}
     vote = voters(results, cfg, lead)
     if not vote:  # R1
-        reasons = "; ".join(f"{_who(r.method)}: {r.reason}" for r in results) or "no method was run"
-        return Verdict(doc_id, INCONCLUSIVE, reasons, None, summary, "R1")
+        return Verdict(doc_id, INCONCLUSIVE, undecided_reason(results, cfg, lead), None, summary, "R1")
     first, others = vote[0], vote[1:]
     fpr = (first.evidence or {}).get("fpr")
     at = f" at a {fpr:.0%} false-positive rate" if isinstance(fpr, float) else ""
@@ -305,7 +398,8 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
         ahead = set(order[:order.index(first.method)])
         below = [(r.method, why) for r in results if r.method in ahead and (why := below_member_call(r))]
         if below:  # R7
-            held = "; ".join(f"{_who(m)} scored it below its member threshold ({why})" for m, why in below)
+            held = "; ".join(f"{_who(m)} scored it below its member threshold ({plain_reason(why)})"
+                            for m, why in below)
             return Verdict(doc_id, INCONCLUSIVE, f"not confirmed: {_who(first.method)}{alone} calls it a "
                            f"member{at}, but {held}; counting the later call would add its false positives to "
                            "the earlier method's", first.score, summary, "R7")
@@ -322,7 +416,7 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
         pool = dict.fromkeys((lead, cfg.primary, cfg.second))
         held = [(r.method, why) for r in results if r.method in pool and (why := withholds_clearance(r))]
         if held:  # R6
-            objections = "; ".join(f"{_who(m)} does not clear it ({why})" for m, why in held)
+            objections = "; ".join(f"{_who(m)} does not clear it ({plain_reason(why)})" for m, why in held)
             # the verdict stands on the objection, so it shows the objecting method's probability, not the
             # "not found" it overrides (the highest, where two object)
             shown = max((summary[m]["score"] for m, _ in held if summary[m]["score"] is not None),
