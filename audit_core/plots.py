@@ -24,7 +24,7 @@ import csv
 import io
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -40,8 +40,23 @@ NOTE_COLOR = "#555555"
 KDE_GRID_POINTS = 200
 #: bins of the histogram drawn when a KDE cannot be estimated
 FALLBACK_BINS = 10
-#: heights (axes fraction) the document numbers cycle through, so close marks do not overprint
-_LABEL_HEIGHTS = (0.98, 0.90, 0.82, 0.74)
+#: where the document numbers of a KDE plot go (axes fraction): the first row at ``LABEL_TOP``, each further
+#: row ``LABEL_ROW_STEP`` lower (a row is taller than a number: 16 pt in the PDF's figure, 23 px in the app's),
+#: at most ``LABEL_ROWS`` rows (``place_labels``)
+LABEL_TOP = 0.98
+LABEL_ROW_STEP = 0.08
+LABEL_ROWS = 6
+#: the PNG's document numbers: font size (points), the width of one character of it (bold digits are 0.70 em
+#: in DejaVu Sans Bold, a comma less), and the offset from the mark plus the gap to the next label (points)
+PNG_LABEL_FONT = 8
+PNG_LABEL_CHAR = 0.72 * PNG_LABEL_FONT
+PNG_LABEL_PAD = 5.0
+#: the app's: font size (px), one character's width, the gap (px), and the narrowest plot area assumed (px; the
+#: app's wide layout gives more, and a wider plot only spreads the labels further apart)
+PLOTLY_LABEL_FONT = 10
+PLOTLY_LABEL_CHAR = 0.7 * PLOTLY_LABEL_FONT
+PLOTLY_LABEL_PAD = 4.0
+PLOTLY_PLOT_WIDTH = 500.0
 
 
 def method_label(method: str) -> str:
@@ -202,6 +217,68 @@ def _density_hist(values: list[float], edges: np.ndarray) -> np.ndarray | None:
     return counts / (len(values) * np.diff(edges))
 
 
+# --------------------------------------------------------------------------- document numbers on a KDE plot
+
+
+@dataclass(frozen=True)
+class Label:
+    """One label of document numbers on a KDE plot: its text, where its left edge is (data x: the score of its
+    first document) and its row (0 at the top, ``LABEL_TOP``)."""
+
+    text: str
+    x: float
+    row: int
+    numbers: tuple[int, ...]
+
+    @property
+    def y(self) -> float:
+        """Its height in axes fraction (the top of the text)."""
+        return LABEL_TOP - self.row * LABEL_ROW_STEP
+
+    def right(self, char_width: float, pad: float) -> float:
+        """The data x where its box ends: ``pad`` (offset from the mark and gap to the next) and its characters."""
+        return self.x + pad + len(self.text) * char_width
+
+
+def place_labels(xs: Sequence[float], char_width: float, pad: float, rows: int = LABEL_ROWS) -> list[Label]:
+    """Where each document's number goes on a KDE plot, so that no two labels overprint.
+
+    Document ``i`` (0-based in ``xs``) is numbered ``i + 1`` and marked at ``xs[i]``; its label starts there.
+    ``char_width`` and ``pad`` are in data units (the caller knows the plot's scale). Labels are placed from
+    left to right, each in the first row (from the top) where the label before it has ended; where every one
+    of ``rows`` rows is still occupied at its score, its number joins the label that ends first ("3,7,12"),
+    whose box then spans its score: close scores stay readable as a list instead of a blob. Cycling through
+    four fixed heights had printed numbers of close scores over each other (a browser walk's PDF).
+    """
+    if char_width <= 0 or pad < 0 or rows < 1:
+        raise ValueError("char_width must be positive, pad not negative, rows at least 1")
+    labels: list[Label] = []
+    ends: list[float] = []  # per row: where its last label ends
+    last: list[int] = []  # per row: the index in ``labels`` of its last label
+    for i in sorted(range(len(xs)), key=lambda k: (xs[k], k)):
+        x, number = float(xs[i]), i + 1
+        row = next((k for k, end in enumerate(ends) if end <= x), None)
+        if row is None and len(ends) < rows:
+            row = len(ends)
+            ends.append(-math.inf)
+            last.append(-1)
+        if row is not None:
+            labels.append(Label(str(number), x, row, (number,)))
+            last[row] = len(labels) - 1
+        else:
+            row = min(range(len(ends)), key=lambda k: ends[k])
+            old = labels[last[row]]
+            labels[last[row]] = Label(f"{old.text},{number}", old.x, row, (*old.numbers, number))
+        ends[row] = labels[last[row]].right(char_width, pad)
+    return sorted(labels, key=lambda lab: lab.numbers[0])  # in the documents' order, as the key lists them
+
+
+def x_span(d: "KdeData") -> tuple[float, float]:
+    """The score range a KDE plot spans: [0, 1] and every shadow and document score (as ``kde_data``'s grid)."""
+    everything = d.members + d.nonmembers + [s for _, s in d.documents]
+    return min([0.0, *everything]), max([1.0, *everything])
+
+
 # --------------------------------------------------------------------------- S-RAG histogram data
 
 
@@ -257,7 +334,9 @@ def srag_histogram_data(result: dict, doc_id: str, method: str = "srag") -> Hist
     if not res:
         notes.append("S-RAG was not run on this document.")
     elif counts is None:
-        why = res.get("reason") or "no histogram was recorded"
+        from audit_core.verdict import plain_reason  # a reason's machine code is no sentence
+
+        why = plain_reason(res.get("reason")) or "no histogram was recorded"
         notes.append(f"This document has no S-RAG histogram: {why}.")
     else:
         n = int(round(sum(counts)))
@@ -334,11 +413,15 @@ def kde_figure_plotly(result: dict, method: str):
                        "showarrow": False, "xanchor": "right", "yanchor": "bottom",
                        "font": {"size": 10, "color": THRESHOLD_COLOR}})
     if d.documents:
-        for i, (doc_id, s) in enumerate(d.documents):
+        for _, s in d.documents:
             vline(s, DOC_COLOR)
-            labels.append({"x": s, "y": _LABEL_HEIGHTS[i % len(_LABEL_HEIGHTS)], "xref": "x", "yref": "paper",
-                           "text": str(i + 1), "showarrow": False, "xanchor": "left", "yanchor": "top",
-                           "hovertext": _ptext(doc_id), "font": {"size": 10, "color": DOC_TEXT_COLOR}})
+        lo, hi = x_span(d)
+        per_px = 1.1 * (hi - lo) / PLOTLY_PLOT_WIDTH  # plotly's autorange pads the span a little
+        for lab in place_labels([s for _, s in d.documents], PLOTLY_LABEL_CHAR * per_px, PLOTLY_LABEL_PAD * per_px):
+            names = "<br>".join(f"{n}. {_ptext(d.documents[n - 1][0])}" for n in lab.numbers)
+            labels.append({"x": lab.x, "y": lab.y, "xref": "x", "yref": "paper", "text": lab.text,
+                           "showarrow": False, "xanchor": "left", "yanchor": "top", "hovertext": names,
+                           "font": {"size": PLOTLY_LABEL_FONT, "color": DOC_TEXT_COLOR}})
         fig.add_trace(go.Scatter(
             x=[s for _, s in d.documents], y=[0.0] * len(d.documents), mode="markers",
             name="your documents", marker={"color": DOC_COLOR, "size": 10, "symbol": "diamond"},
@@ -413,9 +496,18 @@ def _density_groups(d: "KdeData") -> tuple[tuple[str, object, str, int], ...]:
             ("shadow non-members", d.nonmember_density, NONMEMBER_COLOR, len(d.nonmembers)))
 
 
-def kde_png(result: dict, method: str, dpi: int = 110) -> bytes:
-    """The KDE plot of ``method`` as PNG bytes (matplotlib Agg), for the PDF report."""
-    d = kde_data(result, method)
+def kde_png(result: dict, method: str, dpi: int = 110, notes: bool = True) -> bytes:
+    """The KDE plot of ``method`` as PNG bytes (matplotlib Agg), for the PDF report.
+
+    ``notes=False`` leaves the plot's notes (``KdeData.notes``) out of the image, for a caller that prints them
+    as text under it: the PDF did both, and said "No document received a score from ..." twice.
+    """
+    return _png(kde_matplotlib(kde_data(result, method), notes), dpi)
+
+
+def kde_matplotlib(d: KdeData, notes: bool = True):
+    """The KDE plot as a matplotlib Figure (``kde_png``), with each label of document numbers where
+    ``place_labels`` puts it at this figure's scale."""
     fig = _new_figure()
     ax = fig.add_subplot(1, 1, 1)
     for name, dens, color, n in _density_groups(d):
@@ -433,19 +525,25 @@ def kde_png(result: dict, method: str, dpi: int = 110) -> bytes:
         ax.axvline(d.clear_threshold, color=THRESHOLD_COLOR, linestyle=":", linewidth=1, label="not found below")
     for i, (doc_id, s) in enumerate(d.documents):
         ax.axvline(s, color=DOC_COLOR, linewidth=1.2, label="your documents (numbered; key below)" if i == 0 else None)
-        ax.annotate(str(i + 1), xy=(s, _LABEL_HEIGHTS[i % len(_LABEL_HEIGHTS)]), xycoords=("data", "axes fraction"),
-                    xytext=(2, 0), textcoords="offset points", fontsize=8, fontweight="bold", ha="left", va="top",
-                    color=DOC_TEXT_COLOR)
     if d.mode == "none":
         ax.set_xlim(0, 1)
+    if d.documents:
+        lo, hi = ax.get_xlim()
+        ax.set_xlim(lo, hi)  # the scale the labels are placed at: nothing drawn after may change it
+        per_pt = (hi - lo) / (fig.get_figwidth() * 72 * ax.get_position().width)
+        for lab in place_labels([s for _, s in d.documents], PNG_LABEL_CHAR * per_pt, PNG_LABEL_PAD * per_pt):
+            ax.annotate(lab.text, xy=(lab.x, lab.y), xycoords=("data", "axes fraction"), xytext=(2, 0),
+                        textcoords="offset points", fontsize=PNG_LABEL_FONT, fontweight="bold", ha="left",
+                        va="top", color=DOC_TEXT_COLOR,
+                        bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.75})
     ax.set_xlabel("calibrated score")
     ax.set_ylabel("density")
     ax.set_title(_kde_title(d), fontsize=11)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4, frameon=False)
-    if d.notes:
+    if d.notes and notes:
         fig.text(0.01, -0.12, _wrap(d.note), fontsize=8, color=NOTE_COLOR, va="top")
-    return _png(fig, dpi)
+    return fig
 
 
 def srag_histogram_png(result: dict, doc_id: str, dpi: int = 110) -> bytes:

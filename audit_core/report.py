@@ -30,6 +30,7 @@ from xml.sax.saxutils import escape as _xml_escape
 
 from audit_core.methods import METHODS
 from audit_core.methods.base import NO_SIGNAL_AUC
+from audit_core.verdict import plain_reason
 
 from audit_core.plots import (
     document_ids,
@@ -514,7 +515,7 @@ CALIBRATED_SCORE_NOTE = (
 
 def _method_sentence(name: str, info: dict) -> str:
     label = method_label(name)
-    score, decision, reason = info.get("score"), info.get("decision"), info.get("reason")
+    score, decision, reason = info.get("score"), info.get("decision"), plain_reason(info.get("reason"))
     if score is None:
         return f"{label} gave no answer ({reason or 'no reason recorded'})."
     if decision is None:  # a score that decides nothing (not cleared, no signal) is still a score
@@ -547,7 +548,7 @@ def explain_verdict(verdict: dict) -> str:
     if kind not in _VERDICT_KINDS:
         raise ValueError(f"unknown verdict {kind!r}; expected one of {_VERDICT_KINDS}")
     doc = verdict.get("doc_id", "this document")
-    reason = scrub_text(str(verdict.get("reason") or "")).strip()
+    reason = plain_reason(scrub_text(str(verdict.get("reason") or ""))).strip()
     methods = verdict.get("methods") or {}
     detail = " ".join(_method_sentence(m, info or {}) for m, info in methods.items())
     if kind == "member":
@@ -715,8 +716,8 @@ def cell_id(doc_id: Any) -> str:
 
 def cell_reason(reason: Any) -> str:
     """A verdict's reason for a table cell (``esc``), shortened to ``CELL_REASON_CHARS`` with a pointer to the
-    whole of it."""
-    text = "" if reason is None else str(reason)
+    whole of it. Machine codes are put in words first (``plain_reason``)."""
+    text = plain_reason(reason)
     cut = _cut(text, CELL_REASON_CHARS)
     return esc(cut + (" (whole under Evidence per document)" if cut != text else ""))
 
@@ -827,9 +828,10 @@ def reason_note(name: str, info: dict) -> str | None:
 
     The reason's lead says what the method did: "gave no answer" only when it has no score; a score
     that decides nothing (not cleared, no signal) "decides nothing"; a decision with a reason (a call
-    against the owner's controls) says which. The app and the PDF both use it.
+    against the owner's controls) says which. The app and the PDF both use it. Machine codes are put in
+    words (``plain_reason``: "no_questions: only 2 question(s) ..." reads "only 2 question(s) ...").
     """
-    reason = info.get("reason")
+    reason = plain_reason(info.get("reason"))
     if not reason:
         return None
     label = method_label(name)
@@ -993,7 +995,7 @@ def evidence_scalars(res: dict) -> list[tuple[str, Any]]:
 def result_line(res: dict) -> str:
     """One method's result for one document in a line: its score and its own call, or why it has none."""
     if res.get("score") is None:
-        return f"no answer ({res.get('reason') or 'no reason recorded'})"
+        return f"no answer ({plain_reason(res.get('reason')) or 'no reason recorded'})"
     return _shadow_call(res)
 
 
@@ -1338,7 +1340,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     if not_run:
         story.append(P("Methods that could not run", "h1"))
         for m, why in not_run.items():
-            story.append(P(f"<b>{esc(method_label(m))}:</b> {esc(why)}"))
+            story.append(P(f"<b>{esc(method_label(m))}:</b> {esc(plain_reason(why))}"))
 
     # -- score distributions ---------------------------------------------------
     kde_methods = plotted_methods(r)
@@ -1353,12 +1355,12 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                   "Export section; the CLI's --report-dir).")]
         for i, m in enumerate(kde_methods):
             block = (head if i == 0 else []) + [P(esc(method_label(m)), "h2"),
-                                                _image(kde_png(r, m, dpi=opt.figure_dpi), width * 0.92)]
+                                                _image(kde_png(r, m, dpi=opt.figure_dpi, notes=False), width * 0.92)]
             key = kde_key(r, m)
             if key:
                 block.append(P("Marks: " + "; ".join(f"<b>{n}</b> {cell_id(d)} ({_fmt(sc, 3)})" for n, d, sc in key),
                                "small"))
-            note = kde_data(r, m).note
+            note = kde_data(r, m).note  # said here as text, once: the image leaves it out
             if note:
                 block.append(P(esc(note), "note"))
             story.append(KeepTogether(block))
@@ -1433,7 +1435,7 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
                 rows.append([str(i), esc(w.get("word")), prob, esc(note)])
             out.append(_table(rows, [0.8 * cm, 3.6 * cm, 2.2 * cm, width - 6.6 * cm], st))
         else:
-            out.append(P(esc(srag.get("reason") or "No word was probed."), "note"))
+            out.append(P(esc(plain_reason(srag.get("reason")) or "No word was probed."), "note"))
         if ev.get("below_topk_share") is not None:
             out.append(P(f"Share of probes below the top-k alternatives: {_fmt(ev.get('below_topk_share'))}", "small"))
         if ev.get("reproduced_share") is not None:

@@ -297,7 +297,7 @@ CODE_WORDS = {
     "target_error": "the target's calls failed",
     "authentication_failed": "the target refused the API key",
     "unknown_model": "the target does not know the model",
-    "no_logprobs": "the target returned no token probabilities",
+    "no_logprobs": "the target returned no logprobs (token probabilities)",
     "context_too_long": "the request was too long for the target's context",
     "unreachable": "the target could not be reached",
     "rate_limited": "the target limited the rate of requests and the calls failed",

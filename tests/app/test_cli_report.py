@@ -572,10 +572,10 @@ def test_evidence_is_printed_for_every_method_not_only_srag_and_mba(tmp_path, mo
     # the words of the app's and the PDF's line for a method (report.result_line), then its scalar evidence
     assert lines[0] == ("Verbatim continuation: score 0.91; on its shadow's threshold it says \u201cmember\u201d; "
                         "raw_score=0.457, probes=3, style=chat")
-    assert lines[1].startswith("Cited sources: no answer (no_sources: the target's answers") \
+    assert lines[1].startswith("Cited sources: no answer (the target's answers") \
         and lines[1].endswith("questions=4")
     assert lines[2] == "S-RAG probed words: cough=0.25"
-    assert lines[3] == "MBA: no answer (not_cleared); accuracy=none, masks=10"  # no accuracy: generic
+    assert lines[3] == "MBA: no answer (not cleared); accuracy=none, masks=10"  # no accuracy: generic; no code
     many = evidence_lines({"x": MethodResult("x", "a", 0.5, None, "r", {f"f{i}": i for i in range(12)})})
     assert many[0].endswith("f7=7, +4 more in --out")
     # the audit prints them under the document's row

@@ -855,7 +855,8 @@ def _all_methods_abstain_result() -> dict:
            "(validation AUC 0.52); none of its queries were sent; a missing answer is not evidence")
     rs = [MethodResult(m, "a", None, None, why) for m in METHODS]
     v = decide("a", rs, VerdictConfig()).to_json()
-    v["reason"] += "; THE-END-OF-THE-REASON"
+    # as an audit stored before R1 gave the other methods' reasons in brief (``verdict.undecided_reason``) has it
+    v["reason"] = "; ".join(f"{m}: {why}" for m in METHODS) + "; THE-END-OF-THE-REASON"
     assert len(v["reason"]) > 2500
     return {"target": "https://api.example.com/v1 · m", "created": "2025-05-02T00:00:00+00:00",
             "config": {"methods": list(METHODS)}, "calibrations": {}, "verdicts": [v],

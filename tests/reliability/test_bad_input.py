@@ -170,7 +170,9 @@ def test_a_document_longer_than_the_target_context_is_inconclusive_with_the_reas
         attempts = [b for b in srv.chat_requests() if "Record 001" in str(b["messages"])]
     assert rc == 0, text
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("long "))
-    assert "inconclusive" in line and "RAG-MIA: context_too_long" in line and "Min-k% Prob: context_too_long" in line
+    # the verdict's reason in words (verdict.plain_reason), the first voter whole and the other in brief
+    assert "inconclusive" in line and "RAG-MIA: the request was too long for the target's context" in line
+    assert "Min-k% Prob (the request was too long for the target's context)" in line
     assert "target errors: context_too_long x2" in text
     assert len(attempts) == 2  # refused once per method, never retried, never truncated behind the user's back
     first = next(ln for ln in text.splitlines() if ln.strip().startswith("q000"))
