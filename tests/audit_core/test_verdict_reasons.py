@@ -121,7 +121,8 @@ def test_the_wording_changes_no_decision():
     ("rate_limited", "the target limited the rate of requests and the calls failed"),
     ("not_probed", "the document was not probed"),
     ("some_new_code", "some new code"),
-    ("MBA: no_logprobs; S-RAG: too short", "MBA: the target returned no logprobs (token probabilities); S-RAG: too short"),
+    ("MBA: no_logprobs; S-RAG: too short",
+     "MBA: the target returned no logprobs (token probabilities); S-RAG: too short"),
     # plain reasons are left as they are
     (NO_SIGNAL, NO_SIGNAL),
     ("non-answer (refusal): the target did not answer", "non-answer (refusal): the target did not answer"),
