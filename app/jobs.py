@@ -52,6 +52,9 @@ class AuditJob:
     started: float = field(default_factory=time.time)
     #: tells this job from an earlier one of the same run (a resumed audit keeps its run id)
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: the settings the job was started with, as a person reads them (``Settings.summary``): a page reloaded
+    #: while it runs shows the sidebar's defaults, and says where they differ from these
+    settings: dict[str, str] = field(default_factory=dict)
     thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -71,6 +74,18 @@ class AuditJob:
     def snapshot(self) -> tuple[dict[str, tuple[int, int]], list[tuple[str, str]]]:
         with self._lock:
             return dict(self.stages), list(self.answered)
+
+    def stages_now(self) -> dict[str, tuple[int, int]]:
+        """The stages' (done, total), copied under the lock: what the Run tab redraws every second, without
+        copying every answered pair as ``snapshot`` does (a long audit's list grows by one per probe)."""
+        with self._lock:
+            return dict(self.stages)
+
+    def answered_tail(self, n: int) -> tuple[int, list[tuple[str, str]]]:
+        """How many (document, method) pairs were answered, and the last ``n`` of them, copied under the lock;
+        the caller renders them after the lock is released, so the audit thread never waits for a redraw."""
+        with self._lock:
+            return len(self.answered), list(self.answered[-n:]) if n > 0 else []
 
     @property
     def running(self) -> bool:
@@ -112,6 +127,7 @@ def start_job(
     work: Callable[["AuditJob"], dict[str, Any]],
     on_error: Callable[[BaseException], str],
     registry: JobRegistry | None = None,
+    settings: dict[str, str] | None = None,
 ) -> AuditJob:
     """Run ``work(job)`` in a daemon thread; its dict becomes ``job.result``.
 
@@ -119,7 +135,7 @@ def start_job(
     record the failure); the traceback goes to the log only. The job is
     entered in ``registry`` before its thread starts.
     """
-    job = AuditJob(run_id, n_documents)
+    job = AuditJob(run_id, n_documents, settings=dict(settings or {}))
     if registry is not None:
         registry.add(job)
 

@@ -4,9 +4,10 @@ The app is thin: it collects inputs, calls the library (audit_core, shadow)
 and shows what comes back. Layout: the sidebar holds the target and the
 settings; the main area has the tabs "1 Documents", "2 Run", "3 Results" and
 "History". While an audit runs, the Run tab's progress is a fragment that
-redraws itself every second and reruns the page as each document is decided,
-so the Results tab fills in as the audit goes; a reloaded page finds the
-running audit again (app/jobs.py, app/tab_run.py).
+redraws itself, and the banner above the tabs, every ``POLL_S`` seconds and
+reruns the page as each document is decided, so the Results tab fills in as
+the audit goes; a reloaded page finds the running audit again (app/jobs.py,
+app/tab_run.py).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from app.tab_canaries import render_canaries_tab  # noqa: E402
 from app.tab_documents import render_documents_tab  # noqa: E402
 from app.tab_history import render_history_tab  # noqa: E402
 from app.tab_results import render_results_tab  # noqa: E402
-from app.tab_run import render_run_tab, running_banner  # noqa: E402
+from app.tab_run import render_run_tab, running_settings_note  # noqa: E402
 
 st.set_page_config(page_title="RAG Provenance Auditor", page_icon="🔎", layout="wide")
 st.title("RAG Provenance Auditor")
@@ -40,8 +41,14 @@ show_warmup()  # the default audit's models load in the background while documen
 keep_typed_inputs(st.session_state)  # before any widget is drawn
 settings = None
 with st.sidebar, section("sidebar"):
+    running_note = st.container()  # filled once the settings are read: they are compared with a running audit's
     settings = render_sidebar()
-running_banner()
+with running_note, section("sidebar"):
+    running_settings_note(settings)
+# The running job's banner is drawn in this container, which is always there: Streamlit resets the selected
+# tab when anything is inserted above st.tabs, so a banner that appeared on Start sent the user from tab 2 Run
+# back to tab 1. The Run tab's progress fragment fills it (app.tab_run._live).
+banner = st.container()
 tab_docs, tab_run, tab_results, tab_history, tab_canaries = st.tabs(
     ["1 Documents", "2 Run", "3 Results", "History", "Canaries"])
 with tab_canaries, section("Canaries tab"):
@@ -53,7 +60,4 @@ with tab_results, section("Results tab"):
 with tab_history, section("History tab"):
     render_history_tab()
 with tab_run, section("Run tab"):
-    if settings is None:
-        st.error("The audit cannot start until the sidebar's settings can be read (see the message there).")
-    else:
-        render_run_tab(settings)
+    render_run_tab(settings, banner)

@@ -23,7 +23,21 @@ ENDPOINT = TARGET_TYPES["openai"].label
 #: entry here
 TARGET_KINDS = (DEMO, ENDPOINT, HTTP_FILE)
 
-#: shadow documents per class, and per class for generative methods (MBA, S2MIA)
+#: ``Settings.summary``'s entries for the rest of the configuration and for the methods' parameters (digests,
+#: never shown): the methods' parameters differ whenever the methods do, so they count only between the same
+#: methods
+ADVANCED_KEY = "advanced"
+PARAMS_KEY = "method parameters"
+
+
+def _digest(data: dict) -> str:
+    """A short fingerprint of plain configuration data, for telling two configurations apart."""
+    import json
+
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+#: shadow documents per class, and per class for the methods that decode whole answers (MBA, S2MIA, the
+#: text-only methods: ``shadow.prepare.shadow_sizes``)
 AUDIT_SIZES = {
     "quick": (60, 60, 30),
     "standard": (200, 200, 60),  # the issue's default 200 + 200 (ShadowConfig's defaults)
@@ -84,6 +98,28 @@ class Settings:
         from audit_core.audit import config_dict
 
         return config_dict(self.audit_config())
+
+    def summary(self) -> dict[str, str]:
+        """The settings as a person reads them, setting -> value: what a running audit was started with
+        (``AuditJob.settings``), compared with the sidebar's after a page reload (``tab_run.running_settings_note``).
+        Whatever else of the configuration differs is one entry, ``ADVANCED_KEY``, holding a digest."""
+        from audit_core.methods import method_label
+
+        s = self.shadow
+        shown = {
+            "target": self.target_shown,
+            "methods": ", ".join(method_label(m) for m in self.methods) or "none",
+            "shadow RAG": f"{s.n_members} + {s.n_nonmembers} documents ({s.n_per_class_generative} per class for "
+                          "the methods that decode whole answers)",
+            "false-positive rate": f"{self.fpr:.0%}",
+            "answer style": TARGET_STYLES.get(self.target_style, str(self.target_style)),
+        }
+        config = self.config_dict()
+        rest = {k: v for k, v in config.items() if k not in ("methods", "fpr", "target_style", "method_params")}
+        rest["retrieval_as_sent"], rest["reuse_days"] = self.retrieval_as_sent, self.reuse_days
+        shown[ADVANCED_KEY] = _digest(rest)
+        shown[PARAMS_KEY] = _digest(config.get("method_params") or {})
+        return shown
 
 
 def build_target(settings: Settings, for_check: bool = False):
@@ -369,7 +405,8 @@ def _shadow_sizes() -> tuple[int, int, int]:
     c1, c2 = st.columns(2)
     n_m = c1.number_input("Shadow members", 4, 2000, 60, step=10, key="n_members")
     n_n = c2.number_input("Shadow non-members", 4, 2000, 60, step=10, key="n_nonmembers")
-    n_g = st.number_input("Per class for generative methods (MBA, S2MIA)", 4, 2000, 30, step=10, key="n_generative")
+    n_g = st.number_input("Per class for the methods that decode whole answers (MBA, S2MIA, the text-only ones)",
+                          4, 2000, 30, step=10, key="n_generative")
     return int(n_m), int(n_n), int(n_g)
 
 

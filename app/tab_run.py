@@ -12,10 +12,11 @@ import hashlib
 import json
 import time
 import uuid
+from dataclasses import dataclass
 
 import streamlit as st
 
-from app.sidebar import DEMO, Settings, build_target, connection_id
+from app.sidebar import ADVANCED_KEY, DEMO, PARAMS_KEY, Settings, build_target, connection_id
 from audit_core.audit import AUDIT_STAGE, CAPABILITY_STAGE, CONTROLS_STAGE, TARGET_STAGES
 
 POLL_S = 1.0
@@ -214,7 +215,7 @@ def _start(settings: Settings, docs, controls=()) -> None:
             history.mark_failed(store, run_id, message, cancelled=isinstance(exc, Cancelled))
             return message
 
-        job = start_job(run_id, len(docs), work, on_error, registry=job_registry())
+        job = start_job(run_id, len(docs), work, on_error, registry=job_registry(), settings=settings.summary())
         handed_over = True
     finally:
         if lock is not None and not handed_over:
@@ -245,7 +246,8 @@ def _check_calibration(settings: Settings) -> None:
         return {"check": True, "key": key, "no_signal": cal.no_signal,
                 "auc": {m: c.shadow_auc for m, c in cal.calibrations.items()}}
 
-    _attach(start_job(CHECK_PREFIX + uuid.uuid4().hex, 0, work, plain_error, registry=job_registry()))
+    _attach(start_job(CHECK_PREFIX + uuid.uuid4().hex, 0, work, plain_error, registry=job_registry(),
+                      settings=settings.summary()))
     st.rerun()
 
 
@@ -274,18 +276,67 @@ def attached_job():
     return job
 
 
+#: stage names as the Run tab's bars and the banner above the tabs show them
+_SHOWN_STAGES = {AUDIT_STAGE: "documents", CONTROLS_STAGE: "controls"}
+
+
 def stage_lines(job) -> list[tuple[str, float, str]]:
-    """(stage, fraction done, "stage: 12 / 60 · about 3 min left") for each stage so far."""
-    stages, _ = job.snapshot()
+    """(stage, fraction done, "documents: 12 / 60 · about 3 min left") for each stage so far, as shown.
+
+    The one computation of done / total and time left while a job runs: the Run tab's bars and the banner
+    above the tabs are drawn from one call of it per redraw (``RunProgress``), so they cannot disagree. Time
+    left is read from the job's clock at the moment of the call, so two calls a moment apart may differ.
+    """
     out = []
-    for stage, (done, total) in stages.items():
+    for stage, (done, total) in job.stages_now().items():
         frac = min(1.0, done / total) if total else 1.0
-        out.append((stage, frac, f"{stage}: {job.clock.describe(stage)}"))
+        name = _SHOWN_STAGES.get(stage, stage)
+        out.append((stage, frac, f"{name}: {job.clock.describe(stage)}"))
     return out
 
 
-def _draw(job) -> None:
-    lines = stage_lines(job)
+@dataclass(frozen=True)
+class RunProgress:
+    """One reading of a running job's progress, drawn in both places that show it (Run tab and banner)."""
+
+    lines: list[tuple[str, float, str]]
+
+    def line(self, stage: str) -> tuple[str, float, str] | None:
+        return next((x for x in self.lines if x[0] == stage), None)
+
+    @property
+    def headline(self) -> str:
+        """What runs now, with its time left, word for word as the Run tab's bar of that stage says it."""
+        for stage in (CONTROLS_STAGE, AUDIT_STAGE):
+            found = self.line(stage)
+            if found is not None:
+                return found[2]
+        prep = [text for stage, _, text in self.lines if stage not in TARGET_STAGES]
+        return f"preparing the shadow; {prep[-1]}" if prep else "preparing the shadow"
+
+
+def run_progress(job) -> RunProgress:
+    return RunProgress(stage_lines(job))
+
+
+def count_line(job) -> str:
+    """What runs now, done / total only (no time left): for the History tab's notice, drawn once per page run
+    and so not kept up to date as the Run tab's fragment and the banner are (a time left there went stale)."""
+    stages = job.stages_now()
+    for stage in (CONTROLS_STAGE, AUDIT_STAGE):
+        if stage in stages:
+            done, total = stages[stage]
+            return f"{_SHOWN_STAGES[stage]}: {done} / {total}"
+    return "preparing the shadow"
+
+
+#: the most documents the Run tab names under "Answered": a long audit's whole list was rebuilt and sent to the
+#: browser on every redraw, once a second
+ANSWERED_SHOWN = 5
+
+
+def _draw(job, view: RunProgress) -> None:
+    lines = view.lines
     stages = {s for s, _, _ in lines}
     prep = [x for x in lines if x[0] not in TARGET_STAGES]
     st.markdown("**Shadow preparation** (local, sends nothing to the target)")
@@ -297,38 +348,30 @@ def _draw(job) -> None:
         st.caption(f"Running for {time.time() - job.started:.0f} s.")
         return
     st.markdown("**Audit of your documents** (queries to the target)")
-    asked = next((x for x in lines if x[0] == CAPABILITY_STAGE), None)
+    asked = view.line(CAPABILITY_STAGE)
     if asked is not None and asked[1] < 1:
         st.progress(asked[1], text=asked[2])
-    audit = next((x for x in lines if x[0] == AUDIT_STAGE), None)
+    audit = view.line(AUDIT_STAGE)
     if audit is None:
         st.progress(0.0, text=f"documents: 0 / {job.n_documents} · waiting for the shadow preparation")
     else:
-        st.progress(audit[1], text=audit[2].replace(AUDIT_STAGE, "documents", 1))
-    controls = next((x for x in lines if x[0] == CONTROLS_STAGE), None)
+        st.progress(audit[1], text=audit[2])
+    controls = view.line(CONTROLS_STAGE)
     if controls is not None:
-        st.progress(controls[1], text=controls[2].replace(CONTROLS_STAGE, "controls", 1))
+        st.progress(controls[1], text=controls[2])
     partial = job.partial or {}
     for m, why in (partial.get("no_signal") or {}).items():
         st.warning(f"{_label(m)}: {why}.")
-    _, answered = job.snapshot()
-    if answered:
+    n_answered, tail = job.answered_tail(ANSWERED_SHOWN * 20)  # enough pairs for the last few documents
+    if n_answered:
         last: dict[str, list[str]] = {}
-        for doc_id, method in answered:
+        for doc_id, method in tail:
             last.setdefault(doc_id, []).append(_label(method))
-        st.caption("Answered: " + "; ".join(f"{d} ({', '.join(ms)})" for d, ms in last.items()))
+        shown = list(last.items())[-ANSWERED_SHOWN:]
+        st.caption(f"Answered so far: {n_answered} probe(s); the last: "
+                   + "; ".join(f"{d} ({', '.join(ms)})" for d, ms in shown))
     st.caption(f"Running for {time.time() - job.started:.0f} s. Verdicts appear in tab 3 Results as each "
                "document is done.")
-
-
-def _now_line(job) -> str:
-    """The running audit's current stage in a few words, for the banners above the tabs and in History."""
-    lines = {stage: text for stage, _, text in stage_lines(job)}
-    if CONTROLS_STAGE in lines:
-        return lines[CONTROLS_STAGE].replace(CONTROLS_STAGE, "controls", 1)
-    if AUDIT_STAGE in lines:
-        return lines[AUDIT_STAGE].replace(AUDIT_STAGE, "documents", 1)
-    return "preparing the shadow"
 
 
 def _label(m: str) -> str:
@@ -369,17 +412,38 @@ def _finish(job) -> None:
     st.session_state["run_message"] = ("success", f"Audit {status}: {summary}. See tab 3 Results.")
 
 
+def banner_text(job, view: RunProgress) -> str:
+    """The line above the tabs while a job runs: a reloaded page opens on tab 1, so it says what runs and where
+    its progress is. Its stage and time left are ``view.headline``, the same reading as the Run tab's bars."""
+    if job.run_id.startswith(CHECK_PREFIX):
+        return "The shadow calibration is being prepared: tab 2 Run shows its progress."
+    return (f"An audit is running ({view.headline}): tab 2 Run has its progress and Cancel; tab 3 Results "
+            "fills in as each document is done.")
+
+
 @st.fragment(run_every=POLL_S)
-def _live() -> None:
+def _live(banner=None) -> None:
     """Progress and Cancel of the attached job, redrawn every ``POLL_S`` without rerunning the page.
 
-    The page reruns (``st.rerun``) when a document is decided, so the Results
-    tab fills in while the audit runs, and once more when the job ends.
+    ``banner`` is the container above the tabs (app/main.py): the fragment redraws the banner there from the
+    same reading of the job's progress (``run_progress``) as the bars here, so both say the same time left,
+    and both are kept up to date (a banner drawn by the page run went stale between documents). The
+    fragment writes to the banner on every run, as Streamlit asks of a fragment that fills an outside
+    container.
+
+    The page reruns (``st.rerun``) when a document is decided, so the Results tab fills in while the audit
+    runs, and once more when the job ends. Each redraw is cheap (stage counts, the last few answered
+    documents, copied under the job's lock and drawn after it is released): nothing here reads the partial
+    result's documents, renders a table or holds a lock the audit thread waits for while drawing.
     """
+    slot = banner.empty() if banner is not None else None
     job = attached_job()
     if job is None:
         st.rerun()
         return
+    view = run_progress(job)
+    if slot is not None and job.running:
+        slot.info(banner_text(job, view))
     check = job.run_id.startswith(CHECK_PREFIX)
     label = "Cancel" if check else "Cancel (keeps what was already answered)"
     if job.running and st.button(label, key="cancel_audit"):
@@ -391,23 +455,11 @@ def _live() -> None:
     if not job.running:
         _finish(job)
         st.rerun()
-    _draw(job)
+    _draw(job, view)
     decided = len((job.partial or {}).get("verdicts") or [])
     if decided > st.session_state.get("live_decided", 0):
         st.session_state["live_decided"] = decided
         st.rerun()
-
-
-def running_banner() -> None:
-    """Above the tabs: a reloaded page opens on tab 1, so say that an audit is running and where."""
-    job = attached_job()
-    if job is None or not job.running:
-        return
-    if job.run_id.startswith(CHECK_PREFIX):
-        st.info("The shadow calibration is being prepared: tab 2 Run shows its progress.")
-        return
-    st.info(f"An audit is running ({_now_line(job)}): tab 2 Run has its progress "
-            "and Cancel; tab 3 Results fills in as each document is done.")
 
 
 def running_notice() -> None:
@@ -417,15 +469,42 @@ def running_notice() -> None:
     for job in job_registry().running():
         if job.run_id.startswith(CHECK_PREFIX):
             continue
-        st.info(f"An audit is running ({_now_line(job)}); tab 2 Run shows its progress.")
+        st.info(f"An audit is running ({count_line(job)}); tab 2 Run shows its progress and time left.")
         if not job.cancel.is_set() and st.button("Cancel the running audit", key=f"history_cancel_{job.run_id}"):
             job.cancel.set()
             st.rerun()
 
 
-def _poll(job) -> None:
+def running_settings_note(settings: Settings | None) -> None:
+    """In the sidebar: where the running audit's settings differ from those shown, listed.
+
+    A page reloaded while an audit runs draws the sidebar with its defaults (a new session has none of the
+    old one's choices), and a user may also change the sidebar while an audit runs. The sidebar is not set to
+    the running audit's settings: its widgets stay what the user sees and chose, a key or a target file cannot
+    be restored anyway, and settings that change by themselves surprise more than a note. The note names each
+    setting of the running audit that differs, so it is clear that the audit goes on with them and that the
+    sidebar is for the next audit.
+    """
+    job = attached_job()
+    if job is None or not job.running or not job.settings:
+        return
+    now = settings.summary() if settings is not None else {}
+    differ = {k: v for k, v in job.settings.items() if now.get(k) != v}
+    if "methods" in differ:  # other methods have other parameters: no news
+        differ.pop(PARAMS_KEY, None)
+    if not differ:
+        return
+    what = "calibration check" if job.run_id.startswith(CHECK_PREFIX) else "audit"
+    items = [f"{k}: {v}" for k, v in differ.items() if k not in (ADVANCED_KEY, PARAMS_KEY)]
+    if ADVANCED_KEY in differ or PARAMS_KEY in differ:
+        items.append("other advanced parameters")
+    st.info(f"The running {what} uses other settings than those below ({'; '.join(items)}). It goes on with "
+            f"them; the settings below are for your next {what}.")
+
+
+def _poll(job, banner=None) -> None:
     st.subheader("Preparing the shadow calibration" if job.run_id.startswith(CHECK_PREFIX) else "Audit in progress")
-    _live()
+    _live(banner)
 
 
 # --------------------------------------------------------------------------- the tab
@@ -468,10 +547,34 @@ def _corpus_limit_note(shadow) -> None:
                    f"{min(shadow.n_nonmembers, most_out)}. Upload a larger public corpus for the size you chose.")
 
 
-def render_run_tab(settings: Settings) -> None:
+def _shadow_caption(settings: Settings) -> str:
+    """The shadow's sizes for the methods chosen, as ``shadow.prepare.shadow_sizes`` gives each: a size per
+    class for the generative methods was said even when none of them was chosen, and named only MBA and
+    S2MIA while the text-only methods are prepared on it too."""
+    from shadow.prepare import shadow_sizes
+
+    s = settings.shadow
+    by_size: dict[tuple[int, int], list[str]] = {}
+    for m in settings.methods:
+        by_size.setdefault(shadow_sizes(m, s), []).append(_label(m))
+    if len(by_size) > 1:
+        sizes = "; ".join(f"{n_in} members + {n_out} non-members for {', '.join(ms)}"
+                          for (n_in, n_out), ms in by_size.items())
+    else:
+        n_in, n_out = next(iter(by_size), (s.n_members, s.n_nonmembers))
+        sizes = f"{n_in} members + {n_out} non-members"
+    return f"Shadow RAG: {sizes}, k = {s.top_k_docs} retrieved documents."
+
+
+def render_run_tab(settings: Settings | None, banner=None) -> None:
+    """The Run tab. ``banner`` is the container above the tabs where a running job's line is redrawn with its
+    progress (``_live``); a running job is shown even when the sidebar's settings cannot be read."""
     job = attached_job()
     if job is not None:
-        _poll(job)
+        _poll(job, banner)
+        return
+    if settings is None:
+        st.error("The audit cannot start until the sidebar's settings can be read (see the message there).")
         return
     message = st.session_state.get("run_message")
     if message:
@@ -481,10 +584,8 @@ def render_run_tab(settings: Settings) -> None:
     st.markdown(f"**Documents:** {len(docs)} · **Controls:** {len(controls) or 'none'} · "
                 f"**Target:** {settings.target_shown} · **Methods:** "
                 + (", ".join(_label(m) for m in settings.methods) or "none"))
-    s = settings.shadow
-    st.caption(f"Shadow RAG: {s.n_members} members + {s.n_nonmembers} non-members "
-               f"({s.n_per_class_generative} per class for MBA / S2MIA), k = {s.top_k_docs} retrieved documents.")
-    _corpus_limit_note(s)
+    st.caption(_shadow_caption(settings))
+    _corpus_limit_note(settings.shadow)
     if not docs:
         st.info("Add your documents in tab 1 first.")
     if not settings.methods:
