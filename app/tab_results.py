@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 
 import streamlit as st
@@ -33,6 +34,41 @@ def _fmt(x, nd: int = 2) -> str | None:
     return None if x is None else f"{float(x):.{nd}f}"
 
 
+def _plain(reason) -> str:
+    """A reason as the data owner reads it: machine codes such as ``no_questions:`` put in words by the
+    library's ``verdict.plain_reason`` (stored audits from before it keep their codes; the exports keep them
+    too, for programs)."""
+    from audit_core.verdict import plain_reason
+
+    return plain_reason(reason)
+
+
+#: ``report.explain_verdict``'s hint for a reason that mentions logprobs. It reads the reason's words, not the
+#: target: S-RAG (text only)'s reason "S-RAG without logprobs says no 'not found'" set it off on the demo target,
+#: which returns logprobs (the PDF's "Target capabilities: logprobs returned" said the opposite)
+NO_LOGPROBS_HINT = "The target does not return the token probabilities some methods need."
+
+
+def verdict_explanation(result: dict, verdict: dict) -> str:
+    """``report.explain_verdict`` for the Results tab, never contradicting the capability probe stored with the
+    audit.
+
+    Why here: the library's paragraph adds ``NO_LOGPROBS_HINT`` whenever the reason contains "logprob", whatever
+    the target returned. Where the audit's probe found logprobs the sentence is false, so it is left out; where
+    it found none, or an older audit stored no probe, it stays. A stopgap until ``explain_verdict`` reads the
+    capabilities itself (then this can go back to calling it directly).
+    """
+    from audit_core.report import explain_verdict
+
+    plain = {**verdict, "reason": _plain(verdict.get("reason")),  # codes in words, the owner's text untouched
+             "methods": {m: {**(info or {}), "reason": _plain((info or {}).get("reason")) or None}
+                         for m, info in (verdict.get("methods") or {}).items()}}
+    text = explain_verdict(plain)
+    if (result.get("capabilities") or {}).get("logprobs") and NO_LOGPROBS_HINT in text:
+        text = text.replace(" " + NO_LOGPROBS_HINT, "").replace(NO_LOGPROBS_HINT, "")
+    return text
+
+
 def _verdict_rows(result: dict) -> list[dict]:
     """One row per document: its verdict, reason, and a column for each method that ran (the PDF's cells)."""
     from audit_core.report import score_cell, score_column, scored_methods
@@ -41,7 +77,7 @@ def _verdict_rows(result: dict) -> list[dict]:
     rows = []
     against = (result.get("collection") or {}).get("document_p_values") or {}
     for v in result.get("verdicts", []):
-        row = {"document": v["doc_id"], "verdict": v["verdict"], "reason": v["reason"]}
+        row = {"document": v["doc_id"], "verdict": v["verdict"], "reason": _plain(v["reason"])}
         for m in ran:
             row[score_column(m)] = score_cell(result, v, m)
         if against:  # the document's conformal p-value against the owner's own controls
@@ -81,7 +117,7 @@ def _header(result: dict) -> None:
                  "answered before the stop are shown; fix the cause and run it again (answers already received "
                  "are reused).")
     for m, why in (result.get("not_run") or {}).items():
-        st.info(f"{LABELS.get(m, m)} did not run: {why}.")
+        st.info(f"{LABELS.get(m, m)} did not run: {_plain(why)}.")
     from audit_core.report import mirror_sentences
 
     for line in mirror_sentences(result):
@@ -154,8 +190,8 @@ def _srag_detail(result: dict, doc_id: str, key: str) -> None:
     if words:
         left.dataframe([{"word": w.get("word"),
                          "probability": _fmt(w.get("prob"), 3) if w.get("prob") is not None else None,
-                         "note": w.get("error") or ""} for w in words], hide_index=True)
-    note = reason_note("srag", res)  # "decides nothing" for a score that decides nothing, as for MBA and the PDF
+                         "note": _plain(w.get("error"))} for w in words], hide_index=True)
+    note = _plain(reason_note("srag", res))  # "decides nothing" for a score that decides nothing, as MBA's and the PDF
     if note:
         left.caption(note)
     if (result.get("calibrations") or {}).get("srag"):
@@ -214,22 +250,20 @@ def _mba_detail(result: dict, doc_id: str, key: str = "") -> None:
         if acc:
             st.caption(f"{acc[0]} of {acc[1]} answered masked words filled in correctly"
                        f"{mba_unanswered(result, doc_id)}.")
-    note = reason_note("mba", res)
+    note = _plain(reason_note("mba", res))
     if note:
         st.caption(note)
 
 
 def _detail(result: dict, key: str) -> None:
-    from audit_core.report import explain_verdict
-
     verdicts = {v["doc_id"]: v for v in result.get("verdicts", [])}
     if not verdicts:
         return
     st.markdown("### Evidence per document")
     doc_id = st.selectbox("Document", list(verdicts), key=f"{key}-doc")
     v = verdicts[doc_id]
-    st.markdown(f"**Verdict: {v['verdict']}** — {v['reason']}")
-    st.markdown(_md(explain_verdict(v)))  # ids and reasons quote the owner's text: shown as written
+    st.markdown(f"**Verdict: {v['verdict']}** — {_md(_plain(v['reason']))}")
+    st.markdown(_md(verdict_explanation(result, v)))  # ids and reasons quote the owner's text: shown as written
     texts = {d["id"]: d["text"] for d in result.get("documents", [])}
     with st.expander("Document text"):
         st.text(texts.get(doc_id, ""))
@@ -258,7 +292,7 @@ def _verbatim_detail(result: dict, doc_id: str, key: str = "") -> None:
             st.caption(COPIED_NOTE.format(got["ngrams"]))
     elif res.get("score") is None:
         # refusals, empty answers: said, never "reproduced nothing"
-        st.caption(f"No reading: {_md(res.get('reason') or 'no reason recorded')}")
+        st.caption(f"No reading: {_md(_plain(res.get('reason')) or 'no reason recorded')}")
     else:
         st.caption("The target reproduced no run of four words or more from the unseen part.")
     if got is None:
@@ -268,11 +302,22 @@ def _verbatim_detail(result: dict, doc_id: str, key: str = "") -> None:
     st.dataframe(got["probes"], hide_index=True)
 
 
+def shown_value(value) -> str:
+    """An evidence field's value as a person reads it: a float rounded to three decimals ("0.8", not
+    "0.8000000000000002"), a tiny one in three significant digits; anything else as written. The unrounded
+    values stay in the JSON export and, for the scores, in the CSV behind each plot."""
+    if isinstance(value, float) and not isinstance(value, bool) and math.isfinite(value):
+        if value != 0 and abs(value) < 0.0005:
+            return f"{value:.3g}"
+        return repr(round(value, 3))
+    return str(value)
+
+
 def evidence_fields(res: dict) -> list[dict]:
-    """``report.evidence_scalars`` as table rows."""
+    """``report.evidence_scalars`` as table rows, their numbers rounded for reading (``shown_value``)."""
     from audit_core.report import evidence_scalars
 
-    return [{"field": k, "value": str(v)} for k, v in evidence_scalars(res)]
+    return [{"field": k, "value": shown_value(v)} for k, v in evidence_scalars(res)]
 
 
 def _generic_detail(result: dict, doc_id: str, method: str) -> None:
@@ -285,8 +330,8 @@ def _generic_detail(result: dict, doc_id: str, method: str) -> None:
     res = method_result(result, doc_id, method)
     if res is None:
         return
-    st.markdown(f"**{_md(method_label(method))}:** {_md(result_line(res))}")
-    note = reason_note(method, res) if res.get("score") is not None else None
+    st.markdown(f"**{_md(method_label(method))}:** {_md(_plain(result_line(res)))}")
+    note = _plain(reason_note(method, res)) if res.get("score") is not None else None
     if note:  # a score that decides nothing, or a call with a reason; a missing score's reason is in the line
         st.caption(_md(note))
     rows = evidence_fields(res)
