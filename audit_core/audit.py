@@ -221,6 +221,49 @@ CAPABILITY_STAGE = "asking the target what it supports"
 AUDIT_STAGE = "auditing documents"
 CONTROLS_STAGE = "auditing controls"
 TARGET_STAGES = (CAPABILITY_STAGE, AUDIT_STAGE, CONTROLS_STAGE)
+#: what marks a method's local stage over the owner's documents (``planning_stage``), after the shadow's wording
+PLANNING_SUFFIX = " (your documents)"
+
+
+def planning_stage(method: MembershipMethod) -> str:
+    """The stage in which ``method`` plans the owner's documents before the first is probed (runs locally).
+
+    Worded as the shadow preparation's stage for the same work ("MBA: planning the masks with the proxy
+    model"), with "(your documents)": under one name the two would share a bar, the CLI's closed after the
+    shadow, and the app's time left would run from the shadow's start.
+    """
+    from audit_core.methods import method_label
+
+    return f"{method_label(method.name)}: {method.planning}{PLANNING_SUFFIX}"
+
+
+class _StopPlanning(Exception):
+    """Cancelled while planning: the documents loop then stops before its first document."""
+
+
+def plan_documents(methods: Sequence[MembershipMethod], docs: Sequence[Document], progress: Progress | None = None,
+                   cancel: threading.Event | None = None) -> None:
+    """Each method's local planning of ``docs`` (``MembershipMethod.plan_documents``) as a stage of its own.
+
+    MBA's proxy model chooses the masks of every document here, before the
+    documents stage, so that stage counts only probing; the masks are the
+    ones each probe would have planned. A cancel stops at the next document.
+    """
+    for m in methods:
+        if not m.planning or not docs or (cancel is not None and cancel.is_set()):
+            continue
+        stage = planning_stage(m)
+
+        def step(done: int, total: int, stage: str = stage) -> None:
+            if progress:
+                progress(stage, done, total)
+            if cancel is not None and cancel.is_set() and done < total:
+                raise _StopPlanning
+
+        try:
+            m.plan_documents(docs, step)
+        except _StopPlanning:
+            return
 
 
 def cannot_run(requires_logprobs: bool, requires_sources: bool, caps: Capabilities) -> str | None:
@@ -453,6 +496,7 @@ def run_audit(
     top_k = min(caps.max_top_logprobs or 0, 20)
     for m in methods:
         m.use_collection([d.text for d in [*docs, *(controls if m.collection_takes_controls else ())]])
+    plan_documents(methods, docs, progress, cancel)
 
     results: dict[str, dict[str, MethodResult]] = {}
     observations: dict[str, dict[str, Observation]] = {}

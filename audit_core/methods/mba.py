@@ -27,8 +27,8 @@ from audit_core.methods.mba_parse import is_correct, parse_mask_answers
 from audit_core.models import LocalLM
 from audit_core.target.base import ChatRequest, Target
 
-__all__ = ["MBA_CONTINUE_PROMPT", "MBA_PROMPT", "MbaConfig", "MbaMethod", "PLANNING_STAGE", "build_request",
-           "build_requests"]
+__all__ = ["MBA_CONTINUE_PROMPT", "MBA_PROMPT", "MbaConfig", "MbaMethod", "PLANNING", "PLANNING_STAGE",
+           "build_request", "build_requests"]
 
 #: The cloze prompt, in the spirit of the paper's Figure 6 (Appendix B.1). The
 #: masked text sits in the middle so that it dominates the retrieval query; the
@@ -104,9 +104,11 @@ def continuation_correct(text: str, accepted: Sequence[str]) -> bool:
     return False
 
 
+#: what MBA does on this machine before probing (``MembershipMethod.planning``)
+PLANNING = "planning the masks with the proxy model"
 #: the progress stage of planning the masks of the documents probed together (``MbaMethod.probe_many``),
 #: named as the shadow preparation names its stages ("MBA: probing the shadow")
-PLANNING_STAGE = "MBA: planning the masks with the proxy model"
+PLANNING_STAGE = f"MBA: {PLANNING}"
 
 
 class MbaMethod(MembershipMethod):
@@ -118,10 +120,13 @@ class MbaMethod(MembershipMethod):
     # another occurrence of the word
     scoring_revision = "2"  # session 48: a refused mask is not a wrong fill-in
     requires_logprobs = False
+    planning = PLANNING
 
     def __init__(self, config: MbaConfig | None = None, lm: LocalLM | None = None):
         self.config = config or MbaConfig()
         self.generator = MaskGenerator(self.config, lm)
+        #: masks planned ahead of the probes (``plan_documents``), by document text
+        self._plans: dict[str, MaskPlan] = {}
         # M masks, pairwise non-adjacent, need at least 2M - 1 words; the
         # fewest this method probes at all is min_masks
         self.min_words = 2 * self.config.min_masks - 1
@@ -157,9 +162,25 @@ class MbaMethod(MembershipMethod):
                            f"MBA probes a document only with at least {self.config.min_masks} masks")
         return obs
 
+    def plan_documents(self, docs: Sequence[Document], progress: Callable[[int, int], None] | None = None) -> None:
+        """Plan each document's masks before any is probed (the audit's stage "MBA: planning the masks ...").
+
+        One document at a time, as ``probe`` plans it: a batch of several documents pads their forward
+        passes together, and the masks must be the very ones the probe would choose by itself.
+        """
+        if progress is not None:
+            progress(0, len(docs))
+        for i, doc in enumerate(docs, start=1):
+            if doc.text not in self._plans:
+                self._plans[doc.text] = self.generator.plan(doc.text)
+            if progress is not None:
+                progress(i, len(docs))
+
     def probe(self, doc: Document, target: Target) -> Observation:
-        """Mask the document and send its requests (none when it is too short)."""
-        plan = self.generator.plan(doc.text)
+        """Mask the document (or take its masks planned ahead) and send its requests (none when it is too short)."""
+        plan = self._plans.get(doc.text)
+        if plan is None:
+            plan = self.generator.plan(doc.text)
         obs = self._observation(doc, plan)
         if obs.skipped is None:
             send_all(target, build_requests(plan, self.config, doc.text), obs)

@@ -796,3 +796,72 @@ def test_ranking_reports_each_forward_batch_and_ranks_every_subtext(monkeypatch)
     assert words[0].rank is None and all(u.rank is not None for u in words[1:])  # the first word never is
     obs = MbaMethod(MbaConfig(), _FakeProxy()).probe(Document("d", LONG_DOC), _RecordingTarget(events))
     assert obs.skipped is None and obs.data["plan"]["answers"] and events[-1] == "request"
+
+
+def _planning_audit(monkeypatch, events: list, cancel_at: int | None = None):
+    """run_audit with MBA on the fake proxy over four documents; every progress report is an event."""
+    import threading
+
+    import audit_core.models
+    from audit_core.audit import AuditConfig, run_audit
+    from audit_core.methods import mba_masks
+    from audit_core.target.base import Capabilities
+
+    _fake_proxy(monkeypatch, events)
+    monkeypatch.setattr(mba_masks, "load_causal_lm", lambda name: _FakeProxy())
+    monkeypatch.setattr(audit_core.models, "load_causal_lm", lambda name: _FakeProxy())
+
+    class Prep:
+        def __init__(self, methods):
+            self.calibrations = {m.name: Calibration(m.name, 0.5, [0.9, 0.8], [0.2, 0.85], shadow_auc=0.9)
+                                 for m in methods}
+
+    texts = [MEMBERS[0], LONG_DOC, "Severe headache and nausea since Monday morning, worse after every meal "
+             "and at night, with a stiff neck and a fever.", MEMBERS[1]]
+    docs = [Document(f"d{i}", t) for i, t in enumerate(texts)]
+    cancel = threading.Event()
+
+    def progress(stage, done, total):
+        events.append((stage, done, total))
+        if cancel_at is not None and stage.startswith("MBA: planning") and done == cancel_at:
+            cancel.set()
+
+    result = run_audit(docs, _RecordingTarget(events), AuditConfig(methods=["mba"]),
+                       lambda methods, shadow, progress=None: Prep(methods), progress=progress,
+                       capabilities=Capabilities(True, False, 0), cancel=cancel)
+    return docs, result
+
+
+def test_the_audit_plans_the_owners_masks_as_a_stage_before_the_documents_stage(monkeypatch):
+    """The audit's documents stage stood still while each document's masks were planned inside its probe: the
+    planning is now a stage of its own over the owner's documents, worded as the shadow's, done before the
+    first document is counted and before the first request, and the masks are the ones a probe plans alone."""
+    from audit_core.audit import AUDIT_STAGE, planning_stage
+    from audit_core.methods.mba import PLANNING_STAGE
+
+    events: list = []
+    docs, result = _planning_audit(monkeypatch, events)
+    stage = planning_stage(MbaMethod(MbaConfig(), _FakeProxy()))
+    assert stage.startswith(PLANNING_STAGE) and stage != PLANNING_STAGE  # the shadow's words; a bar of its own
+    reports = [e for e in events if isinstance(e, tuple) and len(e) == 3]
+    assert [(d, t) for s, d, t in reports if s == stage] == [(i, 4) for i in range(5)]
+    last_planned = events.index((stage, 4, 4))
+    assert last_planned < events.index((AUDIT_STAGE, 0, 4)) < events.index("request")
+    # the proxy is used between the planning stage's first and last reports only, never while documents are probed
+    first_planned = events.index((stage, 0, 4))
+    proxy_uses = [i for i, e in enumerate(events) if e == "proxy" or (isinstance(e, tuple) and e[0] == "forward")]
+    assert proxy_uses and all(first_planned < i < last_planned for i in proxy_uses)
+    # the same masks as planning each document at its probe
+    alone = MbaMethod(MbaConfig(), _FakeProxy())
+    for doc in docs:
+        assert result.observations[doc.id]["mba"].data["plan"] == alone.generator.plan(doc.text).to_json()
+
+
+def test_a_cancel_while_the_masks_are_planned_stops_before_any_document_is_probed(monkeypatch):
+    from audit_core.audit import planning_stage
+
+    events: list = []
+    _, result = _planning_audit(monkeypatch, events, cancel_at=1)
+    stage = planning_stage(MbaMethod(MbaConfig(), _FakeProxy()))
+    assert [(e[1], e[2]) for e in events if isinstance(e, tuple) and e[0] == stage] == [(0, 4), (1, 4)]
+    assert "request" not in events and result.cancelled and result.results == {}
