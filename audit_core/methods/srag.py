@@ -129,6 +129,15 @@ class SragConfig:
     #: a document whose share of unaligned probes exceeds this is inconclusive
     #: (its histogram would rest on too few readings to compare with the shadow's)
     max_unaligned_share: float = 0.5
+    #: completion style only (our addition): an audited document gets one request more than its
+    #: probes, the last probe's prompt with this many tokens and no logprobs, to see whether the target
+    #: continues the text at all. A one-token probe cannot tell the first token of a refusal ("I'm
+    #: sorry, ...") from a continuation and reads it as probability 0 for the probed word, so a target
+    #: that refuses would have every document "not found". A reply that is a refusal, "I don't know"
+    #: or empty makes the document inconclusive (``continuation_check``). The shadow is our own RAG
+    #: and continues by construction: it is not checked, and its probes and key do not change. 0 turns
+    #: the check off.
+    continuation_check_tokens: int = field(default=16, metadata={"scoring_only": True})
     #: alternatives requested per token; lowered to what the target allows
     top_logprobs: int = MAX_TOP_LOGPROBS
     prompt: str = SRAG_PROMPT
@@ -168,6 +177,11 @@ class SragConfig:
         if self.style == "completion":
             return 1
         return min(self.chat_max_tokens, int(math.ceil(self.chat_tokens_per_word * prefix_words)) + self.chat_extra_tokens)
+
+    @property
+    def checks_continuation(self) -> bool:
+        """Whether an audited document gets the continuation check (completion style, check on)."""
+        return self.style == "completion" and self.continuation_check_tokens > 0
 
     @property
     def sends_tail(self) -> bool:
@@ -472,6 +486,36 @@ def observe_word(word: str, completion: Completion, prefix: str | None = None) -
     return WordObservation(word, min(1.0, p), first_token=tok.token, aligned=how, position=i)
 
 
+def continuation_check(obs: Observation) -> str | None:
+    """Why the document is inconclusive after the continuation check, or None (continued, or no check).
+
+    The check's reply (``SragConfig.continuation_check_tokens``) must be text
+    that goes on from the prefix. A refusal, "I don't know" or an empty reply
+    means the one-token probes read the first token of a non-answer, not the
+    target's view of the probed word. A reply that starts with the document's
+    own next words is a continuation even when those words read like a
+    non-answer ("... I'm not sure whether ..."). A failed check call leaves
+    the readings unconfirmed, as a failed probe does.
+    """
+    check = obs.data.get("continuation_check")
+    if not check or check["index"] >= len(obs.responses):
+        return None
+    i = check["index"]
+    if obs.responses[i] is None:
+        return f"the continuation check failed ({obs.errors[i]}): S-RAG's one-token readings are not confirmed"
+    reply = Completion.from_json(obs.responses[i]).text
+    kind = non_answer(reply)
+    if kind is None:
+        return None
+    said = [normalise_word(w) for w in reply.split()[:3]]
+    if said and said == [normalise_word(w) for w in check["document_next"].split()[:len(said)]]:
+        return None
+    what = {"refusal": "refused", "empty": "replied with nothing"}.get(kind, 'replied "I don\'t know"')
+    return (f"the target does not continue this document's text: asked to, it {what}. S-RAG's one-token probes "
+            f"read the first token of such a reply as probability 0 for the probed word, which says nothing "
+            f"about the document")
+
+
 # --------------------------------------------------------------------------- features
 
 
@@ -547,20 +591,38 @@ class SragMethod(MembershipMethod):
             for text in sent
         ]
 
-    def probe(self, doc: Document, target: Target, top_logprobs: int | None = None) -> Observation:
+    def continuation_check_request(self, probe: Probe) -> ChatRequest:
+        """The check's request: ``probe``'s prompt, ``continuation_check_tokens`` tokens, no logprobs."""
+        text = self.config.sent_text(probe.prefix)
+        return ChatRequest.chat([{"role": "user", "content": self.config.prompt.format(prefix=text)}],
+                                max_tokens=self.config.continuation_check_tokens, temperature=0.0, logprobs=False)
+
+    def _probe(self, doc: Document, target: Target, top_logprobs: int | None, check: bool) -> Observation:
         obs = Observation(method=self.name, doc_id=doc.id)
         probes = segment(doc.text, self.config)
         if not probes:
             obs.skipped = f"too short: S-RAG needs at least {self.config.min_words} words (this document has {doc.n_words})"
             return obs
         obs.data["probes"] = [asdict(p) for p in probes]
-        send_all(target, self.build_requests(probes, top_logprobs), obs)
+        requests = self.build_requests(probes, top_logprobs)
+        if check and self.config.checks_continuation:
+            # the last request, after every probe: ``word_observations`` pairs probes with the first responses
+            requests.append(self.continuation_check_request(probes[-1]))
+            # the document's own words from the last probe's word on: a reply that starts with them continued
+            obs.data["continuation_check"] = {"index": len(probes),
+                                              "document_next": " ".join(doc.text[len(probes[-1].prefix):].split()[:3])}
+        send_all(target, requests, obs)
         return obs
 
+    def probe(self, doc: Document, target: Target, top_logprobs: int | None = None) -> Observation:
+        """Probe an audited document, with the continuation check in completion style."""
+        return self._probe(doc, target, top_logprobs, check=True)
+
     def probe_many(self, docs, target, progress: Callable[[int], None] | None = None, top_logprobs: int | None = None):
+        """Probe the shadow's documents (``shadow.prepare``): our own RAG, so no continuation check."""
         out = []
         for d in docs:
-            out.append(self.probe(d, target, top_logprobs))
+            out.append(self._probe(d, target, top_logprobs, check=False))
             if progress:
                 progress(1)
         return out
@@ -572,7 +634,12 @@ class SragMethod(MembershipMethod):
             return None
         c = self.config
         mid = c.mean_sent_words(n_words)
-        return QueryCost(q, q * (template_words(c.prompt) + mid), q * c.probe_tokens(int(mid)))
+        cost = QueryCost(q, q * (template_words(c.prompt) + mid), q * c.probe_tokens(int(mid)))
+        if c.checks_continuation:  # the last probe's prompt once more (its prefix is at most the whole text)
+            cost.queries += 1
+            cost.prompt_words += template_words(c.prompt) + n_words
+            cost.completion_tokens += c.continuation_check_tokens
+        return cost
 
     # -- observations -> features ---------------------------------------------
 
@@ -626,6 +693,9 @@ class SragMethod(MembershipMethod):
         # failed probe makes the document inconclusive rather than guessed
         if failed:
             return None, f"{len(failed)} of {len(words)} target calls failed ({failed[0].error})", words
+        stopped = continuation_check(obs)
+        if stopped is not None:
+            return None, stopped, words
         feats, reason, words = unaligned_features(words, self.config)
         rep = self.reproduction(obs) if feats is not None else None
         if rep is not None:

@@ -34,13 +34,14 @@ def test_srag_probe_count_matches_segmentation(smollm):
 def test_queries_per_method_and_totals():
     docs = [_doc(150, 0), _doc(60, 1), _doc(5, 2)]
     est = estimate_audit(docs, ["srag", "mba", "rag_mia", "mink"])
-    assert est.methods["srag"].queries == 7 + 5
+    check = SragConfig().continuation_check_tokens
+    assert est.methods["srag"].queries == 7 + 5 + 2  # and one continuation check per probed document
     assert est.methods["srag"].skipped_documents == 1
-    assert est.methods["srag"].completion_tokens == 12  # one token per probe
+    assert est.methods["srag"].completion_tokens == 12 + 2 * check  # one token per probe
     assert est.methods["mba"].queries == 2  # the 5-word document yields fewer than 5 masks
     assert est.methods["rag_mia"].queries == 3
     assert est.methods["mink"].queries == 3
-    assert est.queries == 12 + 2 + 3 + 3
+    assert est.queries == 14 + 2 + 3 + 3
     assert est.rows()[-1]["queries"] == est.queries
     # the 5-word document is still probed by MBA, RAG-MIA and Min-k%: no document is skipped by all
     assert est.skipped_by_every_method == 0 and est.rows()[-1]["documents skipped"] == 0
@@ -50,7 +51,7 @@ def test_queries_per_method_and_totals():
 
 def test_parameters_change_the_estimate():
     docs = [_doc(400)]
-    assert estimate_audit(docs, ["srag"], {"srag": {"segment_factor": 40}}).queries == 5
+    assert estimate_audit(docs, ["srag"], {"srag": {"segment_factor": 40}}).queries == 5 + 1  # + the check
     small = estimate_audit(docs, ["mba"], {"mba": {"n_masks": 5}}).completion_tokens
     large = estimate_audit(docs, ["mba"], {"mba": {"n_masks": 20}}).completion_tokens
     assert large > small
@@ -108,10 +109,11 @@ def test_an_estimate_for_a_text_only_target_leaves_s_rags_queries_out_of_the_tot
 
     docs = [_doc(150, 0), _doc(60, 1)]
     everything = estimate_audit(docs, ["srag", "mba"])
-    assert everything.methods["srag"].queries == 7 + 5 and not everything.not_run  # not checked: all counted
+    srag_queries = 7 + 5 + 2  # probes and one continuation check per document
+    assert everything.methods["srag"].queries == srag_queries and not everything.not_run  # not checked: all counted
     est = estimate_audit(docs, ["srag", "mba"], caps=Capabilities(True, False, 0))
     assert list(est.methods) == ["mba"] and est.queries == estimate_audit(docs, ["mba"]).queries
-    assert est.rows()[-1]["queries"] == everything.queries - 12
+    assert est.rows()[-1]["queries"] == everything.queries - srag_queries
     assert "no logprobs" in est.not_run["srag"]
 
 

@@ -91,15 +91,20 @@ def test_shadow_and_target_receive_identical_request_parameters(style, smollm):
     shadow, target = _Recorder(), _Recorder()
     _probe(method, [doc], shadow, ShadowConfig(top_logprobs=20, prompt_style=style), lambda n=1: None)
     probe_document(method, doc, target, caps.max_top_logprobs)
-    assert shadow.requests and len(shadow.requests) == len(target.requests)
+    probes = target.requests
+    if style == "completion":  # an audited document gets the continuation check last; the shadow is not checked
+        probes, check = target.requests[:-1], target.requests[-1]
+        assert check.max_tokens == method.config.continuation_check_tokens and not check.logprobs
+        assert check.messages == probes[-1].messages
+    assert shadow.requests and len(shadow.requests) == len(probes)
     assert [(r.max_tokens, r.top_logprobs, r.messages) for r in shadow.requests] == \
-        [(r.max_tokens, r.top_logprobs, r.messages) for r in target.requests]
-    assert {r.top_logprobs for r in target.requests} == {5}
-    assert _params(shadow.requests) == _params(target.requests)
+        [(r.max_tokens, r.top_logprobs, r.messages) for r in probes]
+    assert {r.top_logprobs for r in probes} == {5}
+    assert _params(shadow.requests) == _params(probes)
     if style == "chat":  # enough tokens to reach the word after restating the prefix
         assert all(r.max_tokens > 1 for r in target.requests)
     else:
-        assert {r.max_tokens for r in target.requests} == {1}
+        assert {r.max_tokens for r in probes} == {1}
 
 
 def test_the_preparation_key_includes_the_cap_and_a_style_mismatch_is_noted():
