@@ -45,6 +45,7 @@ if str(ROOT) not in sys.path:
 
 from audit_core.methods import METHODS, method_label, suggested_methods, unchosen_chat_methods, \
     unchosen_source_methods  # noqa: E402
+from audit_core.verdict import plain_reason  # noqa: E402
 
 
 def _named(name: str) -> str:
@@ -224,7 +225,7 @@ def row_reason(verdict, silent: dict) -> str:
     if verdict.rule == "R1" and verdict.methods and not own:
         names = ", ".join(method_label(m) for m in verdict.methods)
         return f"no method could decide: {names} abstain (see the notes above)"
-    return verdict.reason
+    return plain_reason(verdict.reason)  # a stored audit's reason may still carry machine codes
 
 
 #: scalar evidence fields shown per method by ``--evidence`` (the JSON of --out holds them all)
@@ -272,7 +273,7 @@ def _print_failures(failures: dict) -> None:
         return
     errs = failures.get("target_errors") or {}
     if errs:
-        shown = ", ".join(f"{reason} x{n}" for reason, n in errs.items())
+        shown = "; ".join(f"{plain_reason(reason)} ({n} call{'s' if n != 1 else ''})" for reason, n in errs.items())
         print(f"target errors: {shown} ({failures.get('retries', 0)} retries); the documents concerned are "
               "inconclusive, never scored", file=sys.stderr)
     undecided = failures.get("documents_without_decision") or []
@@ -535,7 +536,7 @@ def _print_power(method_power: dict, fpr: float) -> None:
             print(f"{method_label(name)}: decides at a {fpr:.0%} false-positive rate; shadow power (TPR) {pw}; "
                   f"\"not found\" for shadow non-members: {cleared_text(mp)}", file=sys.stderr)
         else:
-            print(f"{method_label(name)}: abstains: {mp.get('reason')}", file=sys.stderr)
+            print(f"{method_label(name)}: abstains: {plain_reason(mp.get('reason'))}", file=sys.stderr)
 
 
 def cmd_audit(args) -> int:

@@ -173,7 +173,7 @@ def test_a_document_longer_than_the_target_context_is_inconclusive_with_the_reas
     # the verdict's reason in words (verdict.plain_reason), the first voter whole and the other in brief
     assert "inconclusive" in line and "RAG-MIA: the request was too long for the target's context" in line
     assert "Min-k% Prob (the request was too long for the target's context)" in line
-    assert "target errors: context_too_long x2" in text
+    assert "target errors: the request was too long for the target's context (2 calls)" in text
     assert len(attempts) == 2  # refused once per method, never retried, never truncated behind the user's back
     first = next(ln for ln in text.splitlines() if ln.strip().startswith("q000"))
     # the short document fits: whatever its verdict (the 4 + 4 seed shadow is too small for a method to
