@@ -22,7 +22,7 @@ import streamlit as st  # noqa: E402
 
 from app.guard import section  # noqa: E402
 from app.persist import keep_typed_inputs  # noqa: E402
-from app.resources import show_warmup  # noqa: E402
+from app.resources import no_full_gc_after_each_run, show_warmup  # noqa: E402
 from app.sidebar import render_sidebar  # noqa: E402
 from app.tab_canaries import render_canaries_tab  # noqa: E402
 from app.tab_documents import render_documents_tab  # noqa: E402
@@ -30,6 +30,7 @@ from app.tab_history import render_history_tab  # noqa: E402
 from app.tab_results import render_results_tab  # noqa: E402
 from app.tab_run import render_run_tab, running_settings_note  # noqa: E402
 
+no_full_gc_after_each_run()  # else each progress redraw stalls the running audit (see its docstring)
 st.set_page_config(page_title="RAG Provenance Auditor", page_icon="🔎", layout="wide")
 st.title("RAG Provenance Auditor")
 st.write(

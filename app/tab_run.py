@@ -19,6 +19,9 @@ import streamlit as st
 from app.sidebar import ADVANCED_KEY, DEMO, PARAMS_KEY, Settings, build_target, connection_id
 from audit_core.audit import AUDIT_STAGE, CAPABILITY_STAGE, CONTROLS_STAGE, TARGET_STAGES
 
+#: seconds between redraws of a running job's progress (the fragment ``_live``). A redraw costs a few
+#: milliseconds of the app's own work; the full garbage collection Streamlit ran after each one (0.6-0.7 s with
+#: the models loaded) is turned off (``resources.no_full_gc_after_each_run``)
 POLL_S = 1.0
 #: prefix of the registry id of a calibration check (not an audit run)
 CHECK_PREFIX = "calibration-"
