@@ -79,10 +79,11 @@ def test_pasted_texts_are_counted_before_anything_runs(app):
     assert not app.exception
     assert (_metric(app, "Usable"), _metric(app, "Too short"), _metric(app, "Duplicate")) == ("2", "1", "1")
     assert "2 document(s) ready" in _texts(app)
-    # the Run tab shows the cost: S-RAG 5 probes per document + MBA one per
-    # mask (10), as it asks the demo target (DEMO_MBA_ELICITATION = "continue")
+    # the Run tab shows the cost: S-RAG 5 probes per document and its continuation check (completion style,
+    # SragConfig.continuation_check_tokens) + MBA one per mask (10), as it asks the demo target
+    # (DEMO_MBA_ELICITATION = "continue")
     est = next(d.value for d in app.dataframe if "queries" in d.value.columns)
-    assert int(est.loc[est["method"] == "total", "queries"].iloc[0]) == 2 * 5 + 2 * 10
+    assert int(est.loc[est["method"] == "total", "queries"].iloc[0]) == 2 * (5 + 1) + 2 * 10
     # an endpoint is asked the paper's way: one cloze request per document
     from app.sidebar import ENDPOINT
 
@@ -97,7 +98,10 @@ def test_pasted_texts_are_counted_before_anything_runs(app):
     app.selectbox(key="target_style").set_value("completion").run()
     est = next(d.value for d in app.dataframe if "queries" in d.value.columns)
     srag = est.loc[est["method"] == "S-RAG"].iloc[0]
-    assert srag["completion tokens (max)"] == srag["queries"]  # one token per probe
+    from audit_core.methods.srag import SragConfig
+
+    check = SragConfig().continuation_check_tokens  # one continuation check per document, the rest one token
+    assert srag["completion tokens (max)"] == srag["queries"] - 2 + 2 * check
     # nothing to send to yet: Start waits for the URL and model, and says so
     assert app.button(key="start_audit").disabled
     assert "Enter the endpoint's base URL and model" in _texts(app)
