@@ -212,7 +212,7 @@ def prepare_shadow(
     """
     from audit_core.methods import method_label
     from shadow.corpus import corpus_hash, split_members
-    from shadow.shipped import load_shipped_preparation
+    from shadow.shipped import read_shipped_preparation
 
     cfg = cfg or ShadowConfig()
     root = Path(root) if root else cache_dir() / "shadow"
@@ -237,18 +237,36 @@ def prepare_shadow(
         if force and folder.exists():
             shutil.rmtree(folder)
         obs_file = folder / "observations.json"
-        raw = _read_observations(obs_file)
+        n_m, n_n = shadow_sizes(method.name, cfg)
+        expected = min(n_m, len(kb)) + min(n_n, len(outside))
+        #: the digest of the observations read as written (``observations_digest``), where they were
+        digest: str | None = None
+        # reading a large preparation is mostly parsing it: a stage counted in observations, not a silent wait
+        raw = _read_observations(obs_file, _reading(progress, f"{method_label(method.name)}: reading the cached "
+                                                              "shadow observations"), expected)
         if raw is not None:
             mem = [Observation.from_json(o) for o in raw["members"]]
             non = [Observation.from_json(o) for o in raw["nonmembers"]]
+            digest = _digest_as_written(raw["members"], raw["nonmembers"])
             prep.from_cache[method.name] = True
-        elif use_shipped and not force and (shipped := load_shipped_preparation(key)) is not None:
-            mem, non, shipped_cal = shipped
+        elif use_shipped and not force and (shipped := read_shipped_preparation(
+                key, progress=_reading(progress, shipped_stage := f"{method_label(method.name)}: reading the "
+                                                                  "shipped shadow observations", extra=1),
+                total=expected)) is not None:
+            raw_mem, raw_non, shipped_cal = shipped
+            mem = [Observation.from_json(o) for o in raw_mem]
+            non = [Observation.from_json(o) for o in raw_non]
             folder.mkdir(parents=True, exist_ok=True)
-            _write_observations(obs_file, mem, non)
+            digest = _digest_as_written(raw_mem, raw_non)
+            if digest is not None:  # as written: serialising the Observations again would give the same bytes
+                _write_json(obs_file, {"members": raw_mem, "nonmembers": raw_non})
+            else:
+                _write_observations(obs_file, mem, non)
             if shipped_cal is not None and calibrate:
                 # the fit shipped with them (data; restored only if its digest names these observations)
                 _write_json(folder / "calibration.json", shipped_cal)
+            if progress:  # the last step: the cache written
+                progress(shipped_stage, len(raw_mem) + len(raw_non) + 1, len(raw_mem) + len(raw_non) + 1)
             prep.from_cache[method.name] = True
         elif probe_key in probed:  # a sibling method sent the very same probes
             mem, non = probed[probe_key]
@@ -258,7 +276,6 @@ def prepare_shadow(
         else:
             if rag is None:
                 rag = build_shadow_rag(cfg, kb, progress)
-            n_m, n_n = shadow_sizes(method.name, cfg)
             import random
 
             rnd = random.Random(cfg.seed + 1)
@@ -304,7 +321,7 @@ def prepare_shadow(
         cal_step(0, 1)
         # a method that fits several models (S-RAG: a classifier per fold, then the final one) counts them
         with steps_of(cal_step):
-            prep.calibrations[method.name] = _calibrate(method, mem, non, folder)
+            prep.calibrations[method.name] = _calibrate(method, mem, non, folder, digest)
         note = mirror_note(method, cfg)
         if note is not None:
             prep.calibrations[method.name].params["mirror"] = note
@@ -314,14 +331,31 @@ def prepare_shadow(
     return prep
 
 
-def _read_observations(obs_file: Path) -> dict | None:
+def _reading(progress: Progress | None, stage: str, extra: int = 0) -> Callable[[int, int], None] | None:
+    """``progress`` of one reading stage, (done, total) in observations parsed, and ``extra`` steps after them
+    that the caller reports (writing them to the cache)."""
+    if progress is None:
+        return None
+    return lambda done, total: progress(stage, done, total + extra)
+
+
+def _read_observations(obs_file: Path, step: Callable[[int, int], None] | None = None,
+                       expected: int | None = None) -> dict | None:
     """A cached observations file, or None where there is none or it cannot be read (it is then made again
-    rather than failing every later audit with this key)."""
+    rather than failing every later audit with this key). ``step(done, total)`` counts the observations
+    parsed (``shipped.parse_observations``, ``expected`` of them); nothing is reported where there is no file."""
+    from shadow.shipped import parse_observations
+
     try:
-        raw = json.loads(obs_file.read_text())
+        text = obs_file.read_text()
     except FileNotFoundError:
         return None
-    except (OSError, ValueError):
+    except OSError:
+        log.warning("%s could not be read; the shadow is prepared again", obs_file)
+        return None
+    try:
+        raw = parse_observations(text, step, expected)
+    except ValueError:
         log.warning("%s could not be read; the shadow is prepared again", obs_file)
         return None
     return raw if isinstance(raw, dict) and "members" in raw and "nonmembers" in raw else None
@@ -384,7 +418,7 @@ def mirror_note(method: MembershipMethod, cfg: ShadowConfig) -> dict | None:
     return note
 
 
-def _calibrate(method, mem, non, folder: Path) -> Calibration:
+def _calibrate(method, mem, non, folder: Path, digest: str | None = None) -> Calibration:
     """Calibrate on the shadow's observations and write calibration.json (data only).
 
     S-RAG's final classifier is trained again from the cached observations on
@@ -394,7 +428,7 @@ def _calibrate(method, mem, non, folder: Path) -> Calibration:
     Loading a trained predictor from the cache would mean unpickling files
     that whoever can write to the cache directory could replace, i.e. running
     their code; an old ``predictor/`` folder left by earlier versions is
-    removed unread.
+    removed unread. ``digest``: ``observations_digest(mem, non)`` where the caller has it already.
     """
     cal_file = folder / "calibration.json"
     if method.name == "srag":
@@ -403,7 +437,7 @@ def _calibrate(method, mem, non, folder: Path) -> Calibration:
             legacy.unlink()
         elif legacy.exists():
             shutil.rmtree(legacy)
-    digest = observations_digest(mem, non)
+    digest = digest or observations_digest(mem, non)
     if cal_file.exists():
         try:
             saved = json.loads(cal_file.read_text())
@@ -413,25 +447,43 @@ def _calibrate(method, mem, non, folder: Path) -> Calibration:
                 and saved.pop("scoring_revision", "") == method.scoring_revision):
             cal = method.restore(saved, mem, non)
             if cal.to_json() != saved:  # restored in a newer form (S-RAG's scorer chosen since): the file follows
-                _write_json(cal_file, saved_calibration(cal, mem, non))
+                _write_json(cal_file, saved_calibration(cal, mem, non, digest))
             return cal
     cal = method.prepare(mem, non)
-    _write_json(cal_file, saved_calibration(cal, mem, non))
+    _write_json(cal_file, saved_calibration(cal, mem, non, digest))
     return cal
 
 
-def saved_calibration(cal: Calibration, mem: Sequence[Observation], non: Sequence[Observation]) -> dict:
+def saved_calibration(cal: Calibration, mem: Sequence[Observation], non: Sequence[Observation],
+                      digest: str | None = None) -> dict:
     """What is stored of a calibration (cache and shipped preparation): its data, the digest of its
-    observations, and the method's ``scoring_revision`` where it has one (``_calibrate`` reuses it only then)."""
+    observations (``digest`` where the caller has it), and the method's ``scoring_revision`` where it has one
+    (``_calibrate`` reuses it only then)."""
     from audit_core.methods import METHODS
 
     spec = METHODS.get(cal.method)
     revision = spec.method_class().scoring_revision if spec is not None else ""
-    return {**cal.to_json(), "observations_sha256": observations_digest(mem, non),
+    return {**cal.to_json(), "observations_sha256": digest or observations_digest(mem, non),
             **({"scoring_revision": revision} if revision else {})}
 
 
 def observations_digest(mem: Sequence[Observation], non: Sequence[Observation]) -> str:
     """SHA-256 of the observations a calibration was fitted on: a saved calibration is reused only for them."""
-    blob = json.dumps([[o.to_json() for o in mem], [o.to_json() for o in non]], sort_keys=True, default=str)
+    return _digest_of([o.to_json() for o in mem], [o.to_json() for o in non])
+
+
+def _digest_of(mem: Sequence[dict], non: Sequence[dict]) -> str:
+    blob = json.dumps([list(mem), list(non)], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+_OBSERVATION_FIELDS = frozenset(f.name for f in fields(Observation))
+
+
+def _digest_as_written(mem: Sequence, non: Sequence) -> str | None:
+    """``observations_digest`` of observations read as written (``Observation.to_json`` dicts), without making
+    and serialising the objects again (most of reading a large shadow: S-RAG's chat observations); None where
+    a dict is not exactly an observation's fields (an older file: its objects would serialise differently)."""
+    if not all(isinstance(o, dict) and o.keys() == _OBSERVATION_FIELDS for o in [*mem, *non]):
+        return None
+    return _digest_of(mem, non)

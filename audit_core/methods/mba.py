@@ -227,9 +227,16 @@ class MbaMethod(MembershipMethod):
         gamma is kept in ``params`` only).
         """
         from audit_core.methods.baseline_common import fit_threshold
+        from audit_core.progress import step
 
-        m_raw = [self._accuracy(o)[0] for o in members]
-        n_raw = [self._accuracy(o)[0] for o in nonmembers]
+        # the calibration stage's steps: each shadow document read, then the fit
+        total = len(members) + len(nonmembers) + 1
+        raw: list[float | None] = []
+        step(0, total)
+        for o in [*members, *nonmembers]:
+            raw.append(self._accuracy(o)[0])
+            step(len(raw), total)
+        m_raw, n_raw = raw[:len(members)], raw[len(members):]
         cal = fit_threshold(self.name, m_raw, n_raw, default=self.config.gamma, params={
             "n_masks": self.config.n_masks,
             "min_masks": self.config.min_masks,
@@ -238,6 +245,7 @@ class MbaMethod(MembershipMethod):
         })
         cal.params["members_inconclusive"] = sum(x is None for x in m_raw)
         cal.params["nonmembers_inconclusive"] = sum(x is None for x in n_raw)
+        step(total, total)
         return cal
 
     def _accuracy(self, obs: Observation) -> tuple[float | None, dict, str | None]:

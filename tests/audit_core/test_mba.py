@@ -865,3 +865,17 @@ def test_a_cancel_while_the_masks_are_planned_stops_before_any_document_is_probe
     stage = planning_stage(MbaMethod(MbaConfig(), _FakeProxy()))
     assert [(e[1], e[2]) for e in events if isinstance(e, tuple) and e[0] == stage] == [(0, 4), (1, 4)]
     assert "request" not in events and result.cancelled and result.results == {}
+
+
+def test_mbas_calibration_counts_the_shadow_documents_it_reads(mba):
+    """MBA's calibration on shipped observations reads every shadow document's answers before it fits its
+    threshold: one step each and one for the fit, so the calibrating stage does not stand at 0 / 1."""
+    from audit_core.progress import steps_of
+
+    target = KnowingTarget(MEMBERS)
+    mem = [mba.probe(Document(f"m{i}", t), target) for i, t in enumerate(MEMBERS[:3])]
+    non = [mba.probe(Document(f"n{i}", t), target) for i, t in enumerate(NONMEMBERS[:3])]
+    seen: list[tuple[int, int]] = []
+    with steps_of(lambda done, total: seen.append((done, total))):
+        cal = mba.prepare(mem, non)
+    assert seen == [(i, 7) for i in range(8)] and cal.member_scores

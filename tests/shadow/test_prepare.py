@@ -18,7 +18,7 @@ def _fake_shadow(monkeypatch) -> list[tuple[str, int]]:
 
     monkeypatch.setattr(prepare, "build_shadow_rag", lambda cfg, kb, *_: object())
     monkeypatch.setattr(prepare, "_probe", fake_probe)
-    monkeypatch.setattr(prepare, "_calibrate", lambda method, mem, non, folder: Calibration(method.name, 0.5))
+    monkeypatch.setattr(prepare, "_calibrate", lambda method, mem, non, folder, *_: Calibration(method.name, 0.5))
     return calls
 
 
@@ -140,7 +140,7 @@ def test_the_shadow_leads_its_questions_with_its_own_documents_never_the_owners(
 
     monkeypatch.setattr(prepare, "build_shadow_rag", lambda cfg, kb, *_: object())
     monkeypatch.setattr(prepare, "_probe", fake_probe)
-    monkeypatch.setattr(prepare, "_calibrate", lambda method, mem, non, folder: Calibration(method.name, 0.5))
+    monkeypatch.setattr(prepare, "_calibrate", lambda method, mem, non, folder, *_: Calibration(method.name, 0.5))
     method = CitedSourcesMethod()
     owner = ["the owner's first post", "the owner's second post"]
     method.use_collection(owner)
@@ -263,3 +263,62 @@ def test_a_methods_own_stage_counts_on_across_the_shadows_members_and_non_member
     prepare_shadow([RagMiaMethod()], cfg, root=tmp_path,
                    progress=lambda stage, done, total: seen.append((done, total)) if stage == "planning" else None)
     assert seen == [(i, 12) for i in range(7)] + [(i, 12) for i in range(6, 13)]
+
+
+def _shipped_rag_mia(tmp_path, monkeypatch, n: int = 4):
+    """A shipped preparation of RAG-MIA on ``n`` + ``n`` shadow documents, in a folder of the test's own."""
+    import shadow.shipped as shipped
+    from shadow.corpus import corpus_hash
+
+    cfg = ShadowConfig(n_members=n, n_nonmembers=n)
+    method = RagMiaMethod()
+    key = prepare.preparation_key(method, cfg, corpus_hash(cfg.corpus_docs()))
+    mem = [Observation("rag_mia", f"m{i}", data={"text": "a reply " * i}) for i in range(n)]
+    non = [Observation("rag_mia", f"n{i}", errors=[None], data={"nested": {"x": [i, 0.5]}}) for i in range(n)]
+    folder = tmp_path / "shipped"
+    shipped.write_shipped(key, shipped.DefaultPreparation("rag_mia", (), "quick", "completion"), mem, non, folder)
+    monkeypatch.setattr(shipped, "SHIPPED_DIR", folder)
+    return method, cfg, key, mem, non
+
+
+def test_reading_a_shipped_preparation_is_a_stage_counted_in_observations(tmp_path, monkeypatch):
+    """Check calibration on a shipped preparation sat silent, then at 0 / 1 of "calibrating", while the shipped
+    observations were parsed, serialised again for the cache and serialised once more for their digest (most of
+    a minute for S-RAG's chat observations on a fast machine): reading them is a stage now, one step per
+    observation and the last once the cache is written, and they are written and hashed as they were read."""
+    method, cfg, key, mem, non = _shipped_rag_mia(tmp_path, monkeypatch)
+    digests: list = []
+    monkeypatch.setattr(prepare, "_calibrate", lambda m, me, no, folder, digest=None: digests.append(digest)
+                        or Calibration(m.name, 0.5))
+    root = tmp_path / "cache"
+    obs_file = root / key / "observations.json"
+    seen: list[tuple[str, int, int, bool]] = []
+    prepare_shadow([method], cfg, root=root,
+                   progress=lambda stage, done, total: seen.append((stage, done, total, obs_file.exists())))
+    stage = "RAG-MIA: reading the shipped shadow observations"
+    reading = [(d, t) for s, d, t, _ in seen if s == stage]
+    assert reading[0] == (0, 9) and reading[1:9] == [(i, 9) for i in range(1, 9)] and reading[-1] == (9, 9)
+    assert [written for s, d, t, written in seen if s == stage and d == t] == [True]  # done once cached
+    assert [s for s, *_ in seen].index("RAG-MIA: calibrating") > max(i for i, x in enumerate(seen) if x[0] == stage)
+    # the cache holds what serialising the observations gives, and its digest is theirs
+    import json
+
+    assert json.loads(obs_file.read_text()) == {"members": [o.to_json() for o in mem],
+                                                "nonmembers": [o.to_json() for o in non]}
+    assert digests == [prepare.observations_digest(mem, non)]
+
+    # loaded again from the cache: a reading stage of its own, counted the same way, with the same digest
+    seen.clear()
+    again = prepare_shadow([method], cfg, root=root,
+                           progress=lambda stage, done, total: seen.append((stage, done, total, True)))
+    cached = [(d, t) for s, d, t, _ in seen if s == "RAG-MIA: reading the cached shadow observations"]
+    assert cached == [(i, 8) for i in range(9)] + [(8, 8)] and again.from_cache["rag_mia"]
+    assert digests[-1] == digests[0] and again.observations["rag_mia"]["nonmembers"][2].data == non[2].data
+
+
+def test_observations_read_as_written_are_hashed_only_when_they_are_exactly_observations():
+    mem, non = [Observation("m", "a", data={"k": [1, 2.5]})], [Observation("m", "b", skipped="short")]
+    as_written = [o.to_json() for o in mem], [o.to_json() for o in non]
+    assert prepare._digest_as_written(*as_written) == prepare.observations_digest(mem, non)
+    older = {k: v for k, v in as_written[0][0].items() if k != "skipped"}  # a file from before a field existed
+    assert prepare._digest_as_written([older], as_written[1]) is None

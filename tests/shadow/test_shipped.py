@@ -178,7 +178,7 @@ def test_prepare_uses_shipped_observations_and_probes_a_different_configuration(
     monkeypatch.setattr(prepare, "build_shadow_rag", no_probing)
     calibrated = []
     monkeypatch.setattr(prepare, "_calibrate",
-                        lambda method, m, n, f: calibrated.append((m, n)) or Calibration(method.name, 0.5))
+                        lambda method, m, n, f, *_: calibrated.append((m, n)) or Calibration(method.name, 0.5))
     cfg = prep_cfg.shadow_config()
     got = prepare_shadow([prep_cfg.create_method()], cfg, root=tmp_path / "cache")
     assert got.keys["mba"] == key and got.from_cache["mba"]
@@ -305,7 +305,8 @@ def test_the_shipped_srag_calibration_is_restored_without_a_fit(manifest, tmp_pa
     fits.clear()
     monkeypatch.setattr(srag, "member_probability", lambda model, df: [(i % 7) / 7 for i in range(len(df))])
     tampered = {**saved, "observations_sha256": "0" * 64}
-    monkeypatch.setattr(shipped, "load_shipped_preparation", lambda k, folder=None: (mem, non, tampered))
+    monkeypatch.setattr(shipped, "read_shipped_preparation", lambda k, folder=None, progress=None, total=None: (
+        [o.to_json() for o in mem], [o.to_json() for o in non], tampered))
     prepare_shadow([prep_cfg.create_method()], prep_cfg.shadow_config(), root=tmp_path / "other")
     assert len(fits) == saved["params"]["n_folds"]  # the fold models; the mean still wins, so no final one
 
@@ -385,3 +386,21 @@ def _hash() -> str:
     from shadow.corpus import corpus_hash
 
     return corpus_hash(ShadowConfig().corpus_docs())
+
+
+def test_parsing_an_observations_file_counts_each_observation_and_gives_what_json_gives():
+    """One json.loads of S-RAG's chat observations (10-33 MB gzipped) left its reading stage at 0 until it was
+    all parsed; the parse now reports each observation, and its result is json.loads's."""
+    body = {"calibration": {"threshold": 0.5, "params": {"a": [1, 2]}}, "key": "k",
+            "members": [{"doc_id": f"m{i}", "data": {"x": [i, "]},{"]}} for i in range(3)],
+            "nonmembers": [{"doc_id": "n0", "data": {}}, {"doc_id": "n1", "data": None}]}
+    for text in (json.dumps(body, sort_keys=True, separators=(",", ":")), json.dumps(body, indent=2)):
+        seen: list[tuple[int, int]] = []
+        assert shipped.parse_observations(text, lambda d, t: seen.append((d, t)), total=4) == body
+        assert seen == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4), (5, 5), (5, 5)]
+    assert shipped.parse_observations("[1, 2]", lambda d, t: None, total=3) == [1, 2]  # not an object: whole
+    assert shipped.parse_observations('{"members": []}', lambda d, t: None) == {"members": []}
+    with pytest.raises(ValueError):
+        shipped.parse_observations('{"members": [{"a": 1}', lambda d, t: None, total=1)
+    with pytest.raises(ValueError):
+        shipped.parse_observations('{"members": []} x', lambda d, t: None)
