@@ -43,30 +43,16 @@ def _plain(reason) -> str:
     return plain_reason(reason)
 
 
-#: ``report.explain_verdict``'s hint for a reason that mentions logprobs. It reads the reason's words, not the
-#: target: S-RAG (text only)'s reason "S-RAG without logprobs says no 'not found'" set it off on the demo target,
-#: which returns logprobs (the PDF's "Target capabilities: logprobs returned" said the opposite)
-NO_LOGPROBS_HINT = "The target does not return the token probabilities some methods need."
-
-
 def verdict_explanation(result: dict, verdict: dict) -> str:
-    """``report.explain_verdict`` for the Results tab, never contradicting the capability probe stored with the
-    audit.
-
-    Why here: the library's paragraph adds ``NO_LOGPROBS_HINT`` whenever the reason contains "logprob", whatever
-    the target returned. Where the audit's probe found logprobs the sentence is false, so it is left out; where
-    it found none, or an older audit stored no probe, it stays. A stopgap until ``explain_verdict`` reads the
-    capabilities itself (then this can go back to calling it directly).
-    """
+    """``report.explain_verdict`` for the Results tab: reasons in words, and the capability probe stored with the
+    audit, so that the paragraph never says the target returns no token probabilities where it found them."""
     from audit_core.report import explain_verdict
 
     plain = {**verdict, "reason": _plain(verdict.get("reason")),  # codes in words, the owner's text untouched
              "methods": {m: {**(info or {}), "reason": _plain((info or {}).get("reason")) or None}
                          for m, info in (verdict.get("methods") or {}).items()}}
-    text = explain_verdict(plain)
-    if (result.get("capabilities") or {}).get("logprobs") and NO_LOGPROBS_HINT in text:
-        text = text.replace(" " + NO_LOGPROBS_HINT, "").replace(NO_LOGPROBS_HINT, "")
-    return text
+    caps = result.get("capabilities")
+    return explain_verdict(plain, caps.get("logprobs") if isinstance(caps, dict) else None)
 
 
 def _verdict_rows(result: dict) -> list[dict]:

@@ -538,9 +538,20 @@ def _deciding_number(verdict: dict) -> str:
     return f"calibrated score {_fmt(verdict.get('score'))} from the method that decided"
 
 
-def explain_verdict(verdict: dict) -> str:
+#: ``explain_verdict``'s hint for an undecided verdict on a target that returns no token probabilities
+NO_LOGPROBS_HINT = "The target does not return the token probabilities some methods need."
+
+
+def explain_verdict(verdict: dict, logprobs: bool | None = None) -> str:
     """A plain-language paragraph explaining one verdict (Verdict JSON), for the app and the PDF.
 
+    ``logprobs`` is what the audit's capability probe found (the result's
+    ``capabilities``; None where it is unknown). The hint that the target
+    returns no token probabilities is given only where that is true: a reason
+    can name logprobs about a method that ran without them on a target that
+    returns them ("S-RAG without logprobs says no 'not found'"), and the
+    paragraph must not contradict the report's own capabilities line. Unknown,
+    the hint follows a reason that says the target returned none.
     Raises ValueError for a verdict kind it does not know, rather than
     explaining something it cannot vouch for.
     """
@@ -571,8 +582,8 @@ def explain_verdict(verdict: dict) -> str:
         hints = []
         if "disagree" in low:
             hints.append("The methods pointed in different directions, so neither answer is reported as the verdict.")
-        if "logprob" in low:
-            hints.append("The target does not return the token probabilities some methods need.")
+        if logprobs is False and "logprob" in low or logprobs is None and "no logprobs" in low:
+            hints.append(NO_LOGPROBS_HINT)
         if "too short" in low:
             hints.append("The document is too short to probe; longer texts give clearer results.")
         if "fail" in low or "error" in low or "timeout" in low:
@@ -1409,7 +1420,8 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
     redacted = bool(r.get("redacted"))
     out: list = [P(f"Document {esc(doc_id)}", "h2")]
     if verdict is not None:
-        out.append(P(f"<b>Verdict: {esc(verdict.get('verdict'))}.</b> {esc(explain_verdict(verdict))}"))
+        logprobs = (r.get("capabilities") or {}).get("logprobs")
+        out.append(P(f"<b>Verdict: {esc(verdict.get('verdict'))}.</b> {esc(explain_verdict(verdict, logprobs))}"))
     if text:
         excerpt = text if len(text) <= opt.excerpt_chars else text[: opt.excerpt_chars].rstrip() + " …"
         out.append(P(f"<i>Text:</i> {esc(excerpt)}", "quote"))

@@ -16,7 +16,8 @@ def _verdict(reason: str, methods: dict | None = None) -> dict:
 def test_the_explanation_does_not_say_the_target_lacks_logprobs_when_its_probe_found_them():
     """The Results tab said "The target does not return the token probabilities some methods need" under a
     document of the demo target, whose probe (and the PDF) said logprobs were returned."""
-    from app.tab_results import NO_LOGPROBS_HINT, verdict_explanation
+    from app.tab_results import verdict_explanation
+    from audit_core.report import NO_LOGPROBS_HINT
 
     v = _verdict(SAMPLED_REASON)
     with_logprobs = {"capabilities": {"reachable": True, "logprobs": True}, "verdicts": [v]}
