@@ -797,14 +797,20 @@ class SragMethod(MembershipMethod):
         )
         return apply_evidence(cal, evidence, DEFAULT_FPR)
 
-    def _training_frame(self, members: Sequence[Observation], nonmembers: Sequence[Observation]):
-        """Features of the usable shadow documents (a DataFrame with a ``member`` column) and their labels."""
+    def _training_frame(self, members: Sequence[Observation], nonmembers: Sequence[Observation],
+                        read: Callable[[int], None] | None = None):
+        """Features of the usable shadow documents (a DataFrame with a ``member`` column) and their labels;
+        ``read(n)`` after the n-th document read."""
         import pandas as pd
 
         rows, labels = [], []
+        n = 0
         for lab, group in ((1, members), (0, nonmembers)):
             for o in group:
                 f, _, _ = self.features(o)
+                n += 1
+                if read is not None:
+                    read(n)
                 if f is not None:
                     rows.append(f)
                     labels.append(lab)
@@ -826,8 +832,13 @@ class SragMethod(MembershipMethod):
         not describe these observations is not trusted: the whole preparation
         runs again.
         """
+        from audit_core.progress import step
+
+        # the calibration stage's steps: each shadow document read, then the final classifier's fit
+        total = len(members) + len(nonmembers) + 1
+        step(0, total)
         with self._shadow_collection(members, nonmembers):
-            df, labels = self._training_frame(members, nonmembers)
+            df, labels = self._training_frame(members, nonmembers, read=lambda n: step(n, total))
         params = saved.get("params") or {}
         if (params.get("oof_labels") != [int(x) for x in labels] or "evidence" not in params
                 or params.get("feature_columns") != list(df.columns.drop("member"))):
@@ -842,6 +853,7 @@ class SragMethod(MembershipMethod):
             cal = self._calibration(df, labels, classifier_oof, int(params.get("n_folds") or SRAG_CV_FOLDS))
         if cal.params["scorer"] == "autogluon":
             cal.model = train_predictor(df, self.config)
+        step(total, total)
         return cal
 
     def score(self, obs: Observation, calibration: Calibration) -> MethodResult:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from audit_core.evidence.answers import non_answer
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from audit_core.methods.base import Observation, QueryCost, template_words
@@ -49,6 +49,9 @@ class SragSampledConfig(SragConfig):
     temperature: float = 1.0
     #: a few tokens: enough to finish the first word
     sample_tokens: int = 3
+    #: no continuation check (S-RAG's, for one-token probes): every probe here is answered in text
+    #: that ``non_answer`` reads, so a refusal is seen in the probes themselves
+    continuation_check_tokens: int = field(default=0, metadata={"scoring_only": True})
 
     def __post_init__(self) -> None:
         super().__post_init__()

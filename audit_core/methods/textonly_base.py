@@ -53,11 +53,25 @@ class ThresholdTextMethod(MembershipMethod):
         return obs
 
     def prepare(self, members: Sequence[Observation], nonmembers: Sequence[Observation]) -> Calibration:
-        ms = [self._score_or_none(o) for o in members]
-        ns = [self._score_or_none(o) for o in nonmembers]
+        """The member threshold at the chosen rate, from the shadow's scores.
+
+        Reading a chat shadow's answers takes a minute or two (Verbatim: 98 s
+        measured), so the calibration stage counts each shadow document read,
+        then the fit, instead of sitting at 0 / 1.
+        """
+        from audit_core.progress import step
+
+        total = len(members) + len(nonmembers) + 1
+        scores: list[float | None] = []
+        step(0, total)
+        for o in [*members, *nonmembers]:
+            scores.append(self._score_or_none(o))
+            step(len(scores), total)
         cfg = getattr(self, "config", None)
-        return fit_threshold(self.name, ms, ns, self.default_threshold,
-                             params={"config": asdict(cfg) if is_dataclass(cfg) else {}})
+        cal = fit_threshold(self.name, scores[:len(members)], scores[len(members):], self.default_threshold,
+                            params={"config": asdict(cfg) if is_dataclass(cfg) else {}})
+        step(total, total)
+        return cal
 
     def _score_or_none(self, obs: Observation) -> float | None:
         if unusable(self.name, obs, check_answer=False) is not None:

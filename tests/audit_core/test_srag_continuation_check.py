@@ -126,3 +126,14 @@ def test_the_check_does_not_change_the_preparation_key():
     off = preparation_key(srag.SragMethod(srag.SragConfig(continuation_check_tokens=0)), cfg, "corpus")
     other = preparation_key(srag.SragMethod(srag.SragConfig(max_probes=9)), cfg, "corpus")
     assert on == off != other
+
+
+def test_s_rag_without_logprobs_sends_no_check_its_probes_are_text_already():
+    """Its word readings divide the responses by the probes: a check's reply among them would shift them."""
+    from audit_core.methods.srag_sampled import SragSampledMethod
+
+    method = SragSampledMethod()
+    target = _Target("thigh and knee.")
+    obs = probe_document(method, Document("d1", DOC), target, 0)
+    assert len(target.requests) == 2 and "continuation_check" not in obs.data
+    assert [w.word for w in method.word_observations(obs)] == ["ibuprofen", "left"]

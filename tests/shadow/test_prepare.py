@@ -120,7 +120,8 @@ def test_a_chat_only_setting_keys_chat_preparations_and_leaves_completion_ones_a
     from audit_core.methods.srag import SragConfig
 
     before = {k: v for k, v in asdict(SragConfig(style="chat")).items()
-              if k not in ("chat_tail_words", "reproduction_ngram", "shared_min_docs", "scorer", "model_dir")}
+              if k not in ("chat_tail_words", "reproduction_ngram", "shared_min_docs", "scorer", "model_dir",
+                           "continuation_check_tokens")}  # the audit-only continuation check probes no shadow
     assert prepare._config_of(create_method("srag", style="chat")) == before
     # scoring the reproduction another way sends nothing again
     assert prepare.preparation_key(create_method("srag", style="chat", shared_min_docs=3), cfg, chash) == chat
