@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.sidebar import ADVANCED_KEY, DEMO, PARAMS_KEY, Settings, build_target, connection_id
-from audit_core.audit import AUDIT_STAGE, CAPABILITY_STAGE, CONTROLS_STAGE, TARGET_STAGES
+from audit_core.audit import AUDIT_STAGE, CAPABILITY_STAGE, CONTROLS_STAGE, PLANNING_SUFFIX, TARGET_STAGES
 
 #: seconds between redraws of a running job's progress (the fragment ``_live``). A redraw costs a few
 #: milliseconds of the app's own work; the full garbage collection Streamlit ran after each one (0.6-0.7 s with
@@ -314,7 +314,10 @@ class RunProgress:
             found = self.line(stage)
             if found is not None:
                 return found[2]
-        prep = [text for stage, _, text in self.lines if stage not in TARGET_STAGES]
+        planning = [text for stage, _, text in self.lines if stage.endswith(PLANNING_SUFFIX)]
+        if planning:
+            return planning[-1]
+        prep = [text for stage, _, text in self.lines if not _of_the_audit(stage)]
         return f"preparing the shadow; {prep[-1]}" if prep else "preparing the shadow"
 
 
@@ -338,10 +341,17 @@ def count_line(job) -> str:
 ANSWERED_SHOWN = 5
 
 
+def _of_the_audit(stage: str) -> bool:
+    """A stage drawn under "Audit of your documents": the target's stages, and the local work on the owner's
+    documents before the first is probed (MBA's mask planning), which is no part of the shadow preparation."""
+    return stage in TARGET_STAGES or stage.endswith(PLANNING_SUFFIX)
+
+
 def _draw(job, view: RunProgress) -> None:
     lines = view.lines
     stages = {s for s, _, _ in lines}
-    prep = [x for x in lines if x[0] not in TARGET_STAGES]
+    prep = [x for x in lines if not _of_the_audit(x[0])]
+    planning = [x for x in lines if x[0].endswith(PLANNING_SUFFIX)]
     st.markdown("**Shadow preparation** (local, sends nothing to the target)")
     if not prep:
         st.caption("Starting..." if AUDIT_STAGE not in stages else "Loaded from the cache.")
@@ -354,9 +364,12 @@ def _draw(job, view: RunProgress) -> None:
     asked = view.line(CAPABILITY_STAGE)
     if asked is not None and asked[1] < 1:
         st.progress(asked[1], text=asked[2])
+    for _, frac, text in planning:
+        st.progress(frac, text=text)
     audit = view.line(AUDIT_STAGE)
     if audit is None:
-        st.progress(0.0, text=f"documents: 0 / {job.n_documents} · waiting for the shadow preparation")
+        waiting = "the masks to be planned" if planning else "the shadow preparation"
+        st.progress(0.0, text=f"documents: 0 / {job.n_documents} · waiting for {waiting}")
     else:
         st.progress(audit[1], text=audit[2])
     controls = view.line(CONTROLS_STAGE)
