@@ -310,15 +310,22 @@ class RunProgress:
     @property
     def headline(self) -> str:
         """What runs now, with its time left, word for word as the Run tab's bar of that stage says it."""
-        for stage in (CONTROLS_STAGE, AUDIT_STAGE):
-            found = self.line(stage)
-            if found is not None:
-                return found[2]
-        planning = [text for stage, _, text in self.lines if stage.endswith(PLANNING_SUFFIX)]
-        if planning:
-            return planning[-1]
+        now = stage_now([stage for stage, _, _ in self.lines])
+        if now is not None:
+            return self.line(now)[2]
         prep = [text for stage, _, text in self.lines if not _of_the_audit(stage)]
         return f"preparing the shadow; {prep[-1]}" if prep else "preparing the shadow"
+
+
+def stage_now(stages: list[str]) -> str | None:
+    """The stage of the audit that runs now, of ``stages`` in the order they began: the controls, else the
+    documents, else the last planning of the owner's documents; None while the shadow is prepared. The one
+    choice behind the banner (``RunProgress.headline``) and the History notice (``count_line``)."""
+    for stage in (CONTROLS_STAGE, AUDIT_STAGE):
+        if stage in stages:
+            return stage
+    planning = [s for s in stages if s.endswith(PLANNING_SUFFIX)]
+    return planning[-1] if planning else None
 
 
 def run_progress(job) -> RunProgress:
@@ -329,11 +336,11 @@ def count_line(job) -> str:
     """What runs now, done / total only (no time left): for the History tab's notice, drawn once per page run
     and so not kept up to date as the Run tab's fragment and the banner are (a time left there went stale)."""
     stages = job.stages_now()
-    for stage in (CONTROLS_STAGE, AUDIT_STAGE):
-        if stage in stages:
-            done, total = stages[stage]
-            return f"{_SHOWN_STAGES[stage]}: {done} / {total}"
-    return "preparing the shadow"
+    now = stage_now(list(stages))
+    if now is None:
+        return "preparing the shadow"
+    done, total = stages[now]
+    return f"{_SHOWN_STAGES.get(now, now)}: {done} / {total}"
 
 
 #: the most documents the Run tab names under "Answered": a long audit's whole list was rebuilt and sent to the
@@ -365,7 +372,7 @@ def _draw(job, view: RunProgress) -> None:
     if asked is not None and asked[1] < 1:
         st.progress(asked[1], text=asked[2])
     for _, frac, text in planning:
-        st.progress(frac, text=text)
+        st.progress(frac, text=f"{text} · on this computer, nothing sent")
     audit = view.line(AUDIT_STAGE)
     if audit is None:
         waiting = "the masks to be planned" if planning else "the shadow preparation"

@@ -99,7 +99,8 @@ class AuditEstimate:
 
 
 def srag_probe_count(n_words: int, srag_cfg: Any) -> int:
-    """Number of S-RAG probes (= target queries) for a document of ``n_words`` words."""
+    """Number of S-RAG probes for a document of ``n_words`` words (its queries are these and, in completion
+    style, one continuation check: ``SragMethod.query_cost``)."""
     from audit_core.methods.srag import probe_count
 
     return probe_count(n_words, srag_cfg)

@@ -109,6 +109,24 @@ def steps_of(report: Callable[[int, int], None] | None) -> Iterator[None]:
         _steps.reset(token)
 
 
+@contextmanager
+def steps_after(done_before: int) -> Iterator[None]:
+    """Within this block, ``step(done, total)`` reaches the enclosing ``steps_of`` as
+    ``(done_before + done, done_before + total)``.
+
+    For a method that starts a second piece of work within one stage (S-RAG's
+    ``restore`` reads the shadow, then finds its saved fit stale and prepares
+    in full): counted from 0 again, the bar went backwards and the time left
+    mixed two scales.
+    """
+    outer = _steps.get()
+    if outer is None:
+        yield
+        return
+    with steps_of(lambda done, total: outer(done_before + done, done_before + total)):
+        yield
+
+
 def step(done: int, total: int) -> None:
     """Report ``done`` of ``total`` steps to the enclosing ``steps_of``; nothing outside one."""
     report = _steps.get()

@@ -107,7 +107,9 @@ def _config_of(method: MembershipMethod) -> dict:
         for f in fields(cfg):
             # a field that shapes only chat-style probes says nothing about completion-style ones; a field
             # added later, at its default, sends the probes made before it existed (their keys stand)
-            if (f.metadata.get("scoring_only") or (f.metadata.get("chat_only") and d.get("style") != "chat")
+            # an audit-only field changes what an audited document is sent, never the shadow's probes
+            if (f.metadata.get("scoring_only") or f.metadata.get("audit_only")
+                    or (f.metadata.get("chat_only") and d.get("style") != "chat")
                     or (f.metadata.get("added_later") and d.get(f.name) == f.default)):
                 d.pop(f.name, None)
     if isinstance(d.get("decoy_questions"), str):  # what the questions say, not where the file lies
@@ -242,17 +244,22 @@ def prepare_shadow(
         #: the digest of the observations read as written (``observations_digest``), where they were
         digest: str | None = None
         # reading a large preparation is mostly parsing it: a stage counted in observations, not a silent wait
-        raw = _read_observations(obs_file, _reading(progress, f"{method_label(method.name)}: reading the cached "
-                                                              "shadow observations"), expected)
+        cached_reader = _reading(progress, f"{method_label(method.name)}: reading the cached shadow observations")
+        shipped_reader = _reading(progress, shipped_stage := f"{method_label(method.name)}: reading the shipped "
+                                                             "shadow observations", extra=1)
+        raw = _read_observations(obs_file, cached_reader, expected)
+        if raw is None and cached_reader is not None:
+            cached_reader.close()  # a file that could not be read leaves no bar standing half-way
+        shipped = (read_shipped_preparation(key, progress=shipped_reader, total=expected)
+                   if raw is None and use_shipped and not force else None)
+        if shipped is None and shipped_reader is not None:
+            shipped_reader.close()  # a file for another key was parsed, then refused
         if raw is not None:
             mem = [Observation.from_json(o) for o in raw["members"]]
             non = [Observation.from_json(o) for o in raw["nonmembers"]]
             digest = _digest_as_written(raw["members"], raw["nonmembers"])
             prep.from_cache[method.name] = True
-        elif use_shipped and not force and (shipped := read_shipped_preparation(
-                key, progress=_reading(progress, shipped_stage := f"{method_label(method.name)}: reading the "
-                                                                  "shipped shadow observations", extra=1),
-                total=expected)) is not None:
+        elif shipped is not None:
             raw_mem, raw_non, shipped_cal = shipped
             mem = [Observation.from_json(o) for o in raw_mem]
             non = [Observation.from_json(o) for o in raw_non]
@@ -331,12 +338,26 @@ def prepare_shadow(
     return prep
 
 
-def _reading(progress: Progress | None, stage: str, extra: int = 0) -> Callable[[int, int], None] | None:
-    """``progress`` of one reading stage, (done, total) in observations parsed, and ``extra`` steps after them
-    that the caller reports (writing them to the cache)."""
-    if progress is None:
-        return None
-    return lambda done, total: progress(stage, done, total + extra)
+class _ReadingStage:
+    """``progress`` of one reading stage: (done, total) in observations parsed, and ``extra`` steps after them
+    that the caller reports (writing them to the cache). ``close`` finishes a stage whose file was refused
+    after some of it was read, so that no bar stays half-way while the shadow is prepared another way."""
+
+    def __init__(self, progress: Progress, stage: str, extra: int) -> None:
+        self.progress, self.stage, self.extra = progress, stage, extra
+        self.total: int | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        self.total = total + self.extra
+        self.progress(self.stage, done, self.total)
+
+    def close(self) -> None:
+        if self.total is not None:
+            self.progress(self.stage, self.total, self.total)
+
+
+def _reading(progress: Progress | None, stage: str, extra: int = 0) -> _ReadingStage | None:
+    return None if progress is None else _ReadingStage(progress, stage, extra)
 
 
 def _read_observations(obs_file: Path, step: Callable[[int, int], None] | None = None,

@@ -218,13 +218,11 @@ def load_shipped_preparation(
     in the cache, where a method's ``restore`` trusts it only for those very
     observations. S-RAG then trains one classifier on load instead of k + 1.
     """
-    raw = _read_shipped(key, folder)
-    if raw is None:
+    got = read_shipped_preparation(key, folder)
+    if got is None:
         return None
-    cal = raw.get("calibration")
-    return ([Observation.from_json(o) for o in raw["members"]],
-            [Observation.from_json(o) for o in raw["nonmembers"]],
-            cal if isinstance(cal, dict) else None)
+    mem, non, cal = got
+    return [Observation.from_json(o) for o in mem], [Observation.from_json(o) for o in non], cal
 
 
 def read_shipped_preparation(key: str, folder: Path | None = None, progress: Callable[[int, int], None] | None = None,

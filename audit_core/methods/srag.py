@@ -137,7 +137,7 @@ class SragConfig:
     #: or empty makes the document inconclusive (``continuation_check``). The shadow is our own RAG
     #: and continues by construction: it is not checked, and its probes and key do not change. 0 turns
     #: the check off.
-    continuation_check_tokens: int = field(default=16, metadata={"scoring_only": True})
+    continuation_check_tokens: int = field(default=16, metadata={"audit_only": True})
     #: alternatives requested per token; lowered to what the target allows
     top_logprobs: int = MAX_TOP_LOGPROBS
     prompt: str = SRAG_PROMPT
@@ -491,11 +491,14 @@ def continuation_check(obs: Observation) -> str | None:
 
     The check's reply (``SragConfig.continuation_check_tokens``) must be text
     that goes on from the prefix. A refusal, "I don't know" or an empty reply
-    means the one-token probes read the first token of a non-answer, not the
-    target's view of the probed word. A reply that starts with the document's
-    own next words is a continuation even when those words read like a
-    non-answer ("... I'm not sure whether ..."). A failed check call leaves
-    the readings unconfirmed, as a failed probe does.
+    means the one-token probes may have read the first token of a non-answer,
+    not the target's view of the probed word. A reply that starts with the
+    probed word itself continues the document even when the words after it
+    read like a non-answer ("... not sure whether ..."). A base model can also
+    continue a patient's text with "I'm not sure ..." on its own; the check
+    cannot tell that from a guarded target, so it withholds the reading (never
+    a verdict either way) and says only what it saw. A failed check call
+    leaves the readings unconfirmed, as a failed probe does.
     """
     check = obs.data.get("continuation_check")
     if not check or check["index"] >= len(obs.responses):
@@ -507,13 +510,13 @@ def continuation_check(obs: Observation) -> str | None:
     kind = non_answer(reply)
     if kind is None:
         return None
-    said = [normalise_word(w) for w in reply.split()[:3]]
-    if said and said == [normalise_word(w) for w in check["document_next"].split()[:len(said)]]:
-        return None
-    what = {"refusal": "refused", "empty": "replied with nothing"}.get(kind, 'replied "I don\'t know"')
-    return (f"the target does not continue this document's text: asked to, it {what}. S-RAG's one-token probes "
-            f"read the first token of such a reply as probability 0 for the probed word, which says nothing "
-            f"about the document")
+    said = reply.split()[:1]
+    if said and normalise_word(said[0]) == normalise_word(check["document_next"].split()[0]):
+        return None  # it went on with the probed word: a continuation, whatever follows
+    what = {"refusal": "a refusal", "empty": "a blank reply"}.get(kind, '"I don\'t know"')
+    return (f"S-RAG cannot confirm that the target continues this document's text: asked to, its reply read as "
+            f"{what}. One-token probes read the first token of such a reply as probability 0 for the probed "
+            f"word, whether or not the document is in the knowledge base")
 
 
 # --------------------------------------------------------------------------- features
@@ -832,7 +835,7 @@ class SragMethod(MembershipMethod):
         not describe these observations is not trusted: the whole preparation
         runs again.
         """
-        from audit_core.progress import step
+        from audit_core.progress import step, steps_after
 
         # the calibration stage's steps: each shadow document read, then the final classifier's fit
         total = len(members) + len(nonmembers) + 1
@@ -842,13 +845,15 @@ class SragMethod(MembershipMethod):
         params = saved.get("params") or {}
         if (params.get("oof_labels") != [int(x) for x in labels] or "evidence" not in params
                 or params.get("feature_columns") != list(df.columns.drop("member"))):
-            return self.prepare(members, nonmembers)
+            with steps_after(total - 1):  # the fits count on from the documents read
+                return self.prepare(members, nonmembers)
         classifier_oof = (params.get("classifier_oof_scores") if "scorer" in params
                           else params.get("oof_scores"))  # saved before the choice: the classifier's
         if "scorer" in params and params.get("config", {}).get("scorer") == self.config.scorer:
             cal = Calibration(**saved)
         elif classifier_oof is None and self.config.scorer != "mean_probability":
-            return self.prepare(members, nonmembers)  # the classifier was never fitted on this shadow
+            with steps_after(total - 1):  # the classifier was never fitted on this shadow
+                return self.prepare(members, nonmembers)
         else:
             cal = self._calibration(df, labels, classifier_oof, int(params.get("n_folds") or SRAG_CV_FOLDS))
         if cal.params["scorer"] == "autogluon":

@@ -51,7 +51,7 @@ class SragSampledConfig(SragConfig):
     sample_tokens: int = 3
     #: no continuation check (S-RAG's, for one-token probes): every probe here is answered in text
     #: that ``non_answer`` reads, so a refusal is seen in the probes themselves
-    continuation_check_tokens: int = field(default=0, metadata={"scoring_only": True})
+    continuation_check_tokens: int = field(default=0, metadata={"audit_only": True})
 
     def __post_init__(self) -> None:
         super().__post_init__()

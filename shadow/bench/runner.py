@@ -17,7 +17,7 @@ from audit_core.audit import AuditConfig, probe_document, select_methods
 from audit_core.documents import Document
 from audit_core.estimate import method_estimate
 from audit_core.methods import METHODS, create_method
-from audit_core.methods.base import MethodResult
+from audit_core.methods.base import MethodResult, Observation
 from audit_core.target.base import MAX_TOP_LOGPROBS, Capabilities
 from shadow.bench.eta import RunEstimate
 from shadow.demo import DEMO_MBA_ELICITATION
@@ -336,14 +336,19 @@ def _done_keys(scores_file: Path) -> set[tuple[str, str, str, str]]:
     return done
 
 
-def retrieval_hit(obs_responses: list[dict | None], doc_id: str) -> float | None:
+def retrieval_hit(obs: Observation, doc_id: str) -> float | None:
     """Share of a document's probes for which the target retrieved that document (or one of its chunks).
 
     The reference server reports what it retrieved in a vendor field of each
-    response (see shadow.serve); a real target never does.
+    response (see shadow.serve); a real target never does. S-RAG's
+    continuation check repeats its last probe's query and is no probe: it is
+    left out, or that probe's retrieval would count twice.
     """
+    check = (obs.data.get("continuation_check") or {}).get("index")
     hits = total = 0
-    for r in obs_responses:
+    for j, r in enumerate(obs.responses):
+        if j == check:
+            continue
         if not r or not r.get("raw"):
             continue
         ids = _retrieved_ids(r["raw"])
@@ -458,7 +463,7 @@ def probe_leg(m, docs: list[Document], new_target, calibration, top_k: int, at_o
             "reason": res.reason, "queries": obs.queries, "failed": obs.failed,
             "prompt_tokens": p_tok, "completion_tokens": c_tok, "auditor_cpu_s": cpu,
             "sent_queries": target.stats.sent,
-            "retrieval_hit": retrieval_hit(obs.responses, d.id),
+            "retrieval_hit": retrieval_hit(obs, d.id),
             "shadow_defense": where["shadow_defense"],
             "evidence": _small_evidence(res),
         }

@@ -23,7 +23,7 @@ def test_the_owners_mask_planning_is_drawn_with_the_audit_and_the_documents_bar_
     plan = next(i for i, t in enumerate(texts) if t.startswith(PLANNING))
     docs = next(i for i, t in enumerate(texts) if t.startswith("documents: 0 / 20"))
     assert texts.index(next(t for t in texts if t.startswith("MBA: calibrating"))) < plan < docs
-    assert "waiting for the masks to be planned" in texts[docs]
+    assert "waiting for the masks to be planned" in texts[docs] and "nothing sent" in texts[plan]
     assert any(m.value.startswith("**Audit of your documents**") for m in at.markdown)
     banner = next(i.value for i in at.info if i.value.startswith("An audit is running"))
     assert PLANNING in banner  # what runs now, not "preparing the shadow"
@@ -38,3 +38,15 @@ def test_once_documents_are_audited_the_bar_is_theirs(running):  # noqa: F811
     at.run()
     texts = [p.proto.text for p in at.get("progress")]
     assert any(t.startswith("documents: 3 / 20") for t in texts) and not any("waiting for" in t for t in texts)
+
+
+def test_the_history_notice_names_the_same_stage_as_the_banner(running):  # noqa: F811
+    from app.tab_run import count_line, run_progress
+
+    job = running()
+    job.progress("MBA: calibrating", 1, 1)
+    job.progress(PLANNING, 4, 20)
+    assert count_line(job) == f"{PLANNING}: 4 / 20"
+    assert run_progress(job).headline.startswith(f"{PLANNING}: 4 / 20")
+    job.progress(AUDIT_STAGE, 2, 20)
+    assert count_line(job) == "documents: 2 / 20" and run_progress(job).headline.startswith("documents: 2 / 20")

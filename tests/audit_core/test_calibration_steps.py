@@ -54,3 +54,24 @@ def test_s_rag_restored_from_a_saved_calibration_counts_its_documents_and_the_fi
     assert cal.model is not None and fits == [60]  # the final classifier was fitted, once
     assert seen[0] == (0, 61) and seen[-1] == (61, 61)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen) and (60, 61) in seen
+
+
+def test_s_rag_falling_back_to_a_full_preparation_counts_on_never_backwards(monkeypatch):
+    """A saved fit that does not describe these observations is prepared again within the same stage: its fold
+    fits are counted after the documents read (they had restarted at 0 of another total)."""
+    from tests.audit_core.test_srag import _fake_features, _saved_before_the_choice, _scorer_shadow, json_roundtrip
+
+    from audit_core.methods import srag
+
+    obs, fits = _scorer_shadow(monkeypatch, classifier_separates=True)
+    stale = json_roundtrip(_saved_before_the_choice(obs, monkeypatch))
+    stale["params"]["oof_labels"] = list(reversed(stale["params"]["oof_labels"]))  # another shadow's fit
+    method = srag.SragMethod()
+    _fake_features(method, monkeypatch)
+    fits.clear()
+    seen: list[tuple[int, int]] = []
+    with steps_of(lambda done, total: seen.append((done, total))):
+        method.restore(stale, obs[:30], obs[30:])
+    assert len(fits) > 1  # folds and the final classifier: a full preparation ran
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and seen[-1][0] == seen[-1][1] and seen[-1][0] > 60

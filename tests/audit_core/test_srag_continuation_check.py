@@ -6,6 +6,7 @@ check's longer reply shows the refusal. Model-free: ``segment`` is replaced by f
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 
@@ -20,10 +21,14 @@ DOC = ("I have had a dull ache in my lower back for three weeks, mostly after lo
        "left thigh and I sometimes feel tingling in my toes.")
 
 
+#: the words probed (``_probes``); a test may change the last
+PROBED = ["ibuprofen", "left"]
+
+
 def _probes(text: str) -> list[srag.Probe]:
     """Two probes, before "ibuprofen" and before "left" (what ``segment`` would return, without the proxy)."""
     out = []
-    for word in ("ibuprofen", "left"):
+    for word in PROBED:
         at = text.index(" " + word)
         out.append(srag.Probe(word, len(text[:at].split()), text[:at], 0.01))
     return out
@@ -60,9 +65,9 @@ def _reason(reply: str | None, doc: str = DOC, **cfg) -> str | None:
 
 def test_a_target_that_refuses_to_continue_is_inconclusive_with_the_reason():
     reason = _reason("I'm sorry, but I can't continue that text.")
-    assert reason is not None and "does not continue" in reason and "refused" in reason
-    assert "I don't know" in _reason("I don't know what comes next.")
-    assert "replied with nothing" in _reason("   ")
+    assert reason is not None and "cannot confirm" in reason and "a refusal" in reason
+    assert '"I don\'t know"' in _reason("I don't know what comes next.")
+    assert "a blank reply" in _reason("   ")
 
 
 def test_a_target_that_continues_is_read_as_before():
@@ -70,10 +75,14 @@ def test_a_target_that_continues_is_read_as_before():
     assert _reason("thigh and knee, and the pain is worse at night.") is None
 
 
-def test_the_documents_own_words_are_a_continuation_even_when_they_read_like_a_non_answer():
-    doc = DOC.replace("left thigh and I sometimes", "left. I don't know whether")
-    assert _reason("left. I don't know whether it is safe.", doc) is None
-    assert "does not continue" in _reason("I don't know whether it is safe.", doc)
+def test_a_reply_that_goes_on_with_the_probed_word_is_a_continuation_even_when_it_reads_like_a_non_answer(
+        monkeypatch):
+    doc = DOC.replace("left thigh and I sometimes", "left thigh. Not sure whether I")
+    monkeypatch.setattr(sys.modules[__name__], "PROBED", ["ibuprofen", "Not"])
+    reply = "not sure if it is serious, my doctor says"
+    assert srag.non_answer(reply) == "I don't know"  # it reads like one ...
+    assert _reason(reply, doc) is None  # ... but it starts with the probed word: the reading is real
+    assert "cannot confirm" in _reason("I'm not sure what comes next.", doc)
 
 
 def test_a_failed_check_leaves_the_readings_unconfirmed():
@@ -85,7 +94,7 @@ def test_the_refusing_document_gets_no_score_and_no_decision():
     obs = probe_document(method, Document("d1", DOC), _Target("I'm sorry, I cannot help with that."), 5)
     cal = Calibration("srag", 0.5, shadow_auc=0.95, params={"scorer": "mean_probability"})
     res = method.score(obs, cal)
-    assert res.score is None and res.decision is None and "does not continue" in res.reason
+    assert res.score is None and res.decision is None and "cannot confirm" in res.reason
 
 
 def test_audited_documents_get_one_check_the_shadow_none_and_the_estimate_counts_it():
@@ -112,9 +121,8 @@ def test_audited_documents_get_one_check_the_shadow_none_and_the_estimate_counts
 def test_chat_style_and_a_check_turned_off_send_no_check():
     for cfg in (srag.SragConfig(style="chat"), srag.SragConfig(continuation_check_tokens=0)):
         target = _Target("I'm sorry, I cannot help with that.")
-        probe_document(srag.SragMethod(cfg), Document("d1", DOC), target, 5)
-        assert all(r.max_tokens != cfg.continuation_check_tokens or cfg.style == "chat" for r in target.requests)
-        assert "continuation_check" not in srag.SragMethod(cfg).probe(Document("d1", DOC), target).data
+        obs = probe_document(srag.SragMethod(cfg), Document("d1", DOC), target, 5)
+        assert len(target.requests) == len(PROBED) and "continuation_check" not in obs.data
 
 
 def test_the_check_does_not_change_the_preparation_key():
@@ -137,3 +145,15 @@ def test_s_rag_without_logprobs_sends_no_check_its_probes_are_text_already():
     obs = probe_document(method, Document("d1", DOC), target, 0)
     assert len(target.requests) == 2 and "continuation_check" not in obs.data
     assert [w.word for w in method.word_observations(obs)] == ["ibuprofen", "left"]
+
+
+def test_the_benchmarks_retrieval_measure_leaves_the_check_out():
+    """The check repeats the last probe's query: counted as a probe, that probe's retrieval counted twice."""
+    from shadow.bench.runner import retrieval_hit
+
+    method = srag.SragMethod()
+    obs = probe_document(method, Document("d1", DOC), _Target("thigh and knee."), 5)
+    hit = {"rpa_retrieval": {"doc_ids": ["d1"]}}
+    for j, r in enumerate(obs.responses):  # the first probe missed the document; the last probe and the check hit it
+        r["raw"] = hit if j > 0 else {"rpa_retrieval": {"doc_ids": ["other"]}}
+    assert retrieval_hit(obs, "d1") == 0.5
