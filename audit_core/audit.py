@@ -309,14 +309,23 @@ def load_local_models(methods: Sequence[MembershipMethod], progress: Progress | 
     of a first audit after the shadow, so it is a stage with done / total.
     """
     from audit_core.models import load_causal_lm
+    from audit_core.progress import steps_of
 
     names = list(dict.fromkeys(n for m in methods for n in m.local_models()))
     for i, name in enumerate(names):
         if progress:
             progress(LOADING_STAGE, i, len(names))
-        load_causal_lm(name)
+        # the first load on a machine de-quantizes the packaged weights: a stage of its own, counted in tensors
+        with steps_of(None if progress is None else
+                      lambda done, total, name=name: progress(dequantizing_stage(name), done, total)):
+            load_causal_lm(name)
     if progress and names:
         progress(LOADING_STAGE, len(names), len(names))
+
+
+def dequantizing_stage(model: str) -> str:
+    """The stage of a model's first load on this machine (``models._gguf_parsed_once`` counts its tensors)."""
+    return f"de-quantizing {model} (first start on this computer only)"
 
 
 #: target errors after which sending more requests cannot help: the audit stops

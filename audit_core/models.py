@@ -252,6 +252,9 @@ def _load_from_gguf(name: str, gguf: Path):
         return model, tok
 
     log.info("de-quantizing %s from %s (first load only)", name, gguf)
+    from audit_core.progress import step
+
+    step(0, 1)  # named at once: parsing the tokenizer and metadata comes before the tensors are counted (17 s)
     with _GGUF_LOCK, _gguf_parsed_once():
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
@@ -273,7 +276,8 @@ def _gguf_parsed_once():
     262,144-token vocabulary costs about 25 s per parse on a 2-core machine,
     most of a first start. Here the ``gguf`` reader and the parsed metadata
     (``return_tensors=False``) are kept for the duration of one load; the
-    weights are still read and de-quantized once, as before.
+    weights are still read and de-quantized once, as before, each tensor
+    counted as a step of the caller's progress (``progress.steps_of``).
     """
     import copy
 
@@ -297,11 +301,24 @@ def _gguf_parsed_once():
             parsed[str(path)] = real_load(path, return_tensors=False)
         return copy.deepcopy(parsed[str(path)])  # callers may change what they get
 
-    gguf.GGUFReader, hf_gguf.load_gguf_checkpoint = reader, load
+    real_tqdm = hf_gguf.tqdm
+
+    def counted(items, *args, **kwargs):
+        """The de-quantizing loop's tensors, each reported as a step (``audit_core.progress.step``) to whoever
+        shows progress, instead of a console bar: the longest part of a model's first load had no count."""
+        from audit_core.progress import step
+
+        items = list(items)
+        step(0, len(items))
+        for i, item in enumerate(items, start=1):
+            yield item
+            step(i, len(items))
+
+    gguf.GGUFReader, hf_gguf.load_gguf_checkpoint, hf_gguf.tqdm = reader, load, counted
     try:
         yield
     finally:
-        gguf.GGUFReader, hf_gguf.load_gguf_checkpoint = real_reader, real_load
+        gguf.GGUFReader, hf_gguf.load_gguf_checkpoint, hf_gguf.tqdm = real_reader, real_load, real_tqdm
 
 
 def _write_cache(model, tok, target: Path) -> None:
