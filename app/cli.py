@@ -523,8 +523,10 @@ def _print_collection(collection: dict) -> None:
     line = collection_sentence(collection)
     if line:
         print(line[0].lower() + line[1:])
-        if collection.get("note"):  # power, the controls it would take, the bias of rewritten controls
-            print(f"  about this test: {collection['note']}", file=sys.stderr)
+        note = collection.get("note")
+        # power, the controls it would take, the bias of rewritten controls; not the sentence's own words again
+        if note and note not in line:
+            print(f"  about this test: {note}", file=sys.stderr)
 
 
 def _print_power(method_power: dict, fpr: float) -> None:

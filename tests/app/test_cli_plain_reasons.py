@@ -21,3 +21,17 @@ def test_target_errors_are_named_in_words_with_their_counts(capsys):
     assert "rate_limited" not in err and "server_error" not in err
     assert "the target limited the rate of requests and the calls failed (3 calls)" in err
     assert "the target's server failed (1 call)" in err
+
+
+def test_the_collection_note_is_not_printed_again_when_the_sentence_already_says_it(capsys):
+    from app.cli import _print_collection
+
+    why = "no controls were given: add documents you never published to test the collection as a whole"
+    _print_collection({"method": None, "note": why, "reason": why})
+    out = capsys.readouterr()
+    assert (out.out + out.err).count(why) == 1
+    # a test with a p-value: its note (what the controls would change) is its own line
+    bias = "controls rewritten by a local model score lower than unpublished texts: p is optimistic"
+    _print_collection({"method": "srag", "p_value": 0.01, "n_documents": 20, "n_controls": 20,
+                       "controls_kind": "rewritten", "note": bias})
+    assert "about this test: " + bias in capsys.readouterr().err
