@@ -518,14 +518,13 @@ def withheld_note(verdicts) -> str | None:
 
 def _print_collection(collection: dict) -> None:
     """The collection-level line first: what the owner's documents together show."""
-    from audit_core.evidence.statement import collection_sentence
+    from audit_core.evidence.statement import collection_note, collection_sentence
 
     line = collection_sentence(collection)
     if line:
         print(line[0].lower() + line[1:])
-        note = collection.get("note")
-        # power, the controls it would take, the bias of rewritten controls; not the sentence's own words again
-        if note and note not in line:
+        note = collection_note(collection)
+        if note:
             print(f"  about this test: {note}", file=sys.stderr)
 
 

@@ -82,7 +82,7 @@ def _header(result: dict) -> None:
 
     st.caption(f"Target: {target_label(result)} · run at {result.get('created')} · methods: "
                + ", ".join(LABELS.get(m, m) for m in (result.get("config") or {}).get("methods", [])))
-    from audit_core.evidence.statement import collection_sentence
+    from audit_core.evidence.statement import collection_note, collection_sentence
 
     line = collection_sentence(result.get("collection"))
     if line:  # first: what the collection as a whole shows (issue 17 point 3)
@@ -90,8 +90,9 @@ def _header(result: dict) -> None:
         strong = c.get("p_value") is not None and c["p_value"] <= c.get("alpha", 0.05)
         # rewritten controls carry a measured bias (the note): their p-value is not shown as settled
         (st.success if strong and c.get("controls_kind") != "generated" else st.info)(line)
-        if c.get("note"):  # power, the controls it would take, the bias of rewritten controls
-            st.caption(f"About this test: {c['note']}")
+        note = collection_note(c)
+        if note:
+            st.caption(f"About this test: {note}")
     if result.get("rebuilt_from_rows"):
         st.warning("This audit stopped before it finished. The results below were saved as they arrived; "
                    "the shadow calibration (plots, validation AUC) was not saved.")

@@ -78,6 +78,16 @@ def collection_sentence(collection: dict | None) -> str | None:
             + per_document_sentence(collection))
 
 
+def collection_note(collection: dict | None) -> str | None:
+    """The test's note (its power, the controls it would take, the bias of rewritten controls) to show under
+    ``collection_sentence``, or None where there is none or the sentence already says it (without a p-value
+    the sentence is the note: printed again, "no controls were given ..." came twice)."""
+    note = (collection or {}).get("note")
+    if not note or note in (collection_sentence(collection) or ""):
+        return None
+    return str(note)
+
+
 def per_document_sentence(collection: dict) -> str:
     """Each document against the controls alone (``audit.collection_summary``), as a clause; "" without p-values.
 

@@ -101,3 +101,15 @@ def test_the_shadow_size_for_generative_methods_is_said_only_for_the_methods_cho
     both = _run_tab_captions(["srag", "mba", "verbatim"])
     assert "60 members + 60 non-members for S-RAG; 30 members + 30 non-members for MBA, Verbatim continuation" \
         in both
+
+
+def test_the_collection_note_is_said_once_under_a_sentence_that_already_gives_it():
+    """Without a p-value the collection sentence is its note; the caption under it said it again."""
+    from tests.app.test_app import _results_part
+
+    why = "no controls were given: add documents you never published to test the collection as a whole"
+    result = {"documents": [{"id": "a", "text": "t"}], "verdicts": [], "config": {},
+              "collection": {"method": None, "note": why}}
+    at = _results_part("_header", result)
+    assert not at.exception
+    assert _texts(at, inputs=False).count(why) == 1
