@@ -304,15 +304,10 @@ def _gguf_parsed_once():
     real_tqdm = hf_gguf.tqdm
 
     def counted(items, *args, **kwargs):
-        """The de-quantizing loop's tensors, each reported as a step (``audit_core.progress.step``) to whoever
-        shows progress, instead of a console bar: the longest part of a model's first load had no count."""
-        from audit_core.progress import step
+        """The de-quantizing loop's tensors, each a step of the caller's progress, instead of a console bar."""
+        from audit_core.progress import counted as each_counted
 
-        items = list(items)
-        step(0, len(items))
-        for i, item in enumerate(items, start=1):
-            yield item
-            step(i, len(items))
+        return each_counted(items)
 
     gguf.GGUFReader, hf_gguf.load_gguf_checkpoint, hf_gguf.tqdm = reader, load, counted
     try:

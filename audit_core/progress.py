@@ -13,7 +13,9 @@ import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 
 def format_duration(seconds: float) -> str:
@@ -125,6 +127,22 @@ def steps_after(done_before: int) -> Iterator[None]:
         return
     with steps_of(lambda done, total: outer(done_before + done, done_before + total)):
         yield
+
+
+def counted(items: Iterable[T], extra: int = 0) -> Iterator[T]:
+    """``items``, each reported as a step of the enclosing ``steps_of``, out of ``len(items) + extra``.
+
+    0 is reported before the first; the caller reports the ``extra`` steps
+    that follow (a threshold's fit). The one loop behind the calibration
+    stages that read every shadow document and the de-quantizing stage that
+    counts a model's tensors.
+    """
+    items = list(items)
+    total = len(items) + extra
+    step(0, total)
+    for i, item in enumerate(items, start=1):
+        yield item
+        step(i, total)
 
 
 def step(done: int, total: int) -> None:

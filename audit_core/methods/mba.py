@@ -227,15 +227,11 @@ class MbaMethod(MembershipMethod):
         gamma is kept in ``params`` only).
         """
         from audit_core.methods.baseline_common import fit_threshold
-        from audit_core.progress import step
+        from audit_core.progress import counted, step
 
         # the calibration stage's steps: each shadow document read, then the fit
         total = len(members) + len(nonmembers) + 1
-        raw: list[float | None] = []
-        step(0, total)
-        for o in [*members, *nonmembers]:
-            raw.append(self._accuracy(o)[0])
-            step(len(raw), total)
+        raw = [self._accuracy(o)[0] for o in counted([*members, *nonmembers], extra=1)]
         m_raw, n_raw = raw[:len(members)], raw[len(members):]
         cal = fit_threshold(self.name, m_raw, n_raw, default=self.config.gamma, params={
             "n_masks": self.config.n_masks,

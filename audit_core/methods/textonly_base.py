@@ -59,14 +59,10 @@ class ThresholdTextMethod(MembershipMethod):
         measured), so the calibration stage counts each shadow document read,
         then the fit, instead of sitting at 0 / 1.
         """
-        from audit_core.progress import step
+        from audit_core.progress import counted, step
 
         total = len(members) + len(nonmembers) + 1
-        scores: list[float | None] = []
-        step(0, total)
-        for o in [*members, *nonmembers]:
-            scores.append(self._score_or_none(o))
-            step(len(scores), total)
+        scores = [self._score_or_none(o) for o in counted([*members, *nonmembers], extra=1)]
         cfg = getattr(self, "config", None)
         cal = fit_threshold(self.name, scores[:len(members)], scores[len(members):], self.default_threshold,
                             params={"config": asdict(cfg) if is_dataclass(cfg) else {}})
