@@ -14,6 +14,9 @@ import re
 
 import streamlit as st
 
+# machine codes in reasons (no_questions:, rate_limited) as the data owner reads them; stored results keep them
+from audit_core.verdict import plain_reason
+
 log = logging.getLogger(__name__)
 
 WHAT_IT_PROVES = (
@@ -34,25 +37,13 @@ def _fmt(x, nd: int = 2) -> str | None:
     return None if x is None else f"{float(x):.{nd}f}"
 
 
-def _plain(reason) -> str:
-    """A reason as the data owner reads it: machine codes such as ``no_questions:`` put in words by the
-    library's ``verdict.plain_reason`` (stored audits from before it keep their codes; the exports keep them
-    too, for programs)."""
-    from audit_core.verdict import plain_reason
-
-    return plain_reason(reason)
-
-
 def verdict_explanation(result: dict, verdict: dict) -> str:
     """``report.explain_verdict`` for the Results tab: reasons in words, and the capability probe stored with the
     audit, so that the paragraph never says the target returns no token probabilities where it found them."""
-    from audit_core.report import explain_verdict
+    from audit_core.report import explain_verdict  # it puts the reasons' codes in words itself
 
-    plain = {**verdict, "reason": _plain(verdict.get("reason")),  # codes in words, the owner's text untouched
-             "methods": {m: {**(info or {}), "reason": _plain((info or {}).get("reason")) or None}
-                         for m, info in (verdict.get("methods") or {}).items()}}
     caps = result.get("capabilities")
-    return explain_verdict(plain, caps.get("logprobs") if isinstance(caps, dict) else None)
+    return explain_verdict(verdict, caps.get("logprobs") if isinstance(caps, dict) else None)
 
 
 def _verdict_rows(result: dict) -> list[dict]:
@@ -63,7 +54,7 @@ def _verdict_rows(result: dict) -> list[dict]:
     rows = []
     against = (result.get("collection") or {}).get("document_p_values") or {}
     for v in result.get("verdicts", []):
-        row = {"document": v["doc_id"], "verdict": v["verdict"], "reason": _plain(v["reason"])}
+        row = {"document": v["doc_id"], "verdict": v["verdict"], "reason": plain_reason(v["reason"])}
         for m in ran:
             row[score_column(m)] = score_cell(result, v, m)
         if against:  # the document's conformal p-value against the owner's own controls
@@ -104,7 +95,7 @@ def _header(result: dict) -> None:
                  "answered before the stop are shown; fix the cause and run it again (answers already received "
                  "are reused).")
     for m, why in (result.get("not_run") or {}).items():
-        st.info(f"{LABELS.get(m, m)} did not run: {_plain(why)}.")
+        st.info(f"{LABELS.get(m, m)} did not run: {plain_reason(why)}.")
     from audit_core.report import mirror_sentences
 
     for line in mirror_sentences(result):
@@ -177,8 +168,8 @@ def _srag_detail(result: dict, doc_id: str, key: str) -> None:
     if words:
         left.dataframe([{"word": w.get("word"),
                          "probability": _fmt(w.get("prob"), 3) if w.get("prob") is not None else None,
-                         "note": _plain(w.get("error"))} for w in words], hide_index=True)
-    note = _plain(reason_note("srag", res))  # "decides nothing" for a score that decides nothing, as MBA's and the PDF
+                         "note": plain_reason(w.get("error"))} for w in words], hide_index=True)
+    note = reason_note("srag", res)  # "decides nothing" for a score that decides nothing, as MBA's and the PDF
     if note:
         left.caption(note)
     if (result.get("calibrations") or {}).get("srag"):
@@ -237,7 +228,7 @@ def _mba_detail(result: dict, doc_id: str, key: str = "") -> None:
         if acc:
             st.caption(f"{acc[0]} of {acc[1]} answered masked words filled in correctly"
                        f"{mba_unanswered(result, doc_id)}.")
-    note = _plain(reason_note("mba", res))
+    note = reason_note("mba", res)
     if note:
         st.caption(note)
 
@@ -249,7 +240,7 @@ def _detail(result: dict, key: str) -> None:
     st.markdown("### Evidence per document")
     doc_id = st.selectbox("Document", list(verdicts), key=f"{key}-doc")
     v = verdicts[doc_id]
-    st.markdown(f"**Verdict: {v['verdict']}** — {_md(_plain(v['reason']))}")
+    st.markdown(f"**Verdict: {v['verdict']}** — {_md(plain_reason(v['reason']))}")
     st.markdown(_md(verdict_explanation(result, v)))  # ids and reasons quote the owner's text: shown as written
     texts = {d["id"]: d["text"] for d in result.get("documents", [])}
     with st.expander("Document text"):
@@ -279,7 +270,7 @@ def _verbatim_detail(result: dict, doc_id: str, key: str = "") -> None:
             st.caption(COPIED_NOTE.format(got["ngrams"]))
     elif res.get("score") is None:
         # refusals, empty answers: said, never "reproduced nothing"
-        st.caption(f"No reading: {_md(_plain(res.get('reason')) or 'no reason recorded')}")
+        st.caption(f"No reading: {_md(plain_reason(res.get('reason')) or 'no reason recorded')}")
     else:
         st.caption("The target reproduced no run of four words or more from the unseen part.")
     if got is None:
@@ -317,8 +308,8 @@ def _generic_detail(result: dict, doc_id: str, method: str) -> None:
     res = method_result(result, doc_id, method)
     if res is None:
         return
-    st.markdown(f"**{_md(method_label(method))}:** {_md(_plain(result_line(res)))}")
-    note = _plain(reason_note(method, res)) if res.get("score") is not None else None
+    st.markdown(f"**{_md(method_label(method))}:** {_md(plain_reason(result_line(res)))}")
+    note = reason_note(method, res) if res.get("score") is not None else None
     if note:  # a score that decides nothing, or a call with a reason; a missing score's reason is in the line
         st.caption(_md(note))
     rows = evidence_fields(res)
