@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import re
 import signal
@@ -150,7 +151,7 @@ def _store_path(args) -> str:
 
 
 def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = False,
-                    file_config=None) -> None:
+                    file_config=None, pace: float | None = None) -> None:
     """The cost of the audit on the target, before anything is sent (every query is paid).
 
     Counted in the style the audit will read the target in: the demo's, the
@@ -158,10 +159,11 @@ def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = Fal
     upper bound (a chat target gets longer S-RAG probes and more Verbatim
     probes) and what an audit reads a target in when its style cannot be found.
     The controls are probed with one method only: the dearest is counted for
-    them, apart from the documents (as the app does).
+    them, apart from the documents (as the app does). ``pace``: the target's
+    requests a minute, which make the least time the queries can take.
     """
     from audit_core.audit import with_target_style
-    from audit_core.estimate import assumptions, controls_queries, estimate_audit
+    from audit_core.estimate import assumptions, controls_queries, estimate_audit, pace_note
     from audit_core.target.base import Capabilities
     from shadow.demo import DEMO_STYLE
 
@@ -180,6 +182,8 @@ def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = Fal
         print(f"  + at most {controls_queries(list(controls), styled.methods, styled.method_params)} queries for "
               f"the {len(controls)} controls{made}: they are probed with one method only, chosen during the audit",
               file=sys.stderr)
+    if pace:
+        print(f"  {pace_note(est.queries, pace)}", file=sys.stderr)
     if file_config is not None and hasattr(file_config, "caps_answers") and not file_config.caps_answers():
         print("  the target file's body has no {{max_tokens}}: the service writes answers as long as it likes, "
               "so the completion tokens are no bound", file=sys.stderr)
@@ -322,6 +326,8 @@ def _target(args):
         for var in config.env_vars():
             print(f"secret: ${var} from the environment (--allow-env), sent to {host} only", file=sys.stderr)
         environ = {v: os.environ[v] for v in config.env_vars() if v in os.environ}
+        if getattr(args, "requests_per_minute", None):
+            config = dataclasses.replace(config, requests_per_minute=args.requests_per_minute)
         return create_target(spec, config, environ)
     if args.target == "demo":
         from shadow.demo import demo_target
@@ -338,7 +344,8 @@ def _target(args):
         not is_loopback(args.target) else ""
     print(f"API key: from ${args.api_key_env}, sent to {host} only{plain}" if key else
           f"API key: none (${args.api_key_env} is not set); requests go to {host} without one", file=sys.stderr)
-    return OpenAITarget(base_url=args.target, model=args.model, api_key=key)
+    return OpenAITarget(base_url=args.target, model=args.model, api_key=key,
+                        requests_per_minute=getattr(args, "requests_per_minute", None))
 
 
 def _env_name(value: str) -> str:
@@ -396,6 +403,9 @@ def _target_problem(args) -> str | None:
         return ("--allow-env is for a target file's variables (--target-file); with --target the key is read "
                 "from the variable --api-key-env names")
     if args.target == "demo":
+        if getattr(args, "requests_per_minute", None):
+            return ("--requests-per-minute paces a remote target; the demo answers on this computer and needs "
+                    "no pace")
         return None
     from audit_core.target.base import check_service_url
 
@@ -623,7 +633,8 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         cfg.controls_kind = "generated" if generate_controls else controls_kind
         # controls to be generated: one rewrite per document, of about its length
         counted = list(docs) if generate_controls else list(controls)
-        _print_estimate(list(docs), cfg, args.target == "demo", counted, generate_controls, file_config)
+        _print_estimate(list(docs), cfg, args.target == "demo", counted, generate_controls, file_config,
+                        getattr(args, "requests_per_minute", None) or getattr(file_config, "requests_per_minute", None))
     except ValueError as exc:  # unknown method, parameter out of range
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -952,6 +963,20 @@ def _at_least(least: int, unit: str = ""):
     return parse
 
 
+def _pace(value: str) -> float:
+    """An argparse type: a target's requests a minute (``http_client.check_pace``)."""
+    from audit_core.target.http_client import check_pace
+
+    try:
+        pace = float(value)
+        check_pace(pace)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("requests_per_minute", "it")
+                                         if "requests_per_minute" in str(exc) else f"{value!r} is not a number") \
+            from None
+    return pace
+
+
 #: sizes, bins, masks, canaries
 _positive = _at_least(1)
 #: --reuse-days
@@ -990,6 +1015,9 @@ def target_flags(p: argparse.ArgumentParser) -> None:
                    help="with --target-file: allow the file to send this environment variable to its host "
                         "(repeat for each $NAME it names); a variable not allowed is never read, and the audit "
                         "is refused before anything is sent")
+    p.add_argument("--requests-per-minute", type=_pace, metavar="N",
+                   help="send at most N requests a minute to the target, every try counted (for a service with a "
+                        "quota; replaces a target file's requests_per_minute); default: as fast as it answers")
     p.add_argument("--demo-defense", choices=["prompt_modification", "paraphrase", "mirabel"])
 
 

@@ -14,6 +14,7 @@ import streamlit as st
 from app.consent import bind_to_origin, dropped_message
 from app.target_file import HTTP_FILE  # the third target kind: any HTTP API, from a target file
 from audit_core.target import TARGET_TYPES
+from audit_core.target.http_client import MAX_REQUESTS_PER_MINUTE
 
 DEMO = "Demo target (built-in, no key)"
 #: the openai type entered in fields of the sidebar (URL, model, key) instead of a target file
@@ -63,6 +64,9 @@ class Settings:
     #: the operator states the endpoint retrieves with queries as sent (``VerdictConfig.retrieval_as_sent``);
     #: the demo target (no retrieval defense) is known to, whatever this says
     retrieval_as_sent: bool = False
+    #: an endpoint's pace, requests a minute (``http_client.Pacer``); None: as fast as it answers. A target
+    #: file sets its own (``requests_per_minute``); the demo has none
+    requests_per_minute: float | None = None
 
     @property
     def missing_target(self) -> str | None:
@@ -139,10 +143,11 @@ def build_target(settings: Settings, for_check: bool = False):
     from audit_core.target.openai_compat import OpenAITarget
 
     key = chosen_api_key()
+    pace = settings.requests_per_minute
     if for_check:
         return OpenAITarget(settings.base_url.strip(), settings.model.strip(), key, timeout_s=10.0,
-                            max_retries=1, max_total_wait_s=5.0)
-    return OpenAITarget(settings.base_url.strip(), settings.model.strip(), key)
+                            max_retries=1, max_total_wait_s=5.0, requests_per_minute=pace)
+    return OpenAITarget(settings.base_url.strip(), settings.model.strip(), key, requests_per_minute=pace)
 
 
 #: the environment variable whose key the user may choose, by name, for the endpoint
@@ -218,6 +223,16 @@ def _key_section(base_url: str) -> None:
         st.caption(f"The key in {ENV_KEY} will be sent to **{host}** only (redirects are not followed).")
     else:
         st.caption("No key: requests are sent without one (enough for a local server that needs none).")
+
+
+def _pace() -> float | None:
+    """The endpoint's pace from its field (0: none)."""
+    rpm = st.number_input("Requests per minute (0: no limit)", min_value=0.0, max_value=MAX_REQUESTS_PER_MINUTE,
+                          value=0.0, step=1.0, key="requests_per_minute", format="%g",
+                          help="For a service with a quota or a fair-use rule: the audit sends at most this many "
+                               "requests a minute, every try counted, instead of spending its retries on "
+                               "'too many requests'. The estimate says how long that makes the audit.")
+    return float(rpm) if rpm else None
 
 
 def _target_section() -> tuple[str, str, str]:
@@ -493,6 +508,7 @@ def render_sidebar() -> Settings:
 
     with st.sidebar:
         kind, base_url, model = _target_section()
+        pace = _pace() if kind == ENDPOINT else None
         as_sent = _operator_statement(kind, base_url)
         st.header("Settings")
         # no default once the offer buttons have set the choice: Streamlit warns of a widget given both
@@ -516,7 +532,7 @@ def render_sidebar() -> Settings:
         settings = Settings(kind, base_url, model, list(methods), shadow,
                             {m: p for m, p in params.items() if m in methods},
                             reuse_days=_reuse_days() if kind == ENDPOINT else None, fpr=float(fpr),
-                            target_style=style, retrieval_as_sent=as_sent)
+                            target_style=style, retrieval_as_sent=as_sent, requests_per_minute=pace)
         st.header("Connection")
         _connection_check(settings)
     return settings

@@ -28,7 +28,7 @@ CHECK_PREFIX = "calibration-"
 
 
 def _estimate(settings: Settings, docs, controls=()) -> None:
-    from audit_core.estimate import EstimateConfig, assumptions, controls_queries, estimate_audit
+    from audit_core.estimate import EstimateConfig, assumptions, controls_queries, estimate_audit, pace_note
     from audit_core.methods import LABELS
 
     st.markdown("**Estimated cost on the target**")
@@ -54,6 +54,9 @@ def _estimate(settings: Settings, docs, controls=()) -> None:
                "already received (an audit cancelled and started again) are not sent again. Counted for a target "
                f"that answers in {styled.target_style} style ({_style_source(settings, styled)})."
                + ("" if settings.target_kind == DEMO else " " + assumptions(ecfg, _max_retries(settings))))
+    pace = _pace(settings)
+    if pace:
+        st.caption(pace_note(est.queries, pace))
     if est.not_run:
         st.caption("Not counted, they cannot run on this target (the connection check found it): " + "; ".join(
             f"{LABELS.get(m, m)} ({why})" for m, why in est.not_run.items()) + ".")
@@ -62,6 +65,15 @@ def _estimate(settings: Settings, docs, controls=()) -> None:
         st.caption(f"The {len(controls)} controls add at most {most} "
                    "queries: they are probed with one method only, the one whose shadow gives the collection test "
                    "the most power, chosen during the audit.")
+
+
+def _pace(settings: Settings) -> float | None:
+    """The target's requests a minute: the endpoint's field, or a target file's own ``requests_per_minute``."""
+    from app.target_file import HTTP_FILE, parsed_config
+
+    if settings.target_kind == HTTP_FILE:
+        return getattr(parsed_config(), "requests_per_minute", None)
+    return settings.requests_per_minute
 
 
 def _max_retries(settings: Settings) -> int:

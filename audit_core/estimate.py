@@ -169,6 +169,14 @@ def assumptions(cfg: EstimateConfig | None = None, max_retries: int = 5, bad_res
             f"answer could not be read up to {bad_response_retries} times, and a provider may bill each try.")
 
 
+def pace_note(queries: int, pace: float) -> str:
+    """What a target's pace of ``pace`` requests a minute means for ``queries`` queries, in words (CLI and app)."""
+    from audit_core.progress import format_duration
+
+    return (f"At {pace:g} requests a minute (the target's pace), these {queries} queries for the documents take "
+            f"at least {format_duration(queries / pace * 60)}, more with retries.")
+
+
 def estimate_audit(
     docs: Sequence[Document],
     methods: Sequence[str],

@@ -23,12 +23,17 @@ users of garak's REST generator and promptfoo's HTTP provider know:
     stream: false                      # true: server-sent events, paths per event
     timeout_s: 60
     retry_on: [408, 429, 500, 502, 503, 504]
+    requests_per_minute: 20            # optional: the pace the service allows (default: none)
 
 Placeholders are written ``{{name}}`` (promptfoo's spelling; garak's ``$INPUT``
 is not used so that ``$`` means one thing only: an environment variable in a
 header). ``{{prompt}}`` is required; ``{{system}}`` is optional and, when the
 template has none, the system text is put before the prompt so nothing the
-auditor sends is dropped. A string that is exactly ``{{max_tokens}}``,
+auditor sends is dropped. ``{{session_id}}`` is a new random id for every
+request (each try of it too): a service that keeps a conversation under an id
+in the body then starts a new one for each question, so no probe reads the
+text an earlier one sent (cookies a service sets are never sent back, for the
+same reason: ``http_client``). A string that is exactly ``{{max_tokens}}``,
 ``{{temperature}}``, ``{{top_logprobs}}`` or ``{{logprobs}}`` is replaced by the
 number or boolean itself, for APIs that take them.
 
@@ -54,6 +59,7 @@ import re
 import string
 import threading
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Mapping
 from urllib.parse import urljoin, urlsplit
@@ -81,8 +87,8 @@ from audit_core.target.base import (
     display_url,
     url_origin,
 )
-from audit_core.target.http_client import (SecretScrubber, capped, check_timeout, client_error, client_options,
-                                           is_loopback)
+from audit_core.target.http_client import (Pacer, SecretScrubber, capped, check_pace, check_timeout, client_error,
+                                           client_options, is_loopback)
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 from audit_core.target.openai_compat import (
     RequestRejected,
@@ -102,6 +108,7 @@ log = logging.getLogger(__name__)
 #: placeholder -> the type its value has when a template string is exactly that placeholder
 PLACEHOLDERS: dict[str, type] = {
     "prompt": str, "system": str, "max_tokens": int, "temperature": float, "top_logprobs": int, "logprobs": bool,
+    "session_id": str,
 }
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _METHODS = ("POST", "PUT", "PATCH", "GET")
@@ -157,6 +164,8 @@ class HttpTargetConfig:
     retry_on: tuple[int, ...] = (408, 429, 500, 502, 503, 504)
     max_retries: int = 5  # retries after the first attempt (RetryPolicy)
     max_concurrency: int = 4
+    #: at most this many requests a minute, every try counted (``http_client.Pacer``); None: no pace
+    requests_per_minute: float | None = None
 
     def __post_init__(self) -> None:
         check_service_url(self.url, "url")
@@ -223,6 +232,7 @@ class HttpTargetConfig:
             raise ValueError("max_retries must be a whole number, 0 or more")
         if not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        check_pace(self.requests_per_minute)
 
     def caps_answers(self) -> bool:
         """Whether requests carry the auditor's answer-length cap: only where the body has ``{{max_tokens}}``
@@ -353,6 +363,7 @@ class HttpTarget(RetryingConnector, Target):
         except (ImportError, ValueError) as exc:  # the environment's proxy settings, read here
             raise client_error(exc) from None
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._pacer = None if config.requests_per_minute is None else Pacer(config.requests_per_minute)
         self._rng = random.Random()
         self._rng_lock = threading.Lock()
         self._cooldown_lock = threading.Lock()
@@ -389,8 +400,10 @@ class HttpTarget(RetryingConnector, Target):
         if request.logprobs and self._logprobs is None:
             raise NoLogprobs(f"{self.url}: the target file names no logprobs_path, so this target gives text "
                              "only; methods that need token probabilities cannot run on it")
-        payload = fill_template(self.config.body, self._values(request))
-        return self._complete_accounted(request, lambda: self._exchange(payload), lambda comp: comp,
+        # filled for each try: ``{{session_id}}`` is new every time
+        return self._complete_accounted(request,
+                                        lambda: self._exchange(fill_template(self.config.body, self._values(request))),
+                                        lambda comp: comp,
                                         f"{self.url} answered without logprobs at {self.config.logprobs_path}")
 
     def capabilities(self) -> Capabilities:
@@ -431,7 +444,7 @@ class HttpTarget(RetryingConnector, Target):
             prompt = f"{system}\n\n{prompt}"
         return {"prompt": prompt, "system": system, "max_tokens": request.max_tokens,
                 "temperature": request.temperature, "top_logprobs": request.top_logprobs,
-                "logprobs": request.logprobs}
+                "logprobs": request.logprobs, "session_id": uuid.uuid4().hex}
 
     def _exchange(self, payload: Any) -> Completion:
         """One attempt: send, follow same-origin redirects only, read the answer."""

@@ -1,5 +1,5 @@
 """How the connectors' HTTP clients are set up: a deadline per exchange, no idle connections, and
-proxies from the environment only where they can apply.
+proxies from the environment only where they can apply, no cookies kept, and an optional pace.
 
 **A request ends by its deadline, however slowly the server sends.** httpx's
 timeouts bound each read, not the exchange: a server that sends one byte of its
@@ -21,13 +21,31 @@ forwards such a request whole, key and documents included, so it would be a
 host the user never named for the key (an ``https://`` request only passes
 through a proxy's tunnel, encrypted end to end, and keeps the proxy). A proxy setting httpx cannot use (a socks5 proxy
 without its package, an ftp:// proxy) is said in plain words (``client_error``).
+
+**Every request stands alone.** httpx keeps the cookies a server sets and sends
+them back, and a chat service that keeps its conversation under a session cookie
+would then read every probe of an audit as one conversation: a probe that sends
+the first two thirds of a document puts them in the history that a later probe,
+cut at a quarter, asks to be quoted, and a document the service never held
+would look copied. No cookie is kept (``no_cookies``); a key or session the
+service needs goes in a header, where the target file names it. A service that
+keeps conversations by an id in the body gets a new one per request from the
+``{{session_id}}`` placeholder (``http_api``).
+
+**Pace.** A service may allow a few requests a minute, and an audit sent at
+full speed spends its retries on 429s. ``Pacer`` spaces a connector's requests
+(every attempt, retries included) to at most ``requests_per_minute``, across
+all the threads that share it.
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import threading
+import time
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Iterable, Iterator
 from urllib.parse import quote, urlsplit
 
@@ -142,11 +160,56 @@ def is_loopback(url: str) -> bool:
     return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
+def no_cookies() -> CookieJar:
+    """A cookie jar that refuses every cookie a server sets, so no request carries another's (module docstring)."""
+    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+
+
 def client_options(url: str) -> dict[str, Any]:
     """The httpx.Client settings every connector uses for ``url`` (see the module docstring); redirects are
     the connectors' to follow (httpx would carry custom key headers to any host)."""
     return {"follow_redirects": False, "limits": NO_KEEPALIVE, "event_hooks": {"request": [attach_current]},
-            "trust_env": urlsplit(url).scheme.lower() == "https" and not is_loopback(url)}
+            "trust_env": urlsplit(url).scheme.lower() == "https" and not is_loopback(url),
+            "cookies": no_cookies()}
+
+
+#: the fastest pace a target may set: faster than this is no pace at all
+MAX_REQUESTS_PER_MINUTE = 60_000.0
+
+
+def check_pace(value: Any) -> None:
+    """A ``requests_per_minute``: None (no pace) or a number above 0 and at most ``MAX_REQUESTS_PER_MINUTE``."""
+    if value is None:
+        return
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not 0 < value <= MAX_REQUESTS_PER_MINUTE):
+        raise ValueError("requests_per_minute must be a positive number (for example 20), at most "
+                         f"{MAX_REQUESTS_PER_MINUTE:.0f}; leave it out for no pace")
+
+
+class Pacer:
+    """Spaces requests ``60 / requests_per_minute`` seconds apart, across threads (module docstring).
+
+    Each caller reserves the next free start time under a lock and sleeps until it, so threads that
+    wait together leave in turn, one interval apart. The first request goes at once.
+    """
+
+    def __init__(self, requests_per_minute: float, clock: Any = time.monotonic, sleep: Any = time.sleep) -> None:
+        check_pace(requests_per_minute)
+        self.interval_s = 60.0 / float(requests_per_minute)
+        self._clock, self._sleep = clock, sleep
+        self._next = -math.inf
+        self._lock = threading.Lock()
+
+    def wait(self) -> float:
+        """Block until this request may start; return the seconds waited."""
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next)
+            self._next = start + self.interval_s
+        if start > now:
+            self._sleep(start - now)
+        return start - now
 
 
 def client_error(exc: Exception) -> ValueError:

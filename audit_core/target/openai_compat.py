@@ -51,8 +51,9 @@ from audit_core.target.base import (
     check_service_url,
     display_url,
 )
-from audit_core.target.http_client import (DEADLINE_GRACE_S, Deadline, SecretScrubber, capped, check_timeout,
-                                           client_error, client_options, current_deadline, is_loopback)
+from audit_core.target.http_client import (DEADLINE_GRACE_S, Deadline, Pacer, SecretScrubber, capped, check_pace,
+                                           check_timeout, client_error, client_options, current_deadline,
+                                           is_loopback)
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 
 log = logging.getLogger(__name__)
@@ -259,6 +260,8 @@ class RetryingConnector:
     account: QueryAccount
     #: seconds one attempt may take in all (``http_client.Deadline``), besides each read's timeout
     timeout_s: float
+    #: spaces every attempt to the target's allowed pace (``http_client.Pacer``); None: as fast as answered
+    _pacer: Pacer | None = None
 
     def _classify(self, exc: Exception) -> _Attempt | None:  # pragma: no cover - interface
         raise NotImplementedError
@@ -276,6 +279,8 @@ class RetryingConnector:
         bad_responses = 0
         while True:
             self._wait_cooldown()
+            if self._pacer is not None:  # before the deadline starts: waiting for one's turn is not lateness
+                self._pacer.wait()
             deadline = Deadline(self.timeout_s + DEADLINE_GRACE_S)
             try:
                 with self._slots, deadline:  # bounds in-flight requests even across callers' threads
@@ -386,7 +391,9 @@ class OpenAITarget(RetryingConnector, Target):
         max_total_wait_s: float = 300.0,
         bad_response_retries: int = 2,
         sources_path: str | None = None,
+        requests_per_minute: float | None = None,
     ) -> None:
+        """``requests_per_minute``: the pace the endpoint allows, every try counted (``http_client.Pacer``)."""
         super().__init__()
         check_service_url(base_url, "base_url")
         if not model:
@@ -432,6 +439,7 @@ class OpenAITarget(RetryingConnector, Target):
         except (ImportError, ValueError) as exc:  # the environment's proxy settings, read here
             raise client_error(exc) from None
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._pacer = None if requests_per_minute is None else Pacer(requests_per_minute)
         self._rng = random.Random()
         self._rng_lock = threading.Lock()
         self._cooldown_lock = threading.Lock()
@@ -737,7 +745,7 @@ class OpenAITarget(RetryingConnector, Target):
                                        f"{config.api_key_env} environment variable, which is not set")
         return cls(config.base_url, config.model, key, timeout_s=config.timeout_s,
                    max_retries=config.max_retries, max_concurrency=config.max_concurrency,
-                   sources_path=config.sources_path)
+                   sources_path=config.sources_path, requests_per_minute=config.requests_per_minute)
 
 
 @dataclass(frozen=True)
@@ -754,6 +762,8 @@ class OpenAITargetConfig:
     #: JSONPath to the sources each answer cites, for services that add them to the chat completion
     #: (Azure OpenAI "on your data": $.choices[0].message.context.citations); None: none
     sources_path: str | None = None
+    #: at most this many requests a minute, every try counted (``http_client.Pacer``); None: no pace
+    requests_per_minute: float | None = None
 
     def __post_init__(self) -> None:
         check_service_url(self.base_url, "base_url")
@@ -769,6 +779,7 @@ class OpenAITargetConfig:
             raise ValueError("max_concurrency must be at least 1")
         if self.sources_path is not None:
             compile_jsonpath(self.sources_path, "sources_path")
+        check_pace(self.requests_per_minute)
 
     def env_vars(self) -> list[str]:
         """The environment variables this target reads (their values are secrets)."""

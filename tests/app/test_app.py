@@ -800,3 +800,23 @@ def test_srags_evidence_says_a_score_that_decides_nothing_decides_nothing():
     result["results"]["a"]["srag"].update(score=None, reason="no logprobs")
     shown = _texts(_results_part("_srag_detail", result, "a", "k"), inputs=False)
     assert "S-RAG gave no answer: no logprobs" in shown
+
+
+def test_an_endpoints_pace_is_counted_in_the_estimate_and_kept_by_the_connection_check(app):
+    """The sidebar's requests a minute: the estimate says the least time they make, and the check's own
+    requests go at that pace (``http_client.Pacer``)."""
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(models=["m"]) as srv:
+        app.radio(key="target_kind").set_value("OpenAI-compatible endpoint").run()
+        app.text_input(key="base_url").input(srv.base_url)
+        app.text_input(key="model").input("m").run()
+        app.text_area(key="pasted").input(LONG_1).run()
+        assert "requests a minute (the target's pace)" not in _texts(app)
+        app.number_input(key="requests_per_minute").set_value(120.0).run()
+        assert not app.exception
+        assert "At 120 requests a minute (the target's pace), these" in _texts(app)
+        app.button(key="check_connection").click().run(timeout=60)
+        assert not app.exception
+        times = [r["time"] for r in srv.requests if r["path"] == "/v1/chat/completions"]
+    assert len(times) >= 2 and all(b - a >= 0.4 for a, b in zip(times, times[1:])), times
