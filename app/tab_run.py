@@ -403,7 +403,7 @@ def _draw(job, view: RunProgress) -> None:
         for doc_id, method in tail:
             last.setdefault(doc_id, []).append(_label(method))
         shown = list(last.items())[-ANSWERED_SHOWN:]
-        st.caption(f"Answered so far: {n_answered} probe(s); the last: "
+        st.caption(f"Results so far: {n_answered} (one per document and method); the last: "
                    + "; ".join(f"{d} ({', '.join(ms)})" for d, ms in shown))
     st.caption(f"Running for {time.time() - job.started:.0f} s. Verdicts appear in tab 3 Results as each "
                "document is done.")

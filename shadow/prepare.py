@@ -371,7 +371,7 @@ def _read_observations(obs_file: Path, step: Callable[[int, int], None] | None =
         text = obs_file.read_text()
     except FileNotFoundError:
         return None
-    except OSError:
+    except (OSError, ValueError):  # ValueError: bytes that are not UTF-8 (UnicodeDecodeError)
         log.warning("%s could not be read; the shadow is prepared again", obs_file)
         return None
     try:

@@ -192,6 +192,8 @@ def _walk_object(text: str, parsed: Callable[[], None]) -> dict:
                 i = _SPACE.match(text, i).end()
                 if text[i] == ",":
                     i = _SPACE.match(text, i + 1).end()
+                    if text[i] == "]":  # json.loads refuses a trailing comma: so does the walk
+                        raise ValueError("trailing comma")
                 elif text[i] != "]":
                     raise ValueError("not a list")
             value, i = items, i + 1
@@ -201,6 +203,8 @@ def _walk_object(text: str, parsed: Callable[[], None]) -> dict:
         i = _SPACE.match(text, i).end()
         if text[i] == ",":
             i = _SPACE.match(text, i + 1).end()
+            if text[i] == "}":
+                raise ValueError("trailing comma")
         elif text[i] != "}":
             raise ValueError("not an object")
     if text[_SPACE.match(text, i + 1).end():]:

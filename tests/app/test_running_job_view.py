@@ -136,8 +136,10 @@ def test_the_progress_redraw_names_only_the_last_documents_answered(running):
     job_registry().add(job)
     at = _app()
     at.run()
-    answered = next(c.value for c in at.caption if c.value.startswith("Answered so far"))
-    assert answered.startswith("Answered so far: 10000 probe(s); the last: doc-4995 (RAG-MIA, MBA);")
+    answered = next(c.value for c in at.caption if c.value.startswith("Results so far"))
+    # one result per (document, method), not per query: they were called "probes", the app's word for a query
+    assert answered.startswith("Results so far: 10000 (one per document and method); the last: doc-4995 "
+                               "(RAG-MIA, MBA);")
     assert answered.endswith("doc-4999 (RAG-MIA, MBA)") and "doc-4994 " not in answered
 
 

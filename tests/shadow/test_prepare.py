@@ -173,6 +173,9 @@ def test_an_unreadable_cached_observations_file_is_prepared_again(tmp_path):
     broken = tmp_path / "observations.json"
     broken.write_text('{"members": [')
     assert prepare._read_observations(broken) is None and prepare._read_observations(tmp_path / "none") is None
+    for step in (None, lambda done, total: None):  # bytes that are not UTF-8 (one byte changed on disk)
+        broken.write_bytes(b'{"members": [\xff], "nonmembers": []}')
+        assert prepare._read_observations(broken, step) is None
     prepare._write_observations(broken, [], [])
     assert prepare._read_observations(broken) == {"members": [], "nonmembers": []}
 

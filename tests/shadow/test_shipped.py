@@ -404,3 +404,8 @@ def test_parsing_an_observations_file_counts_each_observation_and_gives_what_jso
         shipped.parse_observations('{"members": [{"a": 1}', lambda d, t: None, total=1)
     with pytest.raises(ValueError):
         shipped.parse_observations('{"members": []} x', lambda d, t: None)
+    for trailing in ('{"members": [{"a": 1},], "nonmembers": []}', '{"members": [], "nonmembers": [],}'):
+        with pytest.raises(ValueError):  # json.loads refuses a trailing comma, so the walk must too
+            json.loads(trailing)
+        with pytest.raises(ValueError):
+            shipped.parse_observations(trailing, lambda d, t: None)
