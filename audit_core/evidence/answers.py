@@ -21,8 +21,11 @@ import re
 #: the reply opens with (or, when short, consists of) one of these
 _REFUSAL = re.compile(
     r"^\W*(?:"
-    r"i(?:'|\u2019)?m sorry|i am sorry|sorry,|apologi[sz]e|unfortunately,? i"
-    r"|i (?:can(?:'|\u2019)?t|cannot|am unable to|(?:'|\u2019)?m unable to|won(?:'|\u2019)?t|am not able to|(?:'|\u2019)?m not able to)"
+    r"i(?:'|\u2019)?m sorry|i am sorry|sorry,|(?:i |my )?apologi[sz]e|my apologies|unfortunately,? i"
+    # "I'm unable to" was once written "i (?:'m unable to)", which needs a space before the apostrophe
+    r"|(?:sorry\W+(?:but )?|i(?:'|\u2019)?m afraid,? |i am afraid,? )?"
+    r"i(?: can(?:'|\u2019)?t| cannot| am unable to| won(?:'|\u2019)?t(?: be able to)?"
+    r"| am not able to|(?:'|\u2019)?m (?:unable|not able) to)"
     r" (?:help|assist|provide|answer|share|comply|complete|fulfil|continue|do that|disclose|reveal|reproduce)"
     r"|as an ai\b|i must decline|i decline"
     # the same openings in the languages an owner's documents (and so the target's replies) are most often in:
@@ -42,7 +45,10 @@ _REFUSAL = re.compile(
 _IGNORANCE = re.compile(
     r"^\W*(?:"
     r"i (?:do not|don(?:'|\u2019)?t) know|i(?:'|\u2019)?m not sure|i am not sure|not sure\b|unknown\W*$"
-    r"|(?:the )?(?:context|documents?|information)(?: provided)? (?:does|do) not (?:contain|mention|say|include)"
+    r"|(?:the )?(?:provided |given )?(?:context|documents?|information|text)(?: provided| given)?"
+    r" (?:does not|do not|doesn(?:'|\u2019)?t|don(?:'|\u2019)?t) (?:contain|mention|say|include)"
+    r"|i (?:do not|don(?:'|\u2019)?t) have (?:any |enough |the )?(?:information|details|data|access)"
+    r"|(?:that |this |the |such )?information is not available"
     r"|there is no (?:information|mention)|no information\b|n/?a\W*$"
     r"|no lo s[ée]\b|no sé\b|no se\W*$|no estoy segur[oa]|no (?:tengo|hay) (?:informaci[óo]n|datos)"
     r"|je ne (?:le )?sais pas|je ne suis pas s[ûu]re?|(?:aucune|pas d')information"

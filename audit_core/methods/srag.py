@@ -488,6 +488,19 @@ def observe_word(word: str, completion: Completion, prefix: str | None = None) -
     return WordObservation(word, min(1.0, p), first_token=tok.token, aligned=how, position=i)
 
 
+def continues_the_document(reply: str, document_next: str) -> bool:
+    """Whether ``reply`` opens with the document's next two words (from ``document_next``), each read as
+    ``normalise_word`` reads a probed word; a reply (or a document) that ends sooner must match as far as it goes.
+
+    Two words, not one: a refusal may start with the probed word ("I cannot help ..." where the document
+    goes on "I sometimes ..."), and a continuation that paraphrases from its third word on is still one.
+    """
+    said = [normalise_word(w) for w in reply.split()[:2]]
+    wanted = [normalise_word(w) for w in document_next.split()[:2]]
+    n = min(len(said), len(wanted))
+    return n > 0 and said[:n] == wanted[:n]
+
+
 def continuation_check(obs: Observation) -> str | None:
     """Why the document is inconclusive after the continuation check, or None (continued, or no check).
 
@@ -495,8 +508,10 @@ def continuation_check(obs: Observation) -> str | None:
     that goes on from the prefix. A refusal, "I don't know" or an empty reply
     means the one-token probes may have read the first token of a non-answer,
     not the target's view of the probed word. A reply that starts with the
-    probed word itself continues the document even when the words after it
-    read like a non-answer ("... not sure whether ..."). A base model can also
+    document's own next two words (``continues_the_document``) continues it even when they read like a non-answer ("not sure whether
+    ..."); the probed word alone is not enough, since a refusal may start
+    with it ("I cannot help with that" after a prefix whose next word is
+    "I"). A base model can also
     continue a patient's text with "I'm not sure ..." on its own; the check
     cannot tell that from a guarded target, so it withholds the reading (never
     a verdict either way) and says only what it saw. A failed check call
@@ -512,9 +527,8 @@ def continuation_check(obs: Observation) -> str | None:
     kind = non_answer(reply)
     if kind is None:
         return None
-    said = reply.split()[:1]
-    if said and normalise_word(said[0]) == normalise_word(check["document_next"].split()[0]):
-        return None  # it went on with the probed word: a continuation, whatever follows
+    if continues_the_document(reply, check["document_next"]):
+        return None  # it went on with the document's own words: a continuation, whatever they say
     what = {"refusal": "a refusal", "empty": "a blank reply"}.get(kind, '"I don\'t know"')
     return (f"S-RAG cannot confirm that the target continues this document's text: asked to, its reply read as "
             f"{what}. One-token probes read the first token of such a reply as probability 0 for the probed "

@@ -388,6 +388,15 @@ def test_abstain_rule_uses_the_lower_bound_of_the_shadow_auc():
     ("The context does not mention this.", "I don't know"), ("Not sure", "I don't know"),
     ("amoxicillin 500 mg twice a day", None), ("Yes", None), ("No", None),
     ("Sorry for the delay, the dose is 5 mg", None),
+    ("I'm unable to continue this text.", "refusal"), ("I'm not able to share that.", "refusal"),
+    ("I apologize, but I cannot continue.", "refusal"), ("Sorry I can't help with that.", "refusal"),
+    ("I'm afraid I can't share that.", "refusal"), ("I won't be able to continue.", "refusal"),
+    ("The provided context doesn't contain that.", "I don't know"),
+    ("I don't have enough information to say.", "I don't know"),
+    ("That information is not available.", "I don't know"),
+    # a patient's own words that open like one stay answers
+    ("I can't sleep since the operation", None), ("I'm unable to walk far without pain", None),
+    ("Sorry to hear about your knee; rest it for a week", None),
 ])
 def test_non_answer_detector(text, kind):
     assert non_answer(text) == kind

@@ -75,14 +75,35 @@ def test_a_target_that_continues_is_read_as_before():
     assert _reason("thigh and knee, and the pain is worse at night.") is None
 
 
-def test_a_reply_that_goes_on_with_the_probed_word_is_a_continuation_even_when_it_reads_like_a_non_answer(
+def test_a_reply_that_goes_on_with_the_documents_words_is_a_continuation_even_when_it_reads_like_a_non_answer(
         monkeypatch):
     doc = DOC.replace("left thigh and I sometimes", "left thigh. Not sure whether I")
     monkeypatch.setattr(sys.modules[__name__], "PROBED", ["ibuprofen", "Not"])
     reply = "not sure if it is serious, my doctor says"
     assert srag.non_answer(reply) == "I don't know"  # it reads like one ...
-    assert _reason(reply, doc) is None  # ... but it starts with the probed word: the reading is real
+    assert _reason(reply, doc) is None  # ... but it starts with the document's next words: the reading is real
     assert "cannot confirm" in _reason("I'm not sure what comes next.", doc)
+
+
+@pytest.mark.parametrize("reply", ["I cannot help with that.", "I don't know.", "I'm unable to continue this text.",
+                                   "I apologize, but I cannot continue this text."])
+def test_a_refusal_that_starts_with_the_probed_word_is_still_a_refusal(reply, monkeypatch):
+    """The check took any reply whose first word was the probed word for a continuation: where the document goes
+    on "I sometimes feel ...", "I cannot help with that." cleared it (review of session 54)."""
+    monkeypatch.setattr(sys.modules[__name__], "PROBED", ["ibuprofen", "I"])
+    assert srag.non_answer(reply) is not None
+    assert "cannot confirm" in _reason(reply)
+    assert _reason("I sometimes wake up at night with it.") is None  # the document's own words go on
+
+
+@pytest.mark.parametrize("reply", ["I'm unable to continue this text.", "I apologize, but I cannot continue this.",
+                                   "Sorry I can't help with that.", "I'm afraid I can't share that.",
+                                   "The provided context doesn't contain that.", "Sorry — I can't do that",
+                                   "I don't have enough information to continue."])
+def test_refusals_in_other_words_are_caught_too(reply):
+    """Openings the non-answer reader missed (review of session 54); "I'm unable to" had a pattern that could
+    never match (it wanted a space before the apostrophe)."""
+    assert "cannot confirm" in _reason(reply)
 
 
 def test_a_failed_check_leaves_the_readings_unconfirmed():
