@@ -55,7 +55,8 @@ def target_file_section() -> tuple[str, str]:
     """Upload or paste a target file; returns (url, label) of a valid one, else ("", "")."""
     up = st.file_uploader("Target file (YAML or JSON)", type=["yaml", "yml", "json"], key="target_file_upload",
                           help="Describes the API: url, headers (secrets as $VARIABLE), a body template with "
-                               "{{prompt}}, and a JSONPath to the answer. See README 'Auditing any HTTP API'.")
+                               "{{prompt}}, and a JSONPath to the answer (or response_json: false for a service "
+                               "that answers in plain text). See README 'Auditing any HTTP API'.")
     pasted = st.text_area("…or paste it here", key="target_file_text", height=180, placeholder=_EXAMPLE)
     st.session_state[_PARSED] = None
     try:

@@ -63,7 +63,8 @@ def registered(monkeypatch: Any) -> TargetSpec:
 
 
 #: a value for a required setting, by its name: where requests go, and the request template and answer path of
-#: a JSON API; any other required text setting gets ``TEXT``
+#: a JSON API (required unless the file says its service answers in plain text); any other required text
+#: setting gets ``TEXT``
 URL = "http://127.0.0.1:9/v1"
 _BY_NAME: dict[str, Any] = {"url": URL, "base_url": URL, "body": {"question": "{{prompt}}"}, "answer_path": "$.answer"}
 TEXT = "m"
@@ -79,7 +80,10 @@ def minimal_target_file(spec: TargetSpec) -> str:
     hints = typing.get_type_hints(cls)
     data: dict[str, Any] = {"type": spec.name}
     for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+        optional = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        # a setting with a default that stands for "not given" may still be required by the rest of the file
+        # (an http file's answer_path, unless it says response_json: false): named in _BY_NAME, it is given
+        if optional and not (f.name in _BY_NAME and not f.default):
             continue
         if f.name in _BY_NAME:
             data[f.name] = _BY_NAME[f.name]

@@ -55,7 +55,8 @@ TARGET_TYPES: dict[str, TargetSpec] = {s.name: s for s in (
     TargetSpec("openai", "OpenAI-compatible endpoint", _T + "openai_compat", "OpenAITarget", "OpenAITargetConfig",
                "text, and token logprobs with up to 20 alternatives when the endpoint sends them"),
     TargetSpec("http", "Any HTTP API (target file)", _T + "http_api", "HttpTarget", "HttpTargetConfig",
-               "text; token logprobs only when the target file names a logprobs_path"),
+               "text (JSON, or plain text with response_json: false); token logprobs only when the target "
+               "file names a logprobs_path"),
 )}
 
 

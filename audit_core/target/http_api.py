@@ -17,6 +17,7 @@ users of garak's REST generator and promptfoo's HTTP provider know:
       question: "{{prompt}}"
       system: "{{system}}"             # optional
     answer_path: $.answer              # JSONPath to the answer text
+    response_json: true                # false: the whole body (or each event's data) is the answer's text
     logprobs_path: $.logprobs          # optional: OpenAI's logprobs.content shape
     sources_path: $.sources            # optional: the sources the answer cites (texts, or objects
                                        # whose text fields are read: passage, title, address)
@@ -147,7 +148,8 @@ class HttpTargetConfig:
 
     url: str  # the full URL requests go to (secrets belong in headers, not here)
     body: Any  # JSON template (object or array) with {{prompt}} and optionally {{system}}
-    answer_path: str  # JSONPath to the answer text; several matches are joined
+    #: JSONPath to the answer text; several matches are joined. Required unless ``response_json`` is false
+    answer_path: str = ""
     method: str = "POST"  # POST, PUT or PATCH send the JSON body; GET sends it as query parameters
     #: header values may name environment variables: "Bearer $MY_KEY"
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -166,6 +168,9 @@ class HttpTargetConfig:
     max_concurrency: int = 4
     #: at most this many requests a minute, every try counted (``http_client.Pacer``); None: no pace
     requests_per_minute: float | None = None
+    #: whether the service answers in JSON (garak's ``response_json``); false: the body, or each
+    #: server-sent event's data, is the answer's text itself (no paths: no logprobs, no sources)
+    response_json: bool = True
 
     def __post_init__(self) -> None:
         check_service_url(self.url, "url")
@@ -218,7 +223,18 @@ class HttpTargetConfig:
                 raise ValueError(f"header {k!r} holds its credential in the file; put it in an environment "
                                  f"variable and write it as $NAME (for example 'Bearer $MY_KEY'): a key written "
                                  "in a file is shown, shared and stored with it")
-        compile_jsonpath(self.answer_path, "answer_path")
+        if not isinstance(self.response_json, bool):
+            raise ValueError("response_json must be true or false")
+        if not self.response_json:
+            given = [k for k in ("answer_path", "logprobs_path", "sources_path") if getattr(self, k)]
+            if given:
+                raise ValueError(f"with response_json: false the whole answer is text, so {', '.join(given)} "
+                                 "cannot be read; leave them out (or set response_json: true)")
+        elif not self.answer_path:
+            raise ValueError("answer_path is required: a JSONPath to the answer text (for example $.answer); a "
+                             "service that answers in plain text takes response_json: false instead")
+        else:
+            compile_jsonpath(self.answer_path, "answer_path")
         if self.logprobs_path is not None:
             compile_jsonpath(self.logprobs_path, "logprobs_path")
         if self.sources_path is not None:
@@ -252,6 +268,8 @@ class HttpTargetConfig:
                                                                 "logprobs_path")}
         if self.sources_path is not None:  # only when set: the identity of older files stays as it was
             shape["sources_path"] = self.sources_path
+        if not self.response_json:
+            shape["response_json"] = False
         blob = json.dumps(shape, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:8]
 
@@ -347,7 +365,7 @@ class HttpTarget(RetryingConnector, Target):
         self._secrets = _Secret(sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len,
                                        reverse=True))  # type: ignore[arg-type]
         self._scrubber = SecretScrubber(secrets)
-        self._answer = compile_jsonpath(config.answer_path, "answer_path")
+        self._answer = compile_jsonpath(config.answer_path, "answer_path") if config.response_json else None
         self._logprobs = None if config.logprobs_path is None else compile_jsonpath(config.logprobs_path,
                                                                                      "logprobs_path")
         self._sources = None if config.sources_path is None else compile_jsonpath(config.sources_path,
@@ -463,7 +481,11 @@ class HttpTarget(RetryingConnector, Target):
                         raise _Failed(self._status_error(resp, self._error_text(resp)))
                     kind = resp.headers.get("content-type", "").lower()
                     if c.stream and kind.startswith("text/event-stream"):
+                        if not c.response_json:
+                            return self._from_text_events(list(self._events(resp, deadline, as_text=True)))
                         return self._from_events(list(self._events(resp, deadline)))
+                    if not c.response_json:
+                        return self._from_text(self._body(resp, deadline))
                     return self._from_json(self._decode(self._body(resp, deadline)))
             except httpx.TimeoutException:
                 raise _Failed(_Attempt(Unreachable(f"{self.url} did not answer within {self.timeout_s:g}s"),
@@ -540,8 +562,9 @@ class HttpTarget(RetryingConnector, Target):
             snippet = self._scrub_error(body.decode("utf-8", "replace"))[:120]  # scrubbed before it is cut
             raise BadResponse(f"{self.url} sent a body that is not valid JSON: {snippet!r}") from None
 
-    def _events(self, resp: httpx.Response, deadline: float = float("inf")) -> Iterator[Any]:
-        """The JSON data of each server-sent event, until the stream ends or sends [DONE].
+    def _events(self, resp: httpx.Response, deadline: float = float("inf"), as_text: bool = False) -> Iterator[Any]:
+        """The JSON data of each server-sent event (``as_text``: its data as text), until the stream ends or
+        sends [DONE].
 
         An error event (``event: error``, or data with a top-level ``error``, as vLLM and
         OpenAI-style servers send when generation fails midway) fails the request: the text
@@ -561,6 +584,13 @@ class HttpTarget(RetryingConnector, Target):
                 text, data, kind, event = "\n".join(data), [], event, ""
                 if text.strip() == "[DONE]":
                     return
+                if as_text:
+                    if kind == "error":
+                        said = self._scrub_error(text.strip())[:_MAX_QUOTED_CHARS]
+                        raise _Failed(_Attempt(ServerError(f"{self.url} broke off its streamed answer with an "
+                                                           f"error event: {said}"), retryable=True))
+                    yield text
+                    continue
                 decoded = self._decode(text.encode()) if text.strip() else None
                 if kind == "error" or (isinstance(decoded, dict) and decoded.get("error")):
                     said = self._scrub_error(text.strip())[:_MAX_QUOTED_CHARS]
@@ -605,6 +635,19 @@ class HttpTarget(RetryingConnector, Target):
                               "was not kept")
         return self._completion(self._text(pieces), entries, {"events": self._scrub_obj(events)},
                                 self._sources_of(events))
+
+    def _from_text(self, body: bytes) -> Completion:
+        """A plain-text answer (``response_json: false``): the body itself, read as UTF-8."""
+        return self._completion(body.decode("utf-8", "replace"), None, None, None)
+
+    def _from_text_events(self, pieces: list[str]) -> Completion:
+        """A plain-text answer streamed as server-sent events: each event's data is a piece of it."""
+        if not pieces:
+            raise BadResponse(f"{self.url} sent an event stream with no data events")
+        if spans_a_secret(pieces, self._scrub):  # kept event by event
+            raise BadResponse(f"{self.url} echoed a secret in pieces across its streamed events; the answer "
+                              "was not kept")
+        return self._completion("".join(pieces), None, {"events": [self._scrub(p) for p in pieces]}, None)
 
     def _sources_of(self, documents: list[Any]) -> list[str] | None:
         return None if self._sources is None else read_sources(self._sources, documents, self._scrub)

@@ -225,7 +225,7 @@ def test_bad_answers_are_bad_responses_with_a_clear_message():
     ("type: http\nurl: http://h/ask?k=$KEY\nbody: {q: '{{prompt}}'}\nanswer_path: $.a", "put the key in a header"),
     ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\ntimeout: 3", "did you mean 'timeout_s'"),
     ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}\nanswer_path: $.a\nretry_on: 429", "must be a list"),
-    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}", "needs answer_path"),
+    ("type: http\nurl: http://h/ask\nbody: {q: '{{prompt}}'}", "answer_path is required"),
     ("type: grpc\nurl: x", "unknown target type 'grpc'"),
     ("url: [unclosed", "not valid YAML or JSON"),
     ("type: http\n? [a, b]\n: 1\n", "uses a list or mapping as a key"),
@@ -716,3 +716,53 @@ def test_a_short_secret_is_masked_in_error_text_only_where_it_stands_as_a_token(
     assert said == ('model *** does not exist; try llama-3.1-8b or qwen2.5-1.5b; "key": "***", tenant ***, '
                     "version ***; sk=***bPx")
     assert SecretScrubber([]).error("nothing to mask") == "nothing to mask"
+
+
+def _plain(srv: FakeOpenAIServer, **changes) -> HttpTarget:
+    cfg = HttpTargetConfig(url=f"http://127.0.0.1:{srv.port}/ask", body={"q": "{{prompt}}"}, response_json=False,
+                           headers={"X-Api-Key": "$RPA_SERVE_API_KEY"}, timeout_s=5, **changes)
+    return HttpTarget(cfg, ENV, backoff_base_s=0.01)
+
+
+def test_a_service_that_answers_in_plain_text_is_read_whole_or_event_by_event():
+    """garak's response_json: false. The body is the answer; streamed, each event's data is a piece of it; a key
+    the service echoes is scrubbed in both, and no JSON is asked of the answer."""
+    with FakeOpenAIServer() as srv:
+        srv.script(Reply(body=f'The lighthouse keeper {{"not": "json"}} {KEY}', content_type="text/plain"),
+                   path="/ask")
+        comp = _plain(srv).complete(_chat())
+        assert comp.text.startswith('The lighthouse keeper {"not": "json"}') and KEY not in comp.text
+        assert comp.tokens is None and comp.sources is None
+        stream = "data: The light\n\ndata: house\n\nevent: ping\ndata:  keeper\n\ndata: [DONE]\n\n"
+        srv.script(Reply(body=stream, content_type="text/event-stream"), path="/ask")
+        assert _plain(srv, stream=True).complete(_chat()).text == "The lighthouse keeper"
+        srv.script(Reply(body="data: The light\n\nevent: error\ndata: overloaded\n\n",
+                         content_type="text/event-stream"), path="/ask")
+        with pytest.raises(ServerError, match="error event: overloaded"):
+            _plain(srv, stream=True, max_retries=0).complete(_chat())
+        # the capability probe: text only, and a request for logprobs is refused before it is sent
+        srv.script(Reply(body="OK", content_type="text/plain"), path="/ask")
+        caps = _plain(srv).capabilities()
+        assert caps.reachable and not caps.logprobs
+        sent = len(srv.requests)
+        with pytest.raises(NoLogprobs):
+            _plain(srv).complete(_chat(logprobs=True, top_logprobs=2))
+        assert len(srv.requests) == sent
+
+
+@pytest.mark.parametrize("text, message", [
+    ("type: http\nurl: https://a.example.com/ask\nbody: {q: '{{prompt}}'}\n", "answer_path is required"),
+    ("type: http\nurl: https://a.example.com/ask\nbody: {q: '{{prompt}}'}\nresponse_json: false\n"
+     "answer_path: $.a\n", "answer_path cannot be read"),
+    ("type: http\nurl: https://a.example.com/ask\nbody: {q: '{{prompt}}'}\nresponse_json: false\n"
+     "sources_path: $.s\n", "sources_path cannot be read"),
+    ("type: http\nurl: https://a.example.com/ask\nbody: {q: '{{prompt}}'}\nresponse_json: 'no'\n",
+     "'response_json' must be true or false"),
+])
+def test_a_plain_text_target_file_names_no_paths(text, message):
+    with pytest.raises(TargetFileError, match=message):
+        parse_target_file(text, "t.yaml")
+    _, cfg = parse_target_file("type: http\nurl: https://a.example.com/ask\nbody: {q: '{{prompt}}'}\n"
+                               "response_json: false\n", "t.yaml")
+    as_json = replace(cfg, response_json=True, answer_path="$.a")
+    assert cfg.fingerprint() != as_json.fingerprint()  # stored answers never mix the two readings
