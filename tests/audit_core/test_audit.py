@@ -225,3 +225,43 @@ def test_the_methods_name_the_local_models_they_probe_with():
     assert create_method("srag").local_models() == [SragConfig().proxy_model]
     assert create_method("mba").local_models() == [MbaConfig().proxy_model]
     assert create_method("rag_mia").local_models() == [] and create_method("verbatim").local_models() == []
+
+
+def test_dear_snapshots_of_the_result_so_far_are_spaced_cheap_ones_are_not():
+    """A snapshot after every one of 4,000 documents cost hours (session 55): each is the whole result so far,
+    and the app serialises it. Cheap snapshots still come after every document; dear ones wait until ten times
+    their cost has passed; the first document and the last one before the controls are always announced."""
+    from audit_core.audit import _Snapshots
+
+    now = [0.0]
+    snaps = _Snapshots(clock=lambda: now[0])
+    sent: list[float] = []
+
+    def slow(cost: float):
+        def on_document(result) -> None:
+            sent.append(now[0])
+            now[0] += cost
+        return on_document
+
+    snaps.send(slow(0.01), lambda: None)
+    assert snaps.due()  # 10 ms: cheap, due again at once
+    snaps.send(slow(0.5), lambda: None)
+    assert not snaps.due()
+    now[0] += 4.9
+    assert not snaps.due()
+    now[0] += 0.2  # 5.1 s after a snapshot of 0.5 s
+    assert snaps.due()
+
+    docs = [Document(f"d{i}", DOCS[0].text.replace("Record 0", f"Record {i}")) for i in range(40)]
+    controls = [Document("control-0", "a never published text about a sore shoulder and a long night shift " * 2)]
+    announced: list[int] = []
+
+    def dear(result) -> None:  # a consumer whose snapshot costs 0.2 s (of an instant target's audit)
+        announced.append(len(result.verdicts))
+        import time
+        time.sleep(0.2)
+
+    run_audit(docs, CountingTarget(), AuditConfig(methods=["rag_mia"]), _prepare(0.9), capabilities=CAPS,
+              controls=controls, on_document=dear)
+    assert announced[0] == 1 and announced[-1] == len(docs)  # the first verdict, and the last before controls
+    assert len(announced) < 10  # not 40
