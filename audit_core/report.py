@@ -626,6 +626,10 @@ class ReportOptions:
     masked_text_chars: int = 1500
     #: resolution of embedded figures
     figure_dpi: int = 110
+    #: the most documents given an evidence section of their own (``evidence_documents``): a page or two
+    #: each, with figures, took 4 minutes and 1,700 pages for 1,000 documents (session 55); the JSON and
+    #: CSV exports keep every document's evidence
+    evidence_documents: int = 200
 
 
 #: reportlab's standard Asian fonts: named in the PDF, not embedded (no font file is needed here); a PDF viewer
@@ -1381,9 +1385,15 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     story.append(P("Evidence per document", "h1"))
     texts = {str(d.get("id")): d.get("text", "") for d in r.get("documents") or [] if isinstance(d, dict)}
     by_id = {str(v.get("doc_id")): v for v in verdicts}
-    for doc_id in document_ids(r):
-        story.extend(_document_evidence(r, doc_id, by_id.get(doc_id), texts.get(doc_id, ""), st, width, opt))
-        if progress:
+    ids = document_ids(r)
+    shown = set(evidence_documents(ids, by_id, opt.evidence_documents))
+    left_out = evidence_note(ids, [d for d in ids if d in shown], by_id, export_name(result, "json"))
+    if left_out:
+        story.append(P(esc(left_out), "note"))
+    for doc_id in ids:
+        if doc_id in shown:
+            story.extend(_document_evidence(r, doc_id, by_id.get(doc_id), texts.get(doc_id, ""), st, width, opt))
+        if progress:  # counted for every document, so the caller's bar still ends at its total
             progress(1)
 
     # -- documents and their hashes -------------------------------------------
@@ -1409,6 +1419,37 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     decorate = _page_decoration(created)
     doc.build(story, onFirstPage=decorate, onLaterPages=decorate)
     return buf.getvalue()
+
+
+#: the order in which documents get the PDF's evidence sections when not all can (``evidence_documents``)
+EVIDENCE_ORDER = ("member", "inconclusive", "not found")
+
+
+def evidence_documents(ids: list[str], verdicts: dict[str, dict], limit: int) -> list[str]:
+    """The documents whose evidence the PDF lays out, in audit order: all of them up to ``limit``; beyond it
+    the members first, then the inconclusive ones, then the rest, as far as ``limit`` goes."""
+    if len(ids) <= limit:
+        return list(ids)
+    rank = {v: i for i, v in enumerate(EVIDENCE_ORDER)}
+    order = {d: i for i, d in enumerate(ids)}
+    chosen = set(sorted(ids, key=lambda d: (rank.get(str((verdicts.get(d) or {}).get("verdict")), len(rank)),
+                                            order[d]))[:max(0, limit)])
+    return [d for d in ids if d in chosen]
+
+
+def evidence_note(ids: list[str], shown: list[str], verdicts: dict[str, dict], json_name: str) -> str | None:
+    """What the evidence section leaves out when it shows fewer documents than were audited, or None."""
+    if len(shown) == len(ids):
+        return None
+    counts = {v: sum(1 for d in ids if (verdicts.get(d) or {}).get("verdict") == v) for v in EVIDENCE_ORDER}
+    members = counts["member"]
+    first = ("the one called a member, then " if members == 1 and shown else
+             f"all {members} called members, then " if members and members <= len(shown) else
+             "members first, then " if members else "")
+    return (f"This section shows {len(shown)} of the {len(ids)} documents audited ({first}the inconclusive ones, "
+            f"then the others, as far as {len(shown)} go), in the order they were audited. Every document's "
+            f"verdict is in the table above, and every document's evidence is in {json_name}, exported beside "
+            "this report.")
 
 
 def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st: dict, width: float,
