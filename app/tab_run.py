@@ -217,7 +217,7 @@ def _start(settings: Settings, docs, controls=()) -> None:
 
                 result = run_audit(docs, probed, cfg, prepare_shadow, progress=job.progress, cancel=job.cancel,
                                    on_result=on_result, capabilities=caps, controls=list(controls),
-                                   on_document=lambda r: job.note_partial(r.to_json())).to_json()
+                                   on_document=lambda r: job.note_partial(r.to_json(observations=False))).to_json()
                 return history.save_audit(store, run_id, result, resumed)
             finally:
                 if lock is not None:

@@ -84,7 +84,10 @@ class AuditResult:
     #: the per-document false-positive rate the decisions were made at
     fpr: float | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self, observations: bool = True) -> dict:
+        """The result as plain data. ``observations=False`` leaves out the target's raw answers (most of a
+        large result's size: about 20 KB per document of a text-only method, over 1 MB with a chat model's
+        logprobs), for a view of the result so far that never reads them (the app's)."""
         return {
             "target": self.target,
             "created": self.created,
@@ -92,7 +95,8 @@ class AuditResult:
             "capabilities": self.capabilities,
             "verdicts": [v.to_json() for v in self.verdicts],
             "results": {d: {m: r.to_json() for m, r in rs.items()} for d, rs in self.results.items()},
-            "observations": {d: {m: o.to_json() for m, o in os_.items()} for d, os_ in self.observations.items()},
+            "observations": {d: {m: o.to_json() for m, o in os_.items()} for d, os_ in self.observations.items()}
+            if observations else {},
             "calibrations": {m: c.to_json() for m, c in self.calibrations.items()},
             "not_run": self.not_run,
             "account": self.account,

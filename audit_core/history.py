@@ -196,8 +196,8 @@ def _rebuild(record) -> dict[str, Any]:
         if r.observation is not None:
             observations.setdefault(r.doc_id, {})[r.method] = r.observation.to_json()
     docs = [d for d in record.documents if d.id in results]
-    verdicts = [_rebuilt_verdict(d.id, results[d.id], {m for per in results.values() for m in per}, vcfg)
-                for d in docs]
+    probing = {m for per in results.values() for m in per}  # once, not once per document (N x N)
+    verdicts = [_rebuilt_verdict(d.id, results[d.id], probing, vcfg) for d in docs]
     return {
         "target": target_label({"target": info.target_id}),
         "created": info.created,

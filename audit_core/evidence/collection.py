@@ -356,9 +356,16 @@ def choose_method(ran: Sequence[str], calibrations: dict, order: Sequence[str], 
     documents and controls; ties go to the earlier in ``order``. Without any
     method with signal, the first that ran in ``order``. Depends on the
     shadows, on which methods the target allows and on how many documents and
-    controls there are, never on an audited document's score.
+    controls there are, never on an audited document's score. Without
+    controls there is no test to give power to: the first that ran with
+    signal, without the simulations (400 tests of N + 1 scores each: 32 s
+    for 4,000 documents, session 55).
     """
     candidates = [m for m in order if m in ran] + [m for m in ran if m not in order]
+    if n_controls <= 0:
+        signal = [m for m in candidates
+                  if ((getattr(calibrations.get(m), "params", None) or {}).get("evidence") or {}).get("signal")]
+        return (signal or candidates or [None])[0]
     best, best_power = None, -1.0
     for m in candidates:
         ev = (getattr(calibrations.get(m), "params", None) or {}).get("evidence") or {}

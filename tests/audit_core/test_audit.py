@@ -265,3 +265,12 @@ def test_dear_snapshots_of_the_result_so_far_are_spaced_cheap_ones_are_not():
               controls=controls, on_document=dear)
     assert announced[0] == 1 and announced[-1] == len(docs)  # the first verdict, and the last before controls
     assert len(announced) < 10  # not 40
+
+
+def test_the_result_so_far_can_leave_out_the_raw_answers():
+    """The app's view of a running audit never reads the target's raw answers, most of a large result's size."""
+    result = run_audit(DOCS, CountingTarget(), AuditConfig(methods=["rag_mia"]), _prepare(0.9), capabilities=CAPS)
+    full, light = result.to_json(), result.to_json(observations=False)
+    assert set(full["observations"]) == {d.id for d in DOCS} and light["observations"] == {}
+    assert {k: v for k, v in full.items() if k != "observations"} == \
+        {k: v for k, v in light.items() if k != "observations"}

@@ -767,6 +767,19 @@ def test_collection_method_is_chosen_from_the_shadow_not_from_audited_scores():
     stronger = C.apply_evidence(Calibration("mba"), C.fit_evidence(*_separated(100, shift=3.5), source="t"))
     assert choose_method(["srag", "mba"], {"srag": weaker, "mba": stronger}, order) == "mba"
     assert choose_method(["srag", "mba"], {"srag": stronger, "mba": weaker}, order) == "srag"
+    # without controls there is no test to give power to: the first with signal, and no simulation is run
+    import audit_core.evidence.collection as collection
+
+    def no_simulation(*a, **k):
+        raise AssertionError("simulated the power of a test that has no controls")
+
+    real, collection.simulated_power = collection.simulated_power, no_simulation
+    try:
+        assert choose_method(["srag", "mba"], {"srag": weaker, "mba": stronger}, order, 4000, 0) == "srag"
+        assert choose_method(["srag", "mba"], {"srag": flat, "mba": good}, order, 4000, 0) == "mba"
+        assert choose_method(["srag"], {"srag": flat}, order, 4000, 0) == "srag"
+    finally:
+        collection.simulated_power = real
 
 
 def test_run_audit_picks_the_collection_method_from_its_shadow_when_the_audited_scores_favour_another():
