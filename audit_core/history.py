@@ -15,6 +15,7 @@ and model), and the store strips URL credentials from it.
 from __future__ import annotations
 
 import datetime as _dt
+import threading
 from dataclasses import asdict, replace
 from typing import Any, Callable, Sequence
 
@@ -56,7 +57,7 @@ def resume_or_start_run(
 
     want_docs = [(d.id, d.content_hash()) for d in documents]
     tid = target_identity(target_name)
-    for info in store.list_runs():  # newest first
+    for info in store.list_runs(summaries=False):  # newest first; a damaged summary is found by load_run below
         if info.status not in RESUMABLE or info.damaged or info.target_id != tid or info.params != _plain(config):
             continue
         if info.status == "running" and store.running_elsewhere(info.id):
@@ -96,7 +97,8 @@ def delete_audit(store: Store, run_id: str, running: Sequence[str] = ()) -> bool
 def delete_all_history(store: Store, running: Sequence[str] = ()) -> bool:
     """Delete every past audit and every stored target answer (refused while an audit runs), and the
     questions made from audited documents (Interrogation's and Entailment's cache, which quotes them)."""
-    if running or any(i.status == "running" and store.running_elsewhere(i.id) for i in store.list_runs()):
+    if running or any(i.status == "running" and store.running_elsewhere(i.id)
+                      for i in store.list_runs(summaries=False)):
         raise ValueError("an audit is still running (here or in another program, such as the command line): "
                          "cancel it or let it finish first")
     import shutil
@@ -228,17 +230,41 @@ def verdict_counts(result: dict[str, Any]) -> dict[str, int]:
 
 
 def history_rows(store: Store) -> list[dict[str, Any]]:
-    """One row per past audit, newest first, for the app's history table."""
+    """One row per past audit, newest first, for the app's history table (each stored summary read once per
+    process, ``_summary_counts``: the app lists the runs on every page run)."""
     rows = []
-    for info in store.list_runs():
-        rows.append(_row(info))
+    for info in store.list_runs(summaries=False):
+        counts, damaged = _summary_counts(store, info)
+        rows.append(_row(replace(info, damaged=info.damaged or damaged), counts))
     return rows
 
 
-def _row(info: RunInfo) -> dict[str, Any]:
+#: (store file, run id, status, finished, summary length) -> (verdict counts, why the summary is damaged)
+_COUNTS: dict[tuple, tuple[dict[str, int], str]] = {}
+_COUNTS_LOCK = threading.Lock()
+
+
+def _summary_counts(store: Store, info: RunInfo) -> tuple[dict[str, int], str]:
+    """A run's verdict counts from its stored summary, read once per process: a summary is written when its
+    run ends (a resumed run ends again, with another ``finished`` and length), so the key names one summary."""
+    if not info.summary_chars:
+        return {}, ""
+    key = (str(store.path), info.id, info.status, info.finished, info.summary_chars)
+    with _COUNTS_LOCK:
+        found = _COUNTS.get(key)
+    if found is None:
+        full = store.get_run(info.id)
+        found = (verdict_counts(full.summary) if isinstance(full.summary, dict) else {}, full.damaged)
+        with _COUNTS_LOCK:
+            _COUNTS[key] = found
+    return found
+
+
+def _row(info: RunInfo, counts: dict[str, int] | None = None) -> dict[str, Any]:
     from audit_core.methods import LABELS
 
-    counts = verdict_counts(info.summary) if isinstance(info.summary, dict) else {}
+    if counts is None:
+        counts = verdict_counts(info.summary) if isinstance(info.summary, dict) else {}
     # what each audit found comes before how it was run: on a laptop's width the table's last columns are
     # scrolled out of view, and they had been the verdict counts
     return {

@@ -240,3 +240,30 @@ def test_a_member_call_cut_off_before_a_method_that_votes_first_is_not_confirmed
     record("b", "srag", Observation("srag", "b"), MethodResult("srag", "b", 0.9, True))
     mark_failed(store, run2, "killed")
     assert {x["doc_id"]: x for x in load_audit(store, run2)["verdicts"]}["b"]["verdict"] == "member"
+
+
+def test_the_history_reads_each_stored_summary_once_and_again_when_its_run_ends_again(tmp_path, monkeypatch):
+    """The app lists the runs on every page run, and each listing parsed every stored summary (80 MB and 1.5 s
+    for a 4,000-document audit, session 55): now the listing leaves summaries out and each is read once."""
+    from audit_core.history import resume_or_start_run
+
+    store = Store(tmp_path / "h.sqlite")
+    run_id = start_run(store, DOCS, "http://127.0.0.1:1/v1 · m", CONFIG)
+    d = _audit_dict()
+    d["failures"] = {"stopped": "authentication failed: 401", "documents_audited": 2}
+    save_audit(store, run_id, d)
+    reads: list[str] = []
+    real = Store.get_run
+    monkeypatch.setattr(Store, "get_run", lambda self, rid: reads.append(rid) or real(self, rid))
+    for _ in range(3):
+        [row] = history_rows(store)
+        assert row["status"] == "stopped" and row["member"] == 1 and row["not found"] == 1
+    assert reads == [run_id]
+    assert all(info.summary is None and info.summary_chars > 0 for info in store.list_runs(summaries=False))
+    # resumed and ended again with another summary: read again, and the new counts shown
+    assert resume_or_start_run(store, DOCS, "http://127.0.0.1:1/v1 · m", CONFIG) == (run_id, True)
+    again = _audit_dict()
+    again["verdicts"] = [{**v, "verdict": "member"} for v in again["verdicts"]]
+    save_audit(store, run_id, again)
+    [row] = history_rows(store)
+    assert row["status"] == "finished" and row["member"] == 2 and row["not found"] == 0
