@@ -197,6 +197,10 @@ def statistic_weights(pooled: np.ndarray, platt: dict[str, float] | None) -> tup
     return (mixture_weights(pooled, platt) if kind == "likelihood ratio" else savage_scores(pooled)), kind
 
 
+#: random numbers drawn at a time by the permutation test (``top_weighted_test``): 16 MB
+PERMUTATION_BLOCK = 2_000_000
+
+
 def top_weighted_test(documents: Sequence[float], controls: Sequence[float], seed: int = 0,
                       n_permutations: int | None = None,
                       platt: dict[str, float] | None = None) -> tuple[float, float]:
@@ -220,9 +224,13 @@ def top_weighted_test(documents: Sequence[float], controls: Sequence[float], see
         return t, float(np.mean(sums >= t - tol))
     rng = np.random.default_rng(seed)
     R = n_permutations or N_PERMUTATIONS
-    idx = np.argsort(rng.random((R, N)), axis=1)[:, :n]
-    sums = a[idx].sum(axis=1)
-    return t, float((1 + np.sum(sums >= t - tol)) / (R + 1))
+    # in blocks of permutations: all R at once held R x N random numbers, their argsort and the gathered weights
+    # (3.3 GB at 4,000 documents and 50 controls, session 55); the generator draws the same stream either way
+    block, hits = max(1, PERMUTATION_BLOCK // N), 0
+    for start in range(0, R, block):
+        idx = np.argsort(rng.random((min(block, R - start), N)), axis=1)[:, :n]
+        hits += int(np.sum(a[idx].sum(axis=1) >= t - tol))
+    return t, float((1 + hits) / (R + 1))
 
 
 #: the Platt fit under which a calibrated probability's log-odds weigh as its raw score did (a = 1, b = 0)
