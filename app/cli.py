@@ -843,9 +843,10 @@ def _write_report(result: dict, folder: Path, redact: bool) -> tuple[list[Path],
         # write_bytes left them readable by every user of the computer
         return write_private_bytes(folder / report.export_name(result, ext), data)
 
-    paths = [write("json", report.results_json(result, redact=redact)),
-             write("csv", report.results_csv(result, redact=redact).encode("utf-8")),
-             write(report.SCORES_EXT, report.scores_csv(result, redact=redact).encode("utf-8"))]
+    view = report.export_view(result, redact) if redact else None  # one walk of the result for all four
+    paths = [write("json", report.results_json(result, redact=redact, view=view)),
+             write("csv", report.results_csv(result, redact=redact, view=view).encode("utf-8")),
+             write(report.SCORES_EXT, report.scores_csv(result, redact=redact, view=view).encode("utf-8"))]
     # the PDF lays out every document's evidence and figures: minutes for a large audit, so it has its bar
     bar, total = _progress_bar(), len(document_ids(result))
     done = 0
@@ -856,7 +857,7 @@ def _write_report(result: dict, folder: Path, redact: bool) -> tuple[list[Path],
         bar("writing the PDF report", done, total)
 
     try:
-        pdf = report.pdf_report(result, progress=laid_out if total else None, redact=redact)
+        pdf = report.pdf_report(result, progress=laid_out if total else None, redact=redact, view=view)
     except Exception as exc:  # noqa: BLE001 -- said in one line by the caller, never as a traceback
         detail = (str(exc).splitlines() or [""])[0][:200]
         return paths, type(exc).__name__ + (f": {detail}" if detail else "")

@@ -372,12 +372,13 @@ def _exports(result: dict, key: str) -> None:
                               "still let anyone holding the original texts check that they were the ones audited.")
     exports = st.session_state.get("exports")
     if not exports or exports.get("key") != key or exports.get("redact") != redact:
-        exports = {"key": key, "redact": redact, "json": report.results_json(result, redact=redact),
-                   "csv": report.results_csv(result, redact=redact),
-                   "scores": report.scores_csv(result, redact=redact)}
+        view = report.export_view(result, redact) if redact else None  # one walk of the result for all four
+        exports = {"key": key, "redact": redact, "json": report.results_json(result, redact=redact, view=view),
+                   "csv": report.results_csv(result, redact=redact, view=view),
+                   "scores": report.scores_csv(result, redact=redact, view=view)}
         bar = PdfProgress(len(document_ids(result)))
         try:  # the PDF is the most fragile of the exports: its failure must not take the others with it
-            exports["pdf"] = report.pdf_report(result, progress=bar.step, redact=redact)
+            exports["pdf"] = report.pdf_report(result, progress=bar.step, redact=redact, view=view)
         except Exception as exc:  # noqa: BLE001 -- said in place of its button; the details go to the log
             log.exception("the PDF report could not be made")
             exports["pdf_error"] = type(exc).__name__

@@ -365,13 +365,22 @@ def csv_cell(value: Any) -> str:
 # --------------------------------------------------------------------------- JSON / CSV
 
 
-def results_json(result: dict, redact: bool = False) -> bytes:
+def export_view(result: dict, redact: bool, view: dict | None = None) -> dict:
+    """What an export reads: with ``redact`` the shared view (``view`` where the caller made it already: one
+    walk of the result for all its exports instead of one each, 15 s apiece for 4,000 documents), else the
+    full record scrubbed of secrets."""
+    if not redact:
+        return scrub(result)
+    return view if view is not None else shared_view(result, redact=True)
+
+
+def results_json(result: dict, redact: bool = False, view: dict | None = None) -> bytes:
     """The audit record as pretty UTF-8 JSON, scrubbed of secrets.
 
     Without ``redact`` nothing else is dropped (the full record, for the
-    owner); with it, the record as it may be shared (``shared_view``).
+    owner); with it, the record as it may be shared (``shared_view``; ``view``: ``export_view``).
     """
-    data = shared_view(result, redact=True) if redact else scrub(result)
+    data = export_view(result, redact, view)
     return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8")
 
 
@@ -395,7 +404,7 @@ def decision_text(decision: bool | None) -> str:
     return "member" if decision is True else "not found" if decision is False else "inconclusive"
 
 
-def results_csv(result: dict, redact: bool = False) -> str:
+def results_csv(result: dict, redact: bool = False, view: dict | None = None) -> str:
     """One row per document: id, verdict, reason, the deciding method's score, then score / decision / reason per method.
 
     Scores are written with full precision (``repr``); an empty cell means
@@ -403,7 +412,7 @@ def results_csv(result: dict, redact: bool = False) -> str:
     With ``redact`` the reasons lose the documents' words as in the redacted
     JSON (``shared_view``): a reason can quote a server's error that echoed a document.
     """
-    clean = shared_view(result, redact=True) if redact else scrub(result)
+    clean = export_view(result, redact, view)
     methods = audit_methods(clean)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -424,11 +433,11 @@ def results_csv(result: dict, redact: bool = False) -> str:
     return buf.getvalue()
 
 
-def scores_csv(result: dict, redact: bool = False) -> str:
+def scores_csv(result: dict, redact: bool = False, view: dict | None = None) -> str:
     """The scores behind the PDF's plots (``plots.scores_csv`` of ``plotted_methods``: calibrated as drawn, and
     raw), exported beside the PDF, JSON and CSV; with ``redact`` the reasons of unscored documents lose the
     documents' words as in the redacted JSON."""
-    data = shared_view(result, redact=True) if redact else scrub(result)
+    data = export_view(result, redact, view)
     return _plot_scores_csv(data, plotted_methods(data))
 
 
@@ -1168,7 +1177,7 @@ SUMMARY_OVERFLOW = 0.75
 
 
 def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
-               options: ReportOptions | None = None, redact: bool = True) -> bytes:
+               options: ReportOptions | None = None, redact: bool = True, view: dict | None = None) -> bytes:
     """The audit report as PDF bytes (reportlab platypus): a one-page summary, then the details.
 
     The report is meant to be handed on: it names the target as the user did
@@ -1178,14 +1187,15 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     and of the report's JSON data (``results_json(result, redact)``, the
     export offered beside it) so a third party can check them.
     ``progress`` is called with 1 after each document's evidence is laid out
-    (figures are the slow part of a large audit).
+    (figures are the slow part of a large audit). ``view``: the shared view
+    of a redacted report where the caller made it already (``export_view``).
     """
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.units import cm
     from reportlab.platypus import CondPageBreak, KeepTogether, Paragraph, SimpleDocTemplate, Spacer
 
     opt = options or ReportOptions()
-    r = shared_view(result, redact=redact)
+    r = view if redact and view is not None else shared_view(result, redact=redact)
     st = _styles()
     P = lambda text, style="body": Paragraph(text, st[style])  # noqa: E731 - local shorthand
     buf = io.BytesIO()
@@ -1200,7 +1210,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     calibrations = r.get("calibrations") or {}
     not_run = r.get("not_run") or {}
     no_signal = r.get("no_signal") or {}
-    json_sha = hashlib.sha256(results_json(result, redact=redact)).hexdigest()
+    json_sha = hashlib.sha256(results_json(result, redact=redact, view=r if redact else None)).hexdigest()
 
     # -- page 1: summary -------------------------------------------------------
     story.append(P("RAG provenance audit report", "title"))
