@@ -57,6 +57,11 @@ PLOTLY_LABEL_FONT = 10
 PLOTLY_LABEL_CHAR = 0.7 * PLOTLY_LABEL_FONT
 PLOTLY_LABEL_PAD = 4.0
 PLOTLY_PLOT_WIDTH = 500.0
+#: the most documents a KDE plot numbers one by one (``numbered``); more are drawn as a rug of marks without
+#: numbers or key: 4,000 numbers had merged into labels of 3,000 characters, widened the PDF's figure to
+#: 23,000 px (its plot then 0.4 cm wide on the page) and made a key of 120,000 characters (session 55). The
+#: app's marks still name their document on hover, and every score is in the scores CSV
+MAX_NUMBERED = 50
 
 
 def method_label(method: str) -> str:
@@ -136,6 +141,11 @@ class KdeData:
     def note(self) -> str:
         return " ".join(self.notes)
 
+    @property
+    def numbered(self) -> bool:
+        """Whether each document's mark carries its number (``MAX_NUMBERED``)."""
+        return len(self.documents) <= MAX_NUMBERED
+
 
 def _scores(values: Any) -> list[float]:
     return [f for f in (_finite(v) for v in (values or [])) if f is not None]
@@ -170,6 +180,9 @@ def kde_data(result: dict, method: str) -> KdeData:
         data.notes.append(f"No document received a score from {label}.")
     elif unscored:
         data.notes.append(f"{len(unscored)} document(s) without a score from {label} are not shown.")
+    if not data.numbered:
+        data.notes.append(f"Your {len(data.documents)} scored documents are marked without numbers (more than "
+                          f"{MAX_NUMBERED}); each one's score is in the scores CSV.")
     if not members and not nonmembers:
         return data
 
@@ -205,9 +218,10 @@ def kde_key(result: dict, method: str) -> list[tuple[int, str, float]]:
 
     The plots label each mark with its number (an id is often too long to
     print at a mark, and 20 ids overprint); the key says which is which, and
-    the app's hover text names the document.
+    the app's hover text names the document. None when the plot numbers no mark (``KdeData.numbered``).
     """
-    return [(i, doc_id, s) for i, (doc_id, s) in enumerate(kde_data(result, method).documents, 1)]
+    d = kde_data(result, method)
+    return [(i, doc_id, s) for i, (doc_id, s) in enumerate(d.documents, 1)] if d.numbered else []
 
 
 def _density_hist(values: list[float], edges: np.ndarray) -> np.ndarray | None:
@@ -412,7 +426,7 @@ def kde_figure_plotly(result: dict, method: str):
         labels.append({"x": d.clear_threshold, "y": 0.08, "xref": "x", "yref": "paper", "text": "not found below",
                        "showarrow": False, "xanchor": "right", "yanchor": "bottom",
                        "font": {"size": 10, "color": THRESHOLD_COLOR}})
-    if d.documents:
+    if d.documents and d.numbered:
         for _, s in d.documents:
             vline(s, DOC_COLOR)
         lo, hi = x_span(d)
@@ -422,6 +436,7 @@ def kde_figure_plotly(result: dict, method: str):
             labels.append({"x": lab.x, "y": lab.y, "xref": "x", "yref": "paper", "text": lab.text,
                            "showarrow": False, "xanchor": "left", "yanchor": "top", "hovertext": names,
                            "font": {"size": PLOTLY_LABEL_FONT, "color": DOC_TEXT_COLOR}})
+    if d.documents:  # numbered or not, every document is a mark named on hover
         fig.add_trace(go.Scatter(
             x=[s for _, s in d.documents], y=[0.0] * len(d.documents), mode="markers",
             name="your documents", marker={"color": DOC_COLOR, "size": 10, "symbol": "diamond"},
@@ -523,11 +538,16 @@ def kde_matplotlib(d: KdeData, notes: bool = True):
         ax.axvline(d.threshold, color=THRESHOLD_COLOR, linestyle="--", linewidth=1, label="threshold")
     if d.clear_threshold is not None:
         ax.axvline(d.clear_threshold, color=THRESHOLD_COLOR, linestyle=":", linewidth=1, label="not found below")
-    for i, (doc_id, s) in enumerate(d.documents):
-        ax.axvline(s, color=DOC_COLOR, linewidth=1.2, label="your documents (numbered; key below)" if i == 0 else None)
+    if d.numbered:
+        for i, (doc_id, s) in enumerate(d.documents):
+            ax.axvline(s, color=DOC_COLOR, linewidth=1.2,
+                       label="your documents (numbered; key below)" if i == 0 else None)
+    elif d.documents:  # a rug at the foot of the plot: one short mark per document, no number
+        ax.plot([s for _, s in d.documents], [0.0] * len(d.documents), "|", color=DOC_COLOR, markersize=14,
+                alpha=0.5, label=f"your documents ({len(d.documents)})", transform=ax.get_xaxis_transform())
     if d.mode == "none":
         ax.set_xlim(0, 1)
-    if d.documents:
+    if d.documents and d.numbered:
         lo, hi = ax.get_xlim()
         ax.set_xlim(lo, hi)  # the scale the labels are placed at: nothing drawn after may change it
         per_pt = (hi - lo) / (fig.get_figwidth() * 72 * ax.get_position().width)

@@ -134,3 +134,27 @@ def test_no_document_scored_is_said_once_in_the_pdf(monkeypatch):
     # a PNG made on its own (outside the PDF) still carries its note
     alone = plots.kde_matplotlib(plots.kde_data(r, "mba"))
     assert any(note in t.get_text() for t in alone.texts)
+
+
+def test_a_large_collection_is_marked_as_a_rug_without_numbers_or_key():
+    """4,000 numbers merged into labels of 3,000 characters, widened the PDF's figure to 23,000 px (its plot
+    0.4 cm wide on the page) and made a key of 120,000 characters (session 55). Beyond MAX_NUMBERED the marks
+    carry no number, the key is empty, the plot says why, and the app's figure draws no line per document."""
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    big = _result([float(x) for x in rng.uniform(0.05, 0.95, plots.MAX_NUMBERED + 1)])
+    d = plots.kde_data(big, "mba")
+    assert not d.numbered and plots.kde_key(big, "mba") == []
+    assert f"Your {plots.MAX_NUMBERED + 1} scored documents are marked without numbers" in d.note
+    fig = plots.kde_matplotlib(d)
+    assert not [t for t in fig.axes[0].texts if t.get_text().replace(",", "").isdigit()]
+    width, _ = Image.open(io.BytesIO(plots.kde_png(big, "mba"))).size
+    small = _result([0.2, 0.5, 0.9])
+    assert plots.kde_data(small, "mba").numbered and [n for n, _, _ in plots.kde_key(small, "mba")] == [1, 2, 3]
+    assert width <= 1.2 * Image.open(io.BytesIO(plots.kde_png(small, "mba"))).size[0]
+    app = plots.kde_figure_plotly(big, "mba")
+    assert not [a for a in app.layout.annotations if a.text and a.text.replace(",", "").isdigit()]
+    assert len(app.layout.shapes) <= 2  # the thresholds only, not a line per document
+    marks = next(t for t in app.data if t.name == "your documents")
+    assert len(marks.x) == plots.MAX_NUMBERED + 1  # every document still a mark, named on hover
