@@ -359,9 +359,15 @@ class PdfProgress:
         self.bar.empty()
 
 
+#: the most documents whose PDF is made as soon as the result is shown; a larger audit's waits for its button
+#: (about 50 s for 1,000 documents, 100 s for 4,000, during which the page would not answer: session 55)
+PDF_AT_ONCE = 100
+
+
 def _exports(result: dict, key: str) -> None:
     """PDF, JSON, CSV and scores CSV downloads; built once per result (and redaction choice) and kept in the
-    session. The PDF points to the scores CSV for the numbers behind its plots, so it is offered here too."""
+    session. The PDF points to the scores CSV for the numbers behind its plots, so it is offered here too.
+    Beyond ``PDF_AT_ONCE`` documents the PDF is made when asked for."""
     from audit_core import report
     from audit_core.plots import document_ids
 
@@ -375,20 +381,28 @@ def _exports(result: dict, key: str) -> None:
         view = report.export_view(result, redact) if redact else None  # one walk of the result for all four
         exports = {"key": key, "redact": redact, "json": report.results_json(result, redact=redact, view=view),
                    "csv": report.results_csv(result, redact=redact, view=view),
-                   "scores": report.scores_csv(result, redact=redact, view=view)}
-        bar = PdfProgress(len(document_ids(result)))
+                   "scores": report.scores_csv(result, redact=redact, view=view), "view": view}
+        st.session_state["exports"] = exports
+    n_docs = len(document_ids(result))
+    wanted = n_docs <= PDF_AT_ONCE or st.session_state.get("pdf_wanted") == (key, redact)
+    if wanted and "pdf" not in exports and "pdf_error" not in exports:
+        bar = PdfProgress(n_docs)
         try:  # the PDF is the most fragile of the exports: its failure must not take the others with it
-            exports["pdf"] = report.pdf_report(result, progress=bar.step, redact=redact, view=view)
+            exports["pdf"] = report.pdf_report(result, progress=bar.step, redact=redact, view=exports.get("view"))
         except Exception as exc:  # noqa: BLE001 -- said in place of its button; the details go to the log
             log.exception("the PDF report could not be made")
             exports["pdf_error"] = type(exc).__name__
         finally:
             bar.done()
-        st.session_state["exports"] = exports
     c1, c2, c3, c4 = st.columns(4)
     if "pdf" in exports:
         c1.download_button("PDF audit report", exports["pdf"], file_name=report.export_name(result, "pdf"),
                            mime="application/pdf", key=f"{key}-pdf")
+    elif "pdf_error" not in exports:
+        c1.button("Make the PDF audit report", key=f"{key}-make-pdf",
+                  on_click=lambda: st.session_state.update(pdf_wanted=(key, redact)),
+                  help=f"{n_docs} documents: the report takes a minute or more to lay out, so it is made when "
+                       "you ask (its evidence pages go to the members first, the inconclusive next).")
     else:
         c1.error(f"The PDF could not be made ({exports.get('pdf_error')}); this is a bug in the auditor. The JSON "
                  "and CSV hold the same results.")

@@ -156,6 +156,16 @@ def u_test(documents: Sequence[float], controls: Sequence[float], seed: int = 0)
     return float(res.statistic), float(res.pvalue)
 
 
+def u_statistic(documents: Sequence[float], controls: Sequence[float]) -> float:
+    """Mann-Whitney's U of the documents over the controls (ties count a half), without a p-value: the
+    collection test reports U / (n m) as its effect size. (``u_test``'s permutation p-value, which the test
+    never read, held 9,999 resamples of N scores at once: 3 GB at 4,000 documents, session 55.)"""
+    from scipy.stats import mannwhitneyu
+
+    return float(mannwhitneyu(np.asarray(documents, dtype=float), np.asarray(controls, dtype=float),
+                              alternative="greater", method="asymptotic").statistic)
+
+
 def savage_scores(pooled: np.ndarray) -> np.ndarray:
     """Exponential (Savage) scores of a pooled sample: the rank-r value from the top weighs sum_{j>=r} 1/j.
 
@@ -335,7 +345,7 @@ def collection_test(
         notes.append("too few scored documents or controls for a test (2 of each at least)")
         return CollectionResult(None, None, None, len(d), len(c), None, controls_kind, method, "; ".join(notes), alpha,
                                 weights=weights)
-    u, _ = u_test(d, c, seed)
+    u = u_statistic(d, c)
     t, p = top_weighted_test(d, c, seed, platt=platt)
     power = simulated_power(member_raw, nonmember_raw, len(d), len(c), 1.0, alpha, seed=seed, platt=platt)
     quarter = simulated_power(member_raw, nonmember_raw, len(d), len(c), 0.25, alpha, seed=seed, platt=platt)

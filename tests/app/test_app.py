@@ -820,3 +820,26 @@ def test_an_endpoints_pace_is_counted_in_the_estimate_and_kept_by_the_connection
         assert not app.exception
         times = [r["time"] for r in srv.requests if r["path"] == "/v1/chat/completions"]
     assert len(times) >= 2 and all(b - a >= 0.4 for a, b in zip(times, times[1:])), times
+
+
+def test_a_large_audits_pdf_is_made_when_asked_for_and_the_other_exports_at_once(tmp_path, monkeypatch):
+    """A finished audit of 1,000 documents held the page for about 50 s while its PDF was laid out (4,000:
+    100 s), before anything could be read or downloaded (session 55). Beyond PDF_AT_ONCE it waits for a click."""
+    import app.tab_results as tab
+    import audit_core.report
+
+    made: list[int] = []
+    real = audit_core.report.pdf_report
+    monkeypatch.setattr(audit_core.report, "pdf_report", lambda *a, **k: made.append(1) or real(*a, **k))
+    monkeypatch.setattr(tab, "PDF_AT_ONCE", 1)  # the saved audit has two documents
+    at, _, run_id = _app_with_saved_audit(tmp_path, monkeypatch)
+    at.selectbox(key="history_run").set_value(run_id).run()
+    at.button(key="history_open").click().run()
+    assert not at.exception
+    exports = at.session_state["exports"]
+    assert exports["json"] and exports["csv"] and exports["scores"] and "pdf" not in exports and made == []
+    make = next(b for b in at.button if b.label == "Make the PDF audit report")
+    make.click().run()
+    assert not at.exception and made == [1] and at.session_state["exports"]["pdf"].startswith(b"%PDF")
+    at.run()
+    assert made == [1]  # made once, kept

@@ -1259,3 +1259,15 @@ def test_the_permutation_test_draws_its_permutations_in_blocks_with_the_same_p_v
     for block in (70, 7 * 70, 10 ** 9):  # one permutation at a time, seven, all
         monkeypatch.setattr(collection, "PERMUTATION_BLOCK", block)
         assert top_weighted_test(docs, ctl, seed=3, n_permutations=999) == (t, float(expected))
+
+
+def test_the_collection_tests_effect_size_is_u_without_a_permutation_p_value():
+    """The test read only U from u_test, whose permutation p-value (with ties) held 9,999 resamples of every
+    score at once: 3 GB at 4,000 documents and 50 controls (session 55)."""
+    from audit_core.evidence.collection import u_statistic
+
+    rng = np.random.default_rng(2)
+    for docs, ctl in (([3.0, 4.0], [1.0, 2.0]), (rng.normal(0.5, 1, 30).round(1).tolist(),  # with ties
+                                                  rng.normal(0, 1, 25).round(1).tolist())):
+        assert u_statistic(docs, ctl) == u_test(docs, ctl)[0]
+    assert u_statistic([1.0, 1.0], [1.0]) == 1.0  # a tie counts a half
