@@ -326,7 +326,7 @@ def _target(args):
         for var in config.env_vars():
             print(f"secret: ${var} from the environment (--allow-env), sent to {host} only", file=sys.stderr)
         environ = {v: os.environ[v] for v in config.env_vars() if v in os.environ}
-        if getattr(args, "requests_per_minute", None):
+        if getattr(args, "requests_per_minute", None) and _takes_pace(config):
             config = dataclasses.replace(config, requests_per_minute=args.requests_per_minute)
         return create_target(spec, config, environ)
     if args.target == "demo":
@@ -375,12 +375,20 @@ def _output_clash(args) -> str | None:
     return None
 
 
+def _takes_pace(config) -> bool:
+    """Whether a target type's configuration has a pace (the registry does not promise one)."""
+    return any(f.name == "requests_per_minute" for f in dataclasses.fields(config))
+
+
 def _target_problem(args) -> str | None:
     """What is wrong with the target arguments, found before the estimate and before anything is sent."""
     if getattr(args, "target_file", None):
         from audit_core.target import load_target_file
 
-        _, config = load_target_file(args.target_file)  # a bad file was reported already
+        spec, config = load_target_file(args.target_file)  # a bad file was reported already
+        if getattr(args, "requests_per_minute", None) and not _takes_pace(config):
+            return (f"--requests-per-minute: a target file of type {spec.name} has no pace to set (its requests go "
+                    "as fast as the target answers)")
         unused = [v for v in dict.fromkeys(args.allow_env or []) if v not in config.env_vars()]
         if unused:
             print(f"note: --allow-env {' '.join(unused)}: the target file does not read "

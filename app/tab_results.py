@@ -450,7 +450,8 @@ def _live() -> bool:
         st.info("Audit in progress: the first verdict appears here as soon as the first document is done.")
         return True
     st.info(f"Audit in progress: {len(partial.get('verdicts') or [])} of {job.n_documents} document(s) decided "
-            "so far; this page fills in as each document is done. Exports come when the audit ends.")
+            "so far; this page fills in as documents are done (after each one at first, less often once a large "
+            "result takes time to show). Exports come when the audit ends.")
     render_result(partial, live=True)
     return True
 

@@ -453,7 +453,7 @@ def banner_text(job, view: RunProgress) -> str:
     if job.run_id.startswith(CHECK_PREFIX):
         return "The shadow calibration is being prepared: tab 2 Run shows its progress."
     return (f"An audit is running ({view.headline}): tab 2 Run has its progress and Cancel; tab 3 Results "
-            "fills in as each document is done.")
+            "fills in as documents are done.")
 
 
 @st.fragment(run_every=POLL_S)

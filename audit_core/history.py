@@ -234,7 +234,10 @@ def history_rows(store: Store) -> list[dict[str, Any]]:
     process, ``_summary_counts``: the app lists the runs on every page run)."""
     rows = []
     for info in store.list_runs(summaries=False):
-        counts, damaged = _summary_counts(store, info)
+        try:
+            counts, damaged = _summary_counts(store, info)
+        except KeyError:  # deleted since it was listed (by another page or the command line): no longer a row
+            continue
         rows.append(_row(replace(info, damaged=info.damaged or damaged), counts))
     return rows
 

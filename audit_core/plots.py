@@ -218,7 +218,7 @@ def kde_key(result: dict, method: str) -> list[tuple[int, str, float]]:
 
     The plots label each mark with its number (an id is often too long to
     print at a mark, and 20 ids overprint); the key says which is which, and
-    the app's hover text names the document. None when the plot numbers no mark (``KdeData.numbered``).
+    the app's hover text names the document. Empty when the plot numbers no mark (``KdeData.numbered``).
     """
     d = kde_data(result, method)
     return [(i, doc_id, s) for i, (doc_id, s) in enumerate(d.documents, 1)] if d.numbered else []

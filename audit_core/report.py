@@ -33,6 +33,7 @@ from audit_core.methods.base import NO_SIGNAL_AUC
 from audit_core.verdict import plain_reason
 
 from audit_core.plots import (
+    MAX_NUMBERED,
     document_ids,
     kde_data,
     kde_key,
@@ -1374,8 +1375,8 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         head = [P("Your documents against the shadow's score distributions", "h1"),
                 P("Each plot shows the scores a method gave to shadow documents known to be in the shadow's "
                   "knowledge base (members) and known not to be (non-members), with your documents marked at "
-                  "their scores (numbered; the key is under each plot). A document far inside the member curve "
-                  "looks like a member. The calibrated scores each plot draws, and the raw scores behind them, "
+                  f"their scores (numbered, with the key under each plot, up to {MAX_NUMBERED} documents; more "
+                  "are marked without numbers). A document far inside the member curve looks like a member. The calibrated scores each plot draws, and the raw scores behind them, "
                   f"are in {esc(export_name(result, SCORES_EXT))}, exported beside this report (the app's "
                   "Export section; the CLI's --report-dir).")]
         for i, m in enumerate(kde_methods):

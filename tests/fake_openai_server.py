@@ -30,7 +30,7 @@ Two layers of behaviour:
                       Reply.drop())                                # close without answering
            OpenAI(base_url=srv.base_url, api_key="sk-x", ...)
 
-Observation: ``srv.requests`` (every request: method, path, JSON body, the
+Observation: ``srv.requests`` (every request: method, path, query string, JSON body, the
 Authorization header's presence and the header names, but never a value), ``srv.max_in_flight``
 (highest number of requests handled at once) and ``srv.reset_stats()``.
 """
@@ -267,13 +267,13 @@ class FakeOpenAIServer:
         return Reply.json(200, {"object": "list", "data": [
             {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]})
 
-    def _handle(self, method: str, path: str, headers: dict[str, str], raw_body: bytes) -> Reply:
+    def _handle(self, method: str, path: str, headers: dict[str, str], raw_body: bytes, query: str = "") -> Reply:
         try:
             body = json.loads(raw_body) if raw_body else {}
         except json.JSONDecodeError:
             body = {"_unparsed": raw_body.decode("utf-8", "replace")}
         with self._lock:
-            self.requests.append({"method": method, "path": path, "json": body,
+            self.requests.append({"method": method, "path": path, "query": query, "json": body,
                                   "has_auth": "authorization" in headers, "header_names": sorted(headers),
                                   "time": time.monotonic()})
         scripted = self._next_scripted(path)
@@ -304,7 +304,8 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 server._in_flight += 1
                 server.max_in_flight = max(server.max_in_flight, server._in_flight)
             try:
-                reply = server._handle(method, self.path.split("?")[0], headers, raw)
+                path, _, query = self.path.partition("?")
+                reply = server._handle(method, path, headers, raw, query)
                 if reply.delay_s:
                     server._stopping.wait(reply.delay_s)
                 if reply.close_without_reply:

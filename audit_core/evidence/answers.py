@@ -21,7 +21,8 @@ import re
 #: the reply opens with (or, when short, consists of) one of these
 _REFUSAL = re.compile(
     r"^\W*(?:"
-    r"i(?:'|\u2019)?m sorry|i am sorry|sorry,|(?:i |my )?apologi[sz]e|my apologies|unfortunately,? i"
+    r"i(?:'|\u2019)?m sorry|i am sorry|sorry,|apologi[sz]e|(?:i apologi[sz]e|my apologies),? (?:but|for)"
+    r"|unfortunately,? i"
     # "I'm unable to" was once written "i (?:'m unable to)", which needs a space before the apostrophe
     r"|(?:sorry\W+(?:but )?|i(?:'|\u2019)?m afraid,? |i am afraid,? )?"
     r"i(?: can(?:'|\u2019)?t| cannot| am unable to| won(?:'|\u2019)?t(?: be able to)?"
@@ -47,8 +48,8 @@ _IGNORANCE = re.compile(
     r"i (?:do not|don(?:'|\u2019)?t) know|i(?:'|\u2019)?m not sure|i am not sure|not sure\b|unknown\W*$"
     r"|(?:the )?(?:provided |given )?(?:context|documents?|information|text)(?: provided| given)?"
     r" (?:does not|do not|doesn(?:'|\u2019)?t|don(?:'|\u2019)?t) (?:contain|mention|say|include)"
-    r"|i (?:do not|don(?:'|\u2019)?t) have (?:any |enough |the )?(?:information|details|data|access)"
-    r"|(?:that |this |the |such )?information is not available"
+    r"|i (?:do not|don(?:'|\u2019)?t) have (?:any |enough |the )?(?:information|access)\b"
+    r"|(?:that |this |the |such )?information is not available(?: in the (?:context|documents?|text))?\W*$"
     r"|there is no (?:information|mention)|no information\b|n/?a\W*$"
     r"|no lo s[ée]\b|no sé\b|no se\W*$|no estoy segur[oa]|no (?:tengo|hay) (?:informaci[óo]n|datos)"
     r"|je ne (?:le )?sais pas|je ne suis pas s[ûu]re?|(?:aucune|pas d')information"

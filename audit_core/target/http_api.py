@@ -223,6 +223,12 @@ class HttpTargetConfig:
                 raise ValueError(f"header {k!r} holds its credential in the file; put it in an environment "
                                  f"variable and write it as $NAME (for example 'Bearer $MY_KEY'): a key written "
                                  "in a file is shown, shared and stored with it")
+        elsewhere = [where for where, text in [("url", self.url), *((f"header {k!r}", v)
+                                                                    for k, v in self.headers.items())]
+                     if _PLACEHOLDER.search(text)]
+        if elsewhere:
+            raise ValueError(f"{elsewhere[0]}: placeholders such as {{{{session_id}}}} are filled in the body only "
+                             "(a URL or a header would send them as written, the same on every request)")
         if not isinstance(self.response_json, bool):
             raise ValueError("response_json must be true or false")
         if not self.response_json:
@@ -467,11 +473,13 @@ class HttpTarget(RetryingConnector, Target):
     def _exchange(self, payload: Any) -> Completion:
         """One attempt: send, follow same-origin redirects only, read the answer."""
         url, c = self.config.url, self.config
-        kwargs: dict[str, Any] = ({"params": {k: v if isinstance(v, str) else json.dumps(v)
-                                              for k, v in payload.items()}}
-                                  if c.method == "GET" else {"content": json.dumps(payload).encode()})
+        fields = {k: v if isinstance(v, str) else json.dumps(v) for k, v in payload.items()} \
+            if c.method == "GET" else None
         deadline = time.monotonic() + self.timeout_s
         for _ in range(MAX_REDIRECTS + 1):
+            # GET: the body's fields join the URL's own query (httpx's params= would replace it: ?api-version=...)
+            kwargs: dict[str, Any] = ({"params": httpx.URL(url).params.merge(fields)} if fields is not None
+                                      else {"content": json.dumps(payload).encode()})
             try:
                 with self._client.stream(c.method, url, headers=self._headers.reveal(), **kwargs) as resp:
                     if resp.is_redirect:
@@ -485,7 +493,7 @@ class HttpTarget(RetryingConnector, Target):
                             return self._from_text_events(list(self._events(resp, deadline, as_text=True)))
                         return self._from_events(list(self._events(resp, deadline)))
                     if not c.response_json:
-                        return self._from_text(self._body(resp, deadline))
+                        return self._from_text(self._body(resp, deadline), resp.charset_encoding)
                     return self._from_json(self._decode(self._body(resp, deadline)))
             except httpx.TimeoutException:
                 raise _Failed(_Attempt(Unreachable(f"{self.url} did not answer within {self.timeout_s:g}s"),
@@ -585,6 +593,8 @@ class HttpTarget(RetryingConnector, Target):
                 if text.strip() == "[DONE]":
                     return
                 if as_text:
+                    if kind not in ("", "message", "error"):  # a named event of its own (metadata, ping)
+                        continue
                     if kind == "error":
                         said = self._scrub_error(text.strip())[:_MAX_QUOTED_CHARS]
                         raise _Failed(_Attempt(ServerError(f"{self.url} broke off its streamed answer with an "
@@ -636,9 +646,14 @@ class HttpTarget(RetryingConnector, Target):
         return self._completion(self._text(pieces), entries, {"events": self._scrub_obj(events)},
                                 self._sources_of(events))
 
-    def _from_text(self, body: bytes) -> Completion:
-        """A plain-text answer (``response_json: false``): the body itself, read as UTF-8."""
-        return self._completion(body.decode("utf-8", "replace"), None, None, None)
+    def _from_text(self, body: bytes, charset: str | None = None) -> Completion:
+        """A plain-text answer (``response_json: false``): the body itself, read in the charset its
+        Content-Type declares (UTF-8 where it declares none, or one Python does not know)."""
+        try:
+            text = body.decode(charset or "utf-8", "replace")
+        except LookupError:
+            text = body.decode("utf-8", "replace")
+        return self._completion(text, None, None, None)
 
     def _from_text_events(self, pieces: list[str]) -> Completion:
         """A plain-text answer streamed as server-sent events: each event's data is a piece of it."""

@@ -278,9 +278,7 @@ class RetryingConnector:
         retries = 0
         bad_responses = 0
         while True:
-            self._wait_cooldown()
-            if self._pacer is not None:  # before the deadline starts: waiting for one's turn is not lateness
-                self._pacer.wait()
+            self._wait_turn()
             deadline = Deadline(self.timeout_s + DEADLINE_GRACE_S)
             try:
                 with self._slots, deadline:  # bounds in-flight requests even across callers' threads
@@ -350,6 +348,19 @@ class RetryingConnector:
             raise exc
         self.account.record(comp.usage, retries=retries)
         return comp
+
+    def _wait_turn(self) -> None:
+        """Before each try: the 429 pause, then the pace (before the deadline starts: waiting for one's turn is
+        not lateness). A try that waited for its pace while another worker was told 429 waits out that pause
+        and then takes a new turn, so the pace holds after the pause too."""
+        while True:
+            self._wait_cooldown()
+            if self._pacer is None:
+                return
+            self._pacer.wait()
+            with self._cooldown_lock:
+                if time.monotonic() >= self._cooldown_until:
+                    return
 
     def _wait_cooldown(self) -> None:
         """After a 429 every worker holds back, not only the one that was told to."""

@@ -397,6 +397,9 @@ def test_abstain_rule_uses_the_lower_bound_of_the_shadow_auc():
     # a patient's own words that open like one stay answers
     ("I can't sleep since the operation", None), ("I'm unable to walk far without pain", None),
     ("Sorry to hear about your knee; rest it for a week", None),
+    ("I apologize to my family every day for the pain", None), ("My apologies to the nurse were sincere", None),
+    ("Information is not available for patients under 12, so ask your doctor", None),
+    ("I don't have any details yet, but the scan showed a cyst", None),
 ])
 def test_non_answer_detector(text, kind):
     assert non_answer(text) == kind

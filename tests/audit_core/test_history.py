@@ -267,3 +267,21 @@ def test_the_history_reads_each_stored_summary_once_and_again_when_its_run_ends_
     save_audit(store, run_id, again)
     [row] = history_rows(store)
     assert row["status"] == "finished" and row["member"] == 2 and row["not found"] == 0
+
+
+def test_a_run_deleted_while_the_history_is_listed_is_left_out_not_an_error(tmp_path, monkeypatch):
+    """Listed, then deleted by another page or the command line before its summary was read: a KeyError
+    reached the History tab as a stack trace (review, session 55)."""
+    store = Store(tmp_path / "h.sqlite")
+    gone, kept = (start_run(store, DOCS, "t", CONFIG) for _ in range(2))
+    for run_id in (gone, kept):
+        save_audit(store, run_id, _audit_dict())
+    real = Store.get_run
+
+    def deleted_meanwhile(self, rid):
+        if rid == gone:
+            self.delete_run(gone)
+        return real(self, rid)
+
+    monkeypatch.setattr(Store, "get_run", deleted_meanwhile)
+    assert [row["id"] for row in history_rows(store)] == [kept]

@@ -733,7 +733,8 @@ def test_a_service_that_answers_in_plain_text_is_read_whole_or_event_by_event():
         comp = _plain(srv).complete(_chat())
         assert comp.text.startswith('The lighthouse keeper {"not": "json"}') and KEY not in comp.text
         assert comp.tokens is None and comp.sources is None
-        stream = "data: The light\n\ndata: house\n\nevent: ping\ndata:  keeper\n\ndata: [DONE]\n\n"
+        stream = ("data: The light\n\ndata: house\n\nevent: metadata\ndata: {\"sources\": 2}\n\nevent: message\n"
+                  "data:  keeper\n\ndata: [DONE]\n\n")  # a named event of its own is not part of the answer
         srv.script(Reply(body=stream, content_type="text/event-stream"), path="/ask")
         assert _plain(srv, stream=True).complete(_chat()).text == "The lighthouse keeper"
         srv.script(Reply(body="data: The light\n\nevent: error\ndata: overloaded\n\n",
@@ -766,3 +767,32 @@ def test_a_plain_text_target_file_names_no_paths(text, message):
                                "response_json: false\n", "t.yaml")
     as_json = replace(cfg, response_json=True, answer_path="$.a")
     assert cfg.fingerprint() != as_json.fingerprint()  # stored answers never mix the two readings
+
+
+def test_a_plain_text_answer_is_read_in_its_declared_charset():
+    with FakeOpenAIServer() as srv:
+        srv.script(Reply(body="café crème".encode("iso-8859-1"), content_type="text/plain; charset=iso-8859-1"),
+                   Reply(body="café crème".encode(), content_type="text/plain"),
+                   Reply(body="café".encode(), content_type="text/plain; charset=no-such-codec"), path="/ask")
+        assert [_plain(srv).complete(_chat()).text for _ in range(3)] == ["café crème", "café crème", "café"]
+
+
+def test_a_get_target_keeps_its_urls_own_query_beside_the_bodys_fields():
+    """httpx's params= replaced the URL's query: ?api-version=... was dropped from every request."""
+    with FakeOpenAIServer() as srv:
+        srv.script(Reply.json(200, {"data": {"answer": "fine"}}), path="/ask")
+        t = _scripted(srv, method="GET")
+        t = HttpTarget(replace(t.config, url=t.config.url + "?api-version=2024-05"), ENV, backoff_base_s=0.01)
+        assert t.complete(_chat()).text == "fine"
+        query = dict(p.split("=", 1) for p in srv.requests[-1]["query"].split("&"))
+        assert query["api-version"] == "2024-05" and "q" in query
+
+
+@pytest.mark.parametrize("where", ["url: https://a.example.com/c/{{session_id}}/ask\\n",
+                                   "url: https://a.example.com/ask?s={{session_id}}\\n",
+                                   "url: https://a.example.com/ask\\nheaders: {X-Session: '{{session_id}}'}\\n"])
+def test_placeholders_outside_the_body_are_refused_not_sent_as_written(where):
+    """{{session_id}} in a URL or a header went out as written, the same on every request: one conversation."""
+    with pytest.raises(TargetFileError, match="filled in the body only"):
+        parse_target_file("type: http\n" + where.encode().decode("unicode_escape")
+                          + "body: {q: '{{prompt}}'}\nanswer_path: $.a\n", "t.yaml")

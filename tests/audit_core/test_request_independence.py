@@ -158,3 +158,37 @@ def test_the_cli_paces_an_endpoint_or_a_target_file_and_refuses_a_pace_for_the_d
     replaced = _target(argparse.Namespace(target_file=str(file), target=None, allow_env=None,
                                           requests_per_minute=60.0))
     assert replaced._pacer.interval_s == pytest.approx(1.0)
+
+
+def test_a_paced_request_waiting_for_its_turn_waits_out_a_429_pause_too():
+    """Threads queued in the pacer when another was told 429 woke and sent inside the pause (review, session
+    55): each now waits the pause out, then takes a new turn, so the pace holds after it too."""
+    with FakeOpenAIServer() as srv:
+        srv.script(Reply.json(429, {"error": "slow down"}, headers={"Retry-After": "1.5"}),
+                   *[Reply.json(200, {"answer": "ok"}) for _ in range(3)], path="/ask")
+        t = _http(srv, requests_per_minute=600.0, max_concurrency=3)  # one every 0.1 s
+        threads = [threading.Thread(target=t.complete, args=(_ask(),)) for _ in range(3)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        times = sorted(r["time"] for r in srv.requests if r["path"] == "/ask")
+    assert len(times) == 4
+    first = times[0]
+    assert all(x - first >= 1.4 for x in times[1:]), [round(x - first, 2) for x in times]  # none in the pause
+    assert all(b - a >= 0.05 for a, b in zip(times[1:], times[2:]))  # and paced after it
+
+
+def test_the_cli_refuses_a_pace_for_a_target_type_that_has_none(tmp_path, monkeypatch, capsys):
+    """A registered type need not have requests_per_minute: the flag crashed with a TypeError traceback."""
+    from app.cli import main
+    from tests.target_fixtures import minimal_target_file, registered
+
+    spec = registered(monkeypatch)
+    file = tmp_path / "t.json"
+    file.write_text(minimal_target_file(spec))
+    docs = tmp_path / "docs.csv"
+    docs.write_text("id,text\na," + " ".join(f"word{i}" for i in range(120)) + "\n")
+    rc = main(["audit", "--target-file", str(file), "--docs", str(docs), "--method", "mba",
+               "--requests-per-minute", "10", "--estimate-only"])
+    assert rc == 2 and "has no pace to set" in capsys.readouterr().err
