@@ -225,7 +225,7 @@ def _key_section(base_url: str) -> None:
         st.caption("No key: requests are sent without one (enough for a local server that needs none).")
 
 
-def _pace() -> float | None:
+def _pace_field() -> float | None:
     """The endpoint's pace from its field (0: none)."""
     rpm = st.number_input("Requests per minute (0: no limit)", min_value=0.0, max_value=MAX_REQUESTS_PER_MINUTE,
                           value=0.0, step=1.0, key="requests_per_minute", format="%g",
@@ -508,7 +508,7 @@ def render_sidebar() -> Settings:
 
     with st.sidebar:
         kind, base_url, model = _target_section()
-        pace = _pace() if kind == ENDPOINT else None
+        pace = _pace_field() if kind == ENDPOINT else None
         as_sent = _operator_statement(kind, base_url)
         st.header("Settings")
         # no default once the offer buttons have set the choice: Streamlit warns of a widget given both

@@ -54,7 +54,7 @@ def _estimate(settings: Settings, docs, controls=()) -> None:
                "already received (an audit cancelled and started again) are not sent again. Counted for a target "
                f"that answers in {styled.target_style} style ({_style_source(settings, styled)})."
                + ("" if settings.target_kind == DEMO else " " + assumptions(ecfg, _max_retries(settings))))
-    pace = _pace(settings)
+    pace = _target_pace(settings)
     if pace:
         st.caption(pace_note(est.queries, pace))
     if est.not_run:
@@ -67,7 +67,7 @@ def _estimate(settings: Settings, docs, controls=()) -> None:
                    "the most power, chosen during the audit.")
 
 
-def _pace(settings: Settings) -> float | None:
+def _target_pace(settings: Settings) -> float | None:
     """The target's requests a minute: the endpoint's field, or a target file's own ``requests_per_minute``."""
     from app.target_file import HTTP_FILE, parsed_config
 

@@ -169,6 +169,7 @@ class FakeOpenAIServer:
         self._in_flight = 0
         self._queues: dict[str, collections.deque[Reply]] = collections.defaultdict(collections.deque)
         self._lock = threading.Lock()
+        self._query = threading.local()  # the query string of the request this handler thread serves
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -267,13 +268,14 @@ class FakeOpenAIServer:
         return Reply.json(200, {"object": "list", "data": [
             {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]})
 
-    def _handle(self, method: str, path: str, headers: dict[str, str], raw_body: bytes, query: str = "") -> Reply:
+    def _handle(self, method: str, path: str, headers: dict[str, str], raw_body: bytes) -> Reply:
         try:
             body = json.loads(raw_body) if raw_body else {}
         except json.JSONDecodeError:
             body = {"_unparsed": raw_body.decode("utf-8", "replace")}
         with self._lock:
-            self.requests.append({"method": method, "path": path, "query": query, "json": body,
+            self.requests.append({"method": method, "path": path, "query": getattr(self._query, "value", ""),
+                                  "json": body,
                                   "has_auth": "authorization" in headers, "header_names": sorted(headers),
                                   "time": time.monotonic()})
         scripted = self._next_scripted(path)
@@ -304,8 +306,8 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 server._in_flight += 1
                 server.max_in_flight = max(server.max_in_flight, server._in_flight)
             try:
-                path, _, query = self.path.partition("?")
-                reply = server._handle(method, path, headers, raw, query)
+                path, _, server._query.value = self.path.partition("?")  # recorded by _handle, per thread
+                reply = server._handle(method, path, headers, raw)
                 if reply.delay_s:
                     server._stopping.wait(reply.delay_s)
                 if reply.close_without_reply:
