@@ -263,11 +263,9 @@ def _summary_counts(store: Store, info: RunInfo) -> tuple[dict[str, int], str]:
     return found
 
 
-def _row(info: RunInfo, counts: dict[str, int] | None = None) -> dict[str, Any]:
+def _row(info: RunInfo, counts: dict[str, int]) -> dict[str, Any]:
     from audit_core.methods import LABELS
 
-    if counts is None:
-        counts = verdict_counts(info.summary) if isinstance(info.summary, dict) else {}
     # what each audit found comes before how it was run: on a laptop's width the table's last columns are
     # scrolled out of view, and they had been the verdict counts
     return {

@@ -1376,7 +1376,8 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                 P("Each plot shows the scores a method gave to shadow documents known to be in the shadow's "
                   "knowledge base (members) and known not to be (non-members), with your documents marked at "
                   f"their scores (numbered, with the key under each plot, up to {MAX_NUMBERED} documents; more "
-                  "are marked without numbers). A document far inside the member curve looks like a member. The calibrated scores each plot draws, and the raw scores behind them, "
+                  "are marked without numbers). A document far inside the member curve looks like a member. The "
+                  "calibrated scores each plot draws, and the raw scores behind them, "
                   f"are in {esc(export_name(result, SCORES_EXT))}, exported beside this report (the app's "
                   "Export section; the CLI's --report-dir).")]
         for i, m in enumerate(kde_methods):
@@ -1397,8 +1398,9 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     texts = {str(d.get("id")): d.get("text", "") for d in r.get("documents") or [] if isinstance(d, dict)}
     by_id = {str(v.get("doc_id")): v for v in verdicts}
     ids = document_ids(r)
-    shown = set(evidence_documents(ids, by_id, opt.evidence_documents))
-    left_out = evidence_note(ids, [d for d in ids if d in shown], by_id, export_name(result, "json"))
+    shown_ids = evidence_documents(ids, by_id, opt.evidence_documents)
+    shown = set(shown_ids)
+    left_out = evidence_note(ids, shown_ids, by_id, export_name(result, "json"))
     if left_out:
         story.append(P(esc(left_out), "note"))
     for doc_id in ids:

@@ -380,13 +380,12 @@ def choose_method(ran: Sequence[str], calibrations: dict, order: Sequence[str], 
     for 4,000 documents, session 55).
     """
     candidates = [m for m in order if m in ran] + [m for m in ran if m not in order]
+    evidence = {m: (getattr(calibrations.get(m), "params", None) or {}).get("evidence") or {} for m in candidates}
     if n_controls <= 0:
-        signal = [m for m in candidates
-                  if ((getattr(calibrations.get(m), "params", None) or {}).get("evidence") or {}).get("signal")]
-        return (signal or candidates or [None])[0]
+        return next((m for m in candidates if evidence[m].get("signal")), candidates[0] if candidates else None)
     best, best_power = None, -1.0
     for m in candidates:
-        ev = (getattr(calibrations.get(m), "params", None) or {}).get("evidence") or {}
+        ev = evidence[m]
         if not ev.get("signal"):
             continue
         power = simulated_power(ev.get("member_raw", ()), ev.get("nonmember_raw", ()), max(n_documents, 1),

@@ -508,13 +508,13 @@ def continuation_check(obs: Observation) -> str | None:
     that goes on from the prefix. A refusal, "I don't know" or an empty reply
     means the one-token probes may have read the first token of a non-answer,
     not the target's view of the probed word. A reply that starts with the
-    document's own next two words (``continues_the_document``) continues it even when they read like a non-answer ("not sure whether
-    ..."); the probed word alone is not enough, since a refusal may start
-    with it ("I cannot help with that" after a prefix whose next word is
-    "I"). A base model can also
-    continue a patient's text with "I'm not sure ..." on its own; the check
-    cannot tell that from a guarded target, so it withholds the reading (never
-    a verdict either way) and says only what it saw. A failed check call
+    document's own next two words (``continues_the_document``) continues it
+    even when they read like a non-answer ("not sure whether ..."); the
+    probed word alone is not enough, since a refusal may start with it ("I
+    cannot help with that" after a prefix whose next word is "I"). A base
+    model can also continue a patient's text with "I'm not sure ..." on its
+    own; the check cannot tell that from a guarded target, so it withholds the
+    reading (never a verdict either way) and says only what it saw. A failed check call
     leaves the readings unconfirmed, as a failed probe does.
     """
     check = obs.data.get("continuation_check")

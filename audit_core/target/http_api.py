@@ -592,21 +592,16 @@ class HttpTarget(RetryingConnector, Target):
                 text, data, kind, event = "\n".join(data), [], event, ""
                 if text.strip() == "[DONE]":
                     return
-                if as_text:
-                    if kind not in ("", "message", "error"):  # a named event of its own (metadata, ping)
-                        continue
-                    if kind == "error":
-                        said = self._scrub_error(text.strip())[:_MAX_QUOTED_CHARS]
-                        raise _Failed(_Attempt(ServerError(f"{self.url} broke off its streamed answer with an "
-                                                           f"error event: {said}"), retryable=True))
-                    yield text
+                if as_text and kind not in ("", "message", "error"):  # a named event of its own (metadata, ping)
                     continue
-                decoded = self._decode(text.encode()) if text.strip() else None
+                decoded = self._decode(text.encode()) if text.strip() and not as_text else None
                 if kind == "error" or (isinstance(decoded, dict) and decoded.get("error")):
                     said = self._scrub_error(text.strip())[:_MAX_QUOTED_CHARS]
                     raise _Failed(_Attempt(ServerError(f"{self.url} broke off its streamed answer with an error "
                                                        f"event: {said}"), retryable=True))
-                if decoded is not None:
+                if as_text:
+                    yield text
+                elif decoded is not None:
                     yield decoded
 
     def _matches(self, expr: Any, data: Any) -> list[Any]:

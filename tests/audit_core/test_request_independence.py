@@ -87,16 +87,20 @@ def test_a_pacer_spaces_requests_by_its_interval_and_lets_the_first_go_at_once()
     assert pacer.wait() == 0.0
 
 
+def _arrivals_from_threads(srv: FakeOpenAIServer, target: HttpTarget, n: int) -> list[float]:
+    """When ``n`` requests sent at once from ``n`` threads arrived at ``srv``'s /ask, in order."""
+    threads = [threading.Thread(target=target.complete, args=(_ask(),)) for _ in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return sorted(r["time"] for r in srv.requests if r["path"] == "/ask")
+
+
 def test_a_paced_target_spaces_its_requests_even_from_several_threads():
     with FakeOpenAIServer() as srv:
         srv.script(*[Reply.json(200, {"answer": "ok"}) for _ in range(4)], path="/ask")
-        t = _http(srv, requests_per_minute=150.0, max_concurrency=4)  # one every 0.4 s
-        threads = [threading.Thread(target=t.complete, args=(_ask(),)) for _ in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        times = sorted(r["time"] for r in srv.requests if r["path"] == "/ask")
+        times = _arrivals_from_threads(srv, _http(srv, requests_per_minute=150.0, max_concurrency=4), 4)  # 0.4 s
         assert len(times) == 4
         # the pace holds when each request leaves; its arrival may lag by the connection's set-up
         assert all(b - a >= 0.3 for a, b in zip(times, times[1:])), times
@@ -166,13 +170,7 @@ def test_a_paced_request_waiting_for_its_turn_waits_out_a_429_pause_too():
     with FakeOpenAIServer() as srv:
         srv.script(Reply.json(429, {"error": "slow down"}, headers={"Retry-After": "1.5"}),
                    *[Reply.json(200, {"answer": "ok"}) for _ in range(3)], path="/ask")
-        t = _http(srv, requests_per_minute=600.0, max_concurrency=3)  # one every 0.1 s
-        threads = [threading.Thread(target=t.complete, args=(_ask(),)) for _ in range(3)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        times = sorted(r["time"] for r in srv.requests if r["path"] == "/ask")
+        times = _arrivals_from_threads(srv, _http(srv, requests_per_minute=600.0, max_concurrency=3), 3)  # 0.1 s
     assert len(times) == 4
     first = times[0]
     assert all(x - first >= 1.4 for x in times[1:]), [round(x - first, 2) for x in times]  # none in the pause
