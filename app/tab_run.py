@@ -362,7 +362,7 @@ ANSWERED_SHOWN = 5
 
 def _of_the_audit(stage: str) -> bool:
     """A stage drawn under "Audit of your documents": the target's stages, and the local work on the owner's
-    documents before the first is probed (MBA's mask planning), which is no part of the shadow preparation."""
+    documents, each just before its probe (MBA's mask planning), which is no part of the shadow preparation."""
     return stage in TARGET_STAGES or stage.endswith(PLANNING_SUFFIX)
 
 

@@ -158,10 +158,11 @@ class MembershipMethod:
     planning: str = ""
 
     def plan_documents(self, docs: Sequence[Document], progress: Callable[[int, int], None] | None = None) -> None:
-        """Do the local work ``planning`` names for ``docs`` before any of them is probed.
+        """Do the local work ``planning`` names for ``docs`` before they are probed.
 
         ``progress(done, total)`` counts the documents, from 0 before the
-        first. The audit calls this so that the work shows as a stage of its
+        first. The audit calls this for each document just before its probe
+        (``audit.DocumentPlanner``), so that the work shows as a stage of its
         own instead of inside the count of documents probed; each ``probe``
         then uses what was planned, exactly what it would have planned itself.
         Most methods plan nothing.

@@ -163,10 +163,12 @@ class MbaMethod(MembershipMethod):
         return obs
 
     def plan_documents(self, docs: Sequence[Document], progress: Callable[[int, int], None] | None = None) -> None:
-        """Plan each document's masks before any is probed (the audit's stage "MBA: planning the masks ...").
+        """Plan each document's masks ahead of its probe (the audit's stage "MBA: planning the masks ...", one
+        document just before its probe: ``audit.DocumentPlanner``).
 
         One document at a time, as ``probe`` plans it: a batch of several documents pads their forward
-        passes together, and the masks must be the very ones the probe would choose by itself.
+        passes together, and the masks must be the very ones the probe would choose by itself. A plan is
+        used by one probe: ``probe`` takes it out, so a collection of thousands keeps none it has sent.
         """
         if progress is not None:
             progress(0, len(docs))
@@ -178,7 +180,7 @@ class MbaMethod(MembershipMethod):
 
     def probe(self, doc: Document, target: Target) -> Observation:
         """Mask the document (or take its masks planned ahead) and send its requests (none when it is too short)."""
-        plan = self._plans.get(doc.text)
+        plan = self._plans.pop(doc.text, None)
         if plan is None:
             plan = self.generator.plan(doc.text)
         obs = self._observation(doc, plan)
