@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.sidebar import ADVANCED_KEY, DEMO, PARAMS_KEY, Settings, build_target, connection_id
-from audit_core.audit import AUDIT_STAGE, CAPABILITY_STAGE, CONTROLS_STAGE, PLANNING_SUFFIX, TARGET_STAGES
+from audit_core.audit import AUDIT_STAGE, CAPABILITY_STAGE, CONTROLS_STAGE, TARGET_STAGES
 
 #: seconds between redraws of a running job's progress (the fragment ``_live``). A redraw costs a few
 #: milliseconds of the app's own work; the full garbage collection Streamlit ran after each one (0.6-0.7 s with
@@ -331,13 +331,9 @@ class RunProgress:
 
 def stage_now(stages: list[str]) -> str | None:
     """The stage of the audit that runs now, of ``stages`` in the order they began: the controls, else the
-    documents, else the last planning of the owner's documents; None while the shadow is prepared. The one
-    choice behind the banner (``RunProgress.headline``) and the History notice (``count_line``)."""
-    for stage in (CONTROLS_STAGE, AUDIT_STAGE):
-        if stage in stages:
-            return stage
-    planning = [s for s in stages if s.endswith(PLANNING_SUFFIX)]
-    return planning[-1] if planning else None
+    documents; None while the shadow is prepared. The one choice behind the banner (``RunProgress.headline``)
+    and the History notice (``count_line``)."""
+    return next((stage for stage in (CONTROLS_STAGE, AUDIT_STAGE) if stage in stages), None)
 
 
 def run_progress(job) -> RunProgress:
@@ -361,16 +357,15 @@ ANSWERED_SHOWN = 5
 
 
 def _of_the_audit(stage: str) -> bool:
-    """A stage drawn under "Audit of your documents": the target's stages, and the local work on the owner's
-    documents, each just before its probe (MBA's mask planning), which is no part of the shadow preparation."""
-    return stage in TARGET_STAGES or stage.endswith(PLANNING_SUFFIX)
+    """A stage drawn under "Audit of your documents": the target's stages (a document's local work, such as
+    MBA's masks, is part of its count), not the shadow preparation's."""
+    return stage in TARGET_STAGES
 
 
 def _draw(job, view: RunProgress) -> None:
     lines = view.lines
     stages = {s for s, _, _ in lines}
     prep = [x for x in lines if not _of_the_audit(x[0])]
-    planning = [x for x in lines if x[0].endswith(PLANNING_SUFFIX)]
     st.markdown("**Shadow preparation** (local, sends nothing to the target)")
     if not prep:
         st.caption("Starting..." if AUDIT_STAGE not in stages else "Loaded from the cache.")
@@ -383,12 +378,9 @@ def _draw(job, view: RunProgress) -> None:
     asked = view.line(CAPABILITY_STAGE)
     if asked is not None and asked[1] < 1:
         st.progress(asked[1], text=asked[2])
-    for _, frac, text in planning:
-        st.progress(frac, text=f"{text} · on this computer, nothing sent")
     audit = view.line(AUDIT_STAGE)
     if audit is None:
-        waiting = "the masks to be planned" if planning else "the shadow preparation"
-        st.progress(0.0, text=f"documents: 0 / {job.n_documents} · waiting for {waiting}")
+        st.progress(0.0, text=f"documents: 0 / {job.n_documents} · waiting for the shadow preparation")
     else:
         st.progress(audit[1], text=audit[2])
     controls = view.line(CONTROLS_STAGE)

@@ -226,21 +226,6 @@ CAPABILITY_STAGE = "asking the target what it supports"
 AUDIT_STAGE = "auditing documents"
 CONTROLS_STAGE = "auditing controls"
 TARGET_STAGES = (CAPABILITY_STAGE, AUDIT_STAGE, CONTROLS_STAGE)
-#: what marks a method's local stage over the owner's documents (``planning_stage``), after the shadow's wording
-PLANNING_SUFFIX = " (your documents)"
-
-
-def planning_stage(method: MembershipMethod) -> str:
-    """The stage in which ``method`` plans each of the owner's documents before its probe (runs locally).
-
-    Worded as the shadow preparation's stage for the same work ("MBA: planning the masks with the proxy
-    model"), with "(your documents)": under one name the two would share a bar, the CLI's closed after the
-    shadow, and the app's time left would run from the shadow's start.
-    """
-    from audit_core.methods import method_label
-
-    return f"{method_label(method.name)}: {method.planning}{PLANNING_SUFFIX}"
-
 
 class _Snapshots:
     """When to hand the result so far to ``run_audit``'s ``on_document``: after every document while a
@@ -269,43 +254,6 @@ class _Snapshots:
         on_document(build())
         self._last_end = self._clock()
         self._last_cost = self._last_end - start
-
-
-class DocumentPlanner:
-    """Each method's local planning (``MembershipMethod.plan_documents``) of the owner's documents, one
-    document just before its probe, counted as a stage of its own per method (``planning_stage``).
-
-    MBA's proxy model chooses a document's masks here. Planning every document before the first was probed
-    (sessions 53-55) held the first verdict back by the whole collection's planning, about 0.3 s a document
-    on 2 cores: 2.5 minutes for 500 documents before anything was sent. Planned one at a time, right before
-    its probe, a document gets the very masks it got then (each was planned alone either way), the first
-    verdict waits for one document's planning, and the stage's count and time left advance with the
-    documents. ``start`` reports each stage at 0 / N before anything is planned, so a view can say that the
-    first document waits for its masks.
-    """
-
-    def __init__(self, methods: Sequence[MembershipMethod], docs: Sequence[Document],
-                 progress: Progress | None = None) -> None:
-        self._methods = [m for m in methods if m.planning]
-        self._docs = docs
-        self._progress = progress
-
-    def start(self) -> None:
-        if self._progress and self._docs:
-            for m in self._methods:
-                self._progress(planning_stage(m), 0, len(self._docs))
-
-    def before(self, i: int) -> None:
-        """Plan document ``i`` (0-based) for every method that plans, reporting ``i + 1`` of N when done."""
-        n = len(self._docs)
-        for m in self._methods:
-            stage = planning_stage(m)
-
-            def step(done: int, total: int, stage: str = stage) -> None:
-                if self._progress and done:
-                    self._progress(stage, i + done, n)
-
-            m.plan_documents([self._docs[i]], step)
 
 
 def cannot_run(requires_logprobs: bool, requires_sources: bool, caps: Capabilities) -> str | None:
@@ -549,8 +497,6 @@ def run_audit(
     top_k = min(caps.max_top_logprobs or 0, 20)
     for m in methods:
         m.use_collection([d.text for d in [*docs, *(controls if m.collection_takes_controls else ())]])
-    planner = DocumentPlanner(methods, docs, progress)
-    planner.start()
 
     results: dict[str, dict[str, MethodResult]] = {}
     observations: dict[str, dict[str, Observation]] = {}
@@ -564,7 +510,6 @@ def run_audit(
             break
         if progress:
             progress(AUDIT_STAGE, i, len(docs))
-        planner.before(i)
         results[doc.id], observations[doc.id] = {}, {}
         for m in methods:
             obs = probe_document(m, doc, target, top_k)

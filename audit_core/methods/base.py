@@ -153,21 +153,6 @@ class MembershipMethod:
         name = getattr(getattr(self, "config", None), "proxy_model", None)
         return [name] if isinstance(name, str) and name else []
 
-    #: what the method does on this machine for each document before its first query, worded as its progress
-    #: stage says it ("planning the masks with the proxy model"); empty: nothing worth a stage of its own
-    planning: str = ""
-
-    def plan_documents(self, docs: Sequence[Document], progress: Callable[[int, int], None] | None = None) -> None:
-        """Do the local work ``planning`` names for ``docs`` before they are probed.
-
-        ``progress(done, total)`` counts the documents, from 0 before the
-        first. The audit calls this for each document just before its probe
-        (``audit.DocumentPlanner``), so that the work shows as a stage of its
-        own instead of inside the count of documents probed; each ``probe``
-        then uses what was planned, exactly what it would have planned itself.
-        Most methods plan nothing.
-        """
-
     def probe(self, doc: Document, target: Target) -> Observation:  # pragma: no cover - interface
         raise NotImplementedError
 

@@ -104,7 +104,7 @@ def continuation_correct(text: str, accepted: Sequence[str]) -> bool:
     return False
 
 
-#: what MBA does on this machine before probing (``MembershipMethod.planning``)
+#: what MBA does on this machine before probing: its proxy model chooses the masks
 PLANNING = "planning the masks with the proxy model"
 #: the progress stage of planning the masks of the documents probed together (``MbaMethod.probe_many``),
 #: named as the shadow preparation names its stages ("MBA: probing the shadow")
@@ -120,13 +120,10 @@ class MbaMethod(MembershipMethod):
     # another occurrence of the word
     scoring_revision = "2"  # session 48: a refused mask is not a wrong fill-in
     requires_logprobs = False
-    planning = PLANNING
 
     def __init__(self, config: MbaConfig | None = None, lm: LocalLM | None = None):
         self.config = config or MbaConfig()
         self.generator = MaskGenerator(self.config, lm)
-        #: masks planned ahead of the probes (``plan_documents``), by document text
-        self._plans: dict[str, MaskPlan] = {}
         # M masks, pairwise non-adjacent, need at least 2M - 1 words; the
         # fewest this method probes at all is min_masks
         self.min_words = 2 * self.config.min_masks - 1
@@ -162,27 +159,14 @@ class MbaMethod(MembershipMethod):
                            f"MBA probes a document only with at least {self.config.min_masks} masks")
         return obs
 
-    def plan_documents(self, docs: Sequence[Document], progress: Callable[[int, int], None] | None = None) -> None:
-        """Plan each document's masks ahead of its probe (the audit's stage "MBA: planning the masks ...", one
-        document just before its probe: ``audit.DocumentPlanner``).
-
-        One document at a time, as ``probe`` plans it: a batch of several documents pads their forward
-        passes together, and the masks must be the very ones the probe would choose by itself. A plan is
-        used by one probe: ``probe`` takes it out, so a collection of thousands keeps none it has sent.
-        """
-        if progress is not None:
-            progress(0, len(docs))
-        for i, doc in enumerate(docs, start=1):
-            if doc.text not in self._plans:
-                self._plans[doc.text] = self.generator.plan(doc.text)
-            if progress is not None:
-                progress(i, len(docs))
-
     def probe(self, doc: Document, target: Target) -> Observation:
-        """Mask the document (or take its masks planned ahead) and send its requests (none when it is too short)."""
-        plan = self._plans.pop(doc.text, None)
-        if plan is None:
-            plan = self.generator.plan(doc.text)
+        """Mask the document and send its requests (none when it is too short).
+
+        An audit plans each document here, just before its requests: planning every document of a
+        collection before the first was sent (sessions 53-55) held the first verdict back by the whole
+        collection's planning, about 0.3 s a document on 2 cores (2.5 minutes for 500).
+        """
+        plan = self.generator.plan(doc.text)
         obs = self._observation(doc, plan)
         if obs.skipped is None:
             send_all(target, build_requests(plan, self.config, doc.text), obs)

@@ -803,7 +803,7 @@ def _planning_audit(monkeypatch, events: list, cancel_at: int | None = None):
     import threading
 
     import audit_core.models
-    from audit_core.audit import AuditConfig, run_audit
+    from audit_core.audit import AUDIT_STAGE, AuditConfig, run_audit
     from audit_core.methods import mba_masks
     from audit_core.target.base import Capabilities
 
@@ -823,7 +823,7 @@ def _planning_audit(monkeypatch, events: list, cancel_at: int | None = None):
 
     def progress(stage, done, total):
         events.append((stage, done, total))
-        if cancel_at is not None and stage.startswith("MBA: planning") and done == cancel_at:
+        if cancel_at is not None and stage == AUDIT_STAGE and done == cancel_at:
             cancel.set()
 
     result = run_audit(docs, _RecordingTarget(events), AuditConfig(methods=["mba"]),
@@ -832,46 +832,43 @@ def _planning_audit(monkeypatch, events: list, cancel_at: int | None = None):
     return docs, result
 
 
-def test_the_audit_plans_each_document_just_before_its_probe_as_a_stage_of_its_own(monkeypatch):
-    """Planning every document's masks before the first was probed held the first verdict back by the whole
-    collection's planning (about 0.3 s a document: 2.5 min for 500). Each document is now planned right
-    before its own requests, under a stage of its own worded as the shadow's, counted 0 / N before anything
-    is planned and one more after each document; the masks are the ones a probe plans alone."""
-    from audit_core.audit import AUDIT_STAGE, planning_stage
-    from audit_core.methods.mba import PLANNING_STAGE
+def test_the_audit_plans_each_document_just_before_its_own_requests(monkeypatch):
+    """Planning every document's masks before the first was probed (sessions 53-55) held the first verdict
+    back by the whole collection's planning (about 0.3 s a document: 2.5 min for 500). Each document is now
+    planned inside its probe, after the previous document's requests and before its own, as part of the
+    documents stage's count (no stage of its own); the masks are the ones a probe plans alone."""
+    from audit_core.audit import AUDIT_STAGE
 
     events: list = []
     docs, result = _planning_audit(monkeypatch, events)
-    stage = planning_stage(MbaMethod(MbaConfig(), _FakeProxy()))
-    assert stage.startswith(PLANNING_STAGE) and stage != PLANNING_STAGE  # the shadow's words; a bar of its own
-    reports = [e for e in events if isinstance(e, tuple) and len(e) == 3]
-    assert [(d, t) for s, d, t in reports if s == stage] == [(i, 4) for i in range(5)]
-    # the first request is sent before the second document is planned, so its verdict does not wait for them all
-    first_request = events.index("request")
-    assert events.index((stage, 1, 4)) < first_request < events.index((stage, 2, 4))
-    # document i: its audit count, then its planning (every use of the proxy), then its requests, then the next
-    for i in range(4):
-        begin, planned = events.index((AUDIT_STAGE, i, 4)), events.index((stage, i + 1, 4))
-        end = events.index((AUDIT_STAGE, i + 1, 4))
-        between = events[begin:end]
-        assert begin < planned < end and "request" in events[planned:end]
-        assert "request" not in events[begin:planned] and "proxy" in events[begin:planned]
-        assert all(e != "proxy" and (not isinstance(e, tuple) or e[0] != "forward") for e in events[planned:end])
-        assert between.count((stage, i + 1, 4)) == 1
-    # the same masks as planning each document at its probe
+    stages = {e[0] for e in events if isinstance(e, tuple) and len(e) == 3}
+    assert not any("planning" in stage for stage in stages)
+    proxy = [i for i, e in enumerate(events) if e == "proxy" or (isinstance(e, tuple) and e[0] == "forward")]
+    requests = [i for i, e in enumerate(events) if e == "request"]
+    assert proxy[-1] > requests[0]  # the first document's requests did not wait for the last one's masks
+    for i in range(4):  # document i: its count, its masks (every use of the proxy), its requests, then the next
+        begin, end = events.index((AUDIT_STAGE, i, 4)), events.index((AUDIT_STAGE, i + 1, 4))
+        first_request = next(j for j in requests if j > begin)
+        assert first_request < end
+        assert any(begin < j < first_request for j in proxy) and not any(first_request < j < end for j in proxy)
     alone = MbaMethod(MbaConfig(), _FakeProxy())
     for doc in docs:
         assert result.observations[doc.id]["mba"].data["plan"] == alone.generator.plan(doc.text).to_json()
 
 
 def test_a_cancel_stops_at_the_next_document_and_plans_none_it_will_not_probe(monkeypatch):
-    from audit_core.audit import planning_stage
-
     events: list = []
-    _, result = _planning_audit(monkeypatch, events, cancel_at=1)  # set once the first document is planned
-    stage = planning_stage(MbaMethod(MbaConfig(), _FakeProxy()))
-    assert [(e[1], e[2]) for e in events if isinstance(e, tuple) and e[0] == stage] == [(0, 4), (1, 4)]
-    assert "request" in events and result.cancelled and list(result.results) == ["d0"]
+    docs, result = _planning_audit(monkeypatch, events, cancel_at=1)  # set as the second document begins
+    assert result.cancelled and list(result.results) == ["d0", "d1"]
+    last_request = max(i for i, e in enumerate(events) if e == "request")
+    assert all(e != "proxy" and (not isinstance(e, tuple) or e[0] != "forward") for e in events[last_request:])
+    # the proxy did the work of the two documents probed, no more (the collection used to be planned whole)
+    alone: list = []
+    _fake_proxy(monkeypatch, alone)
+    gen = MaskGenerator(MbaConfig(), _FakeProxy())
+    for doc in docs[:2]:
+        gen.plan(doc.text)
+    assert alone and [e for e in events if e == "proxy" or isinstance(e, tuple) and e[0] == "forward"] == alone
 
 
 def test_mbas_calibration_counts_the_shadow_documents_it_reads(mba):
