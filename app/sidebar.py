@@ -511,9 +511,13 @@ def render_sidebar() -> Settings:
         pace = _pace_field() if kind == ENDPOINT else None
         as_sent = _operator_statement(kind, base_url)
         st.header("Settings")
-        # no default once the offer buttons have set the choice: Streamlit warns of a widget given both
-        default = None if "methods" in st.session_state else suggested_methods(logprobs=True)
-        methods = st.multiselect("Methods", list(METHODS), default=default, key="methods",
+        # The suggestion is set in the session state before the widget exists, never as its default: with
+        # "default unless the key is there", a page opened while an audit ran came up with no method at all
+        # (its first run ends in a rerun that drops the widget's value and keeps its key; seen in Chromium),
+        # and the offer buttons set the choice the same way (Streamlit warns of a widget given both).
+        if "methods" not in st.session_state:
+            st.session_state["methods"] = suggested_methods(logprobs=True)
+        methods = st.multiselect("Methods", list(METHODS), key="methods",
                                  format_func=lambda m: LABELS[m],
                                  help="S-RAG and MBA are the audit's methods; the others are published baselines.")
         aux = _aux_corpus()
