@@ -367,6 +367,16 @@ def _one_load_at_a_time(default: str | None = None):
     return decorate
 
 
+def _no_console_bars() -> None:
+    """Turn off the console bar transformers draws for every model it loads ("Loading weights 0/272"), even
+    from the local cache in a tenth of a second: the audit says what it loads as a stage of its own
+    (``audit.load_local_models``; a first de-quantizing is counted in tensors), and the stray bar broke into
+    the CLI's own bars."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 @_one_load_at_a_time()
 @functools.lru_cache(maxsize=4)
 def load_causal_lm(name: str) -> LocalLM:
@@ -377,6 +387,7 @@ def load_causal_lm(name: str) -> LocalLM:
     import torch
 
     torch.set_grad_enabled(False)
+    _no_console_bars()
     spec = REGISTRY.get(name)
     if spec is not None:
         if spec.kind != "causal":
@@ -427,6 +438,8 @@ def embed(texts: Sequence[str], name: str = DEFAULT_EMBEDDER, batch_size: int = 
 def load_embedder(name: str = DEFAULT_EMBEDDER):
     """Load a sentence-transformers embedder (registry name or hub id)."""
     from sentence_transformers import SentenceTransformer
+
+    _no_console_bars()
 
     spec = REGISTRY.get(name)
     if spec is not None:

@@ -56,3 +56,21 @@ def test_a_first_load_names_its_stage_before_the_slow_parse(tmp_path, monkeypatc
     with steps_of(lambda done, total: seen.append((done, total))):
         models._load_from_gguf("m", gguf)
     assert seen[:2] == [(0, 1), ("tok",)]
+
+
+def test_a_load_from_the_local_cache_draws_no_console_bar_of_its_own(capfd):
+    """transformers drew "Loading weights: 0/272" on every load, even from the de-quantized cache in a tenth of
+    a second, and it broke into the CLI's bars ("loading the methods' models" had one drawn inside it)."""
+    from transformers.utils import logging as hf_logging
+
+    from audit_core import models
+
+    hf_logging.enable_progress_bar()  # as transformers starts
+    models.load_causal_lm.cache_clear()
+    try:
+        models.load_causal_lm("smollm2-135m-instruct")
+        models.load_embedder()
+    finally:
+        models.load_causal_lm.cache_clear()  # the other tests' loads get a copy of their own again
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "it/s" not in err, err[-500:]
