@@ -28,9 +28,10 @@ from app.tab_canaries import render_canaries_tab  # noqa: E402
 from app.tab_documents import render_documents_tab  # noqa: E402
 from app.tab_history import render_history_tab  # noqa: E402
 from app.tab_results import render_results_tab  # noqa: E402
-from app.tab_run import render_run_tab, running_settings_note  # noqa: E402
+from app.tab_run import PageReruns, render_run_tab, running_settings_note  # noqa: E402
 
 no_full_gc_after_each_run()  # else each progress redraw stalls the running audit (see its docstring)
+PageReruns.page_starts(st.session_state)  # what a whole page run costs paces the running audit's reruns
 st.set_page_config(page_title="RAG Provenance Auditor", page_icon="🔎", layout="wide")
 st.title("RAG Provenance Auditor")
 st.write(

@@ -27,6 +27,47 @@ POLL_S = 1.0
 CHECK_PREFIX = "calibration-"
 
 
+class PageReruns:
+    """When the running audit's view may rerun the whole page to show newly decided documents.
+
+    Each rerun draws every tab, and the Results tab's table and plots grow with the verdicts: about a second a
+    run with thousands of documents, taken from the interpreter that the audit's own thread needs. A page
+    rerun after every decided document then kept the app busy for as long as a fast target took to answer.
+    The first verdict is always shown at once; after it, a rerun waits until ``RATIO`` times the last page
+    run's cost has passed since that run ended, so the page's redraws take at most about a quarter of the
+    time (the progress bars redraw every ``POLL_S`` regardless: they cost milliseconds). State lives in the
+    session (``state``): the page run's start, written by main.py, and what this class measured.
+    """
+
+    RATIO = 3.0
+    START_KEY = "page_run_started"
+
+    def __init__(self, state, clock=time.perf_counter) -> None:
+        self._state, self._clock = state, clock
+
+    @classmethod
+    def page_starts(cls, state, clock=time.perf_counter) -> None:
+        """Called at the top of every full page run (main.py): a fragment's own reruns do not pass there."""
+        state[cls.START_KEY] = (clock(), state.get(cls.START_KEY, (0.0, 0))[1] + 1)
+
+    def measure(self) -> None:
+        """In the view's first run within a full page run: the page's cost so far (every tab drawn before it)."""
+        started, run = self._state.get(self.START_KEY, (None, 0))
+        if started is not None and self._state.get("page_run_measured") != run:
+            now = self._clock()
+            self._state["page_run_measured"] = run
+            self._state["page_run_cost_s"], self._state["page_run_ended"] = now - started, now
+
+    def due(self, decided: int) -> bool:
+        """Rerun the page for ``decided`` documents now? Always for the first; later, once enough time passed."""
+        if decided <= self._state.get("live_decided", 0):
+            return False
+        if not self._state.get("live_decided"):
+            return True
+        cost, ended = self._state.get("page_run_cost_s", 0.0), self._state.get("page_run_ended", -float("inf"))
+        return self._clock() - ended >= self.RATIO * cost
+
+
 def _estimate(settings: Settings, docs, controls=()) -> None:
     from audit_core.estimate import EstimateConfig, assumptions, controls_queries, estimate_audit, pace_note
     from audit_core.methods import LABELS
@@ -459,7 +500,8 @@ def _live(banner=None) -> None:
     container.
 
     The page reruns (``st.rerun``) when a document is decided, so the Results tab fills in while the audit
-    runs, and once more when the job ends. Each redraw is cheap (stage counts, the last few answered
+    runs (paced by the page's own cost once the first verdict is shown: ``PageReruns``), and once more when
+    the job ends. Each redraw is cheap (stage counts, the last few answered
     documents, copied under the job's lock and drawn after it is released): nothing here reads the partial
     result's documents, renders a table or holds a lock the audit thread waits for while drawing.
     """
@@ -483,8 +525,10 @@ def _live(banner=None) -> None:
         _finish(job)
         st.rerun()
     _draw(job, view)
+    reruns = PageReruns(st.session_state)
+    reruns.measure()
     decided = len((job.partial or {}).get("verdicts") or [])
-    if decided > st.session_state.get("live_decided", 0):
+    if reruns.due(decided):
         st.session_state["live_decided"] = decided
         st.rerun()
 

@@ -158,3 +158,34 @@ def test_the_app_turns_off_streamlits_full_garbage_collection_after_each_run(run
         assert config.get_option("runner.postScriptGC") is False
     finally:
         config.set_option("runner.postScriptGC", before)
+
+
+def test_after_the_first_verdict_page_reruns_wait_for_three_times_the_pages_own_cost():
+    """Each decided document reran the whole page (every tab; about a second with thousands of verdicts), so
+    with a fast target the page kept the interpreter the audit needs busy: reruns are paced by their cost."""
+    from app.tab_run import PageReruns
+
+    now = [100.0]
+    state: dict = {}
+    clock = lambda: now[0]  # noqa: E731
+    PageReruns.page_starts(state, clock)
+    now[0] += 2.0  # the page drew its tabs for 2 s before the view's first run
+    reruns = PageReruns(state, clock)
+    reruns.measure()
+    assert state["page_run_cost_s"] == 2.0
+    assert reruns.due(1)  # the first verdict: at once
+    state["live_decided"] = 1
+    assert not reruns.due(1)  # nothing new
+    now[0] += 5.9
+    assert not reruns.due(2)  # under 3 x 2 s since the page run ended
+    reruns.measure()  # the view's later (fragment) runs measure nothing
+    assert state["page_run_cost_s"] == 2.0
+    now[0] += 0.1
+    assert reruns.due(2)
+    # a cheap page reruns for every newly decided document, as before
+    PageReruns.page_starts(state, clock)
+    now[0] += 0.01
+    PageReruns(state, clock).measure()
+    state["live_decided"] = 2
+    now[0] += 0.05
+    assert PageReruns(state, clock).due(3)
