@@ -220,16 +220,45 @@ def nothing_decided_note(result: dict) -> str | None:
     return f"note: none of the chosen methods could decide anything on this target{advice}"
 
 
+#: what a row says in place of a method's reason for never saying "not found" (``never_clears_notes`` gives it once)
+NEVER_CLEARS_SHORT = 'it never says "not found" (why: note below)'
+#: what a row says in place of the reason of a method that abstains for the whole audit (the notes above say why)
+ABSTAINS_SHORT = "(abstains in this audit: note above)"
+
+
 def row_reason(verdict, silent: dict) -> str:
-    """A verdict's reason for its line in the table: where no method decided only because every one abstains for
-    the whole audit (the notes above the table say why), a short line instead of those reasons again on each row
-    (twenty rows of 400 characters that all said the same)."""
+    """A verdict's reason for its line in the table, without what is the same on every row: where no method
+    decided only because every one abstains for the whole audit (the notes above the table say why), a short
+    line instead of those reasons again on each row (twenty rows of 400 characters that all said the same); and
+    elsewhere, a method's standing reason for never saying "not found" (said once under the table:
+    ``never_clears_notes``) and the brief reasons of the methods that abstain for the whole audit, each
+    replaced by a reference (a text-only chat target's rows had been 900 characters, all but a score alike)."""
+    from audit_core.evidence.calibration import clearing_withheld
+    from audit_core.verdict import brief_reason
+
     own = [m for m, info in verdict.methods.items()  # a method run anyway keeps its own reason for the document
            if m not in silent or not str((info or {}).get("reason") or "").startswith(silent[m])]
     if verdict.rule == "R1" and verdict.methods and not own:
         names = ", ".join(method_label(m) for m in verdict.methods)
         return f"no method could decide: {names} abstain (see the notes above)"
-    return plain_reason(verdict.reason)  # a stored audit's reason may still carry machine codes
+    text = plain_reason(verdict.reason)  # a stored audit's reason may still carry machine codes
+    for m in verdict.methods:
+        why = clearing_withheld(m)
+        if why:
+            text = text.replace(why, NEVER_CLEARS_SHORT)
+    for m in set(verdict.methods) - set(own):
+        brief = brief_reason(str((verdict.methods[m] or {}).get("reason") or ""))
+        if brief:
+            text = text.replace(f" ({brief})", f" {ABSTAINS_SHORT}")
+    return text
+
+
+def never_clears_notes(verdicts) -> list[str]:
+    """Once under the table: why each method whose rows refer to it (``NEVER_CLEARS_SHORT``) never says "not found"."""
+    from audit_core.evidence.calibration import clearing_withheld
+
+    named = {m for v in verdicts for m in v.methods if clearing_withheld(m) and clearing_withheld(m) in v.reason}
+    return [f"note: {clearing_withheld(m)}" for m in sorted(named, key=method_label)]
 
 
 #: scalar evidence fields shown per method by ``--evidence`` (the JSON of --out holds them all)
@@ -553,7 +582,7 @@ def _print_power(method_power: dict, fpr: float) -> None:
         if mp.get("decides"):
             pw = "n/a" if mp.get("power") is None else f"{mp['power']:.2f}"
             print(f"{method_label(name)}: decides at a {fpr:.0%} false-positive rate; shadow power (TPR) {pw}; "
-                  f"\"not found\" for shadow non-members: {cleared_text(mp)}", file=sys.stderr)
+                  f"\"not found\" for shadow non-members: {cleared_text(mp, 'under the table')}", file=sys.stderr)
         else:
             print(f"{method_label(name)}: abstains: {plain_reason(mp.get('reason'))}", file=sys.stderr)
 
@@ -759,6 +788,8 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         if args.evidence:
             for line in evidence_lines(result.results[v.doc_id]):
                 print(f"{'':>16}  {line}")
+    for note in never_clears_notes(result.verdicts):
+        print(note, file=sys.stderr)
     note = withheld_note(result.verdicts)
     if note:
         print(note, file=sys.stderr)

@@ -1616,10 +1616,12 @@ def method_power_rows(result: dict) -> list[list[str]]:
     return rows
 
 
-def cleared_text(info: dict) -> str:
-    """How many shadow non-members a method may call "not found", and at what miss rate."""
+def cleared_text(info: dict, why_where: str = "with each document") -> str:
+    """How many shadow non-members a method may call "not found", and at what miss rate (``why_where``: where
+    the reader finds why a method never says it: with each document in the app and the PDF, once under the
+    table in the CLI)."""
     if info.get("never_clears"):
-        return 'none (this method never says "not found"; the reason is given with each document)'
+        return f'none (this method never says "not found"; the reason is given {why_where})'
     if info.get("miss_rate") is None:
         return "n/a"
     if not info.get("cleared"):
