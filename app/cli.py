@@ -596,8 +596,11 @@ def cmd_audit(args) -> int:
             more, more_problems = _load_docs(args.controls, args.text_column, args.id_column)
             controls += as_controls(more)
             problems += more_problems
-    except (DocumentInputError, OSError) as exc:
+    except DocumentInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # "[Errno 2] No such file or directory: 'x.csv'" said which file, not in words
+        print(f"error: cannot read {exc.filename or args.docs}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     for p in problems:
         print(f"skipped row {p.row}: {p.message}", file=sys.stderr)
