@@ -257,8 +257,8 @@ def never_clears_notes(verdicts) -> list[str]:
     """Once under the table: why each method whose rows refer to it (``NEVER_CLEARS_SHORT``) never says "not found"."""
     from audit_core.evidence.calibration import clearing_withheld
 
-    named = {m for v in verdicts for m in v.methods if clearing_withheld(m) and clearing_withheld(m) in v.reason}
-    return [f"note: {clearing_withheld(m)}" for m in sorted(named, key=method_label)]
+    standing = {m: why for v in verdicts for m in v.methods if (why := clearing_withheld(m)) and why in v.reason}
+    return [f"note: {standing[m]}" for m in sorted(standing, key=method_label)]
 
 
 #: scalar evidence fields shown per method by ``--evidence`` (the JSON of --out holds them all)
