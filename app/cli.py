@@ -46,6 +46,7 @@ if str(ROOT) not in sys.path:
 
 from audit_core.methods import METHODS, method_label, suggested_methods, unchosen_chat_methods, \
     unchosen_source_methods  # noqa: E402
+from audit_core.row_reason import never_clears_notes, row_reason  # noqa: E402
 from audit_core.verdict import plain_reason  # noqa: E402
 
 
@@ -197,7 +198,7 @@ def method_hints(chosen: list[str], caps, style: str | None, some_cannot_run: bo
     logprobs (when a chosen one cannot run), for one that answers like a chat model, for one that cites sources."""
     hints, text_only = [], []
     if not caps.logprobs and some_cannot_run:
-        text_only = suggested_methods(False, caps.sources)
+        text_only = suggested_methods(False, caps.sources, style)
         hints.append(f"for a target without logprobs, --method {','.join(text_only)}")
     chat = unchosen_chat_methods(chosen) if style == "chat" else []
     if chat and not set(chat) <= set(text_only):
@@ -218,47 +219,6 @@ def nothing_decided_note(result: dict) -> str | None:
         return None
     advice = f"; on this chat-style target run --method {','.join(add)}" if add else "; the notes above say why"
     return f"note: none of the chosen methods could decide anything on this target{advice}"
-
-
-#: what a row says in place of a method's reason for never saying "not found" (``never_clears_notes`` gives it once)
-NEVER_CLEARS_SHORT = 'it never says "not found" (why: note below)'
-#: what a row says in place of the reason of a method that abstains for the whole audit (the notes above say why)
-ABSTAINS_SHORT = "(abstains in this audit: note above)"
-
-
-def row_reason(verdict, silent: dict) -> str:
-    """A verdict's reason for its line in the table, without what is the same on every row: where no method
-    decided only because every one abstains for the whole audit (the notes above the table say why), a short
-    line instead of those reasons again on each row (twenty rows of 400 characters that all said the same); and
-    elsewhere, a method's standing reason for never saying "not found" (said once under the table:
-    ``never_clears_notes``) and the brief reasons of the methods that abstain for the whole audit, each
-    replaced by a reference (a text-only chat target's rows had been 900 characters, all but a score alike)."""
-    from audit_core.evidence.calibration import clearing_withheld
-    from audit_core.verdict import brief_reason
-
-    own = [m for m, info in verdict.methods.items()  # a method run anyway keeps its own reason for the document
-           if m not in silent or not str((info or {}).get("reason") or "").startswith(silent[m])]
-    if verdict.rule == "R1" and verdict.methods and not own:
-        names = ", ".join(method_label(m) for m in verdict.methods)
-        return f"no method could decide: {names} abstain (see the notes above)"
-    text = plain_reason(verdict.reason)  # a stored audit's reason may still carry machine codes
-    for m in verdict.methods:
-        why = clearing_withheld(m)
-        if why:
-            text = text.replace(why, NEVER_CLEARS_SHORT)
-    for m in set(verdict.methods) - set(own):
-        brief = brief_reason(str((verdict.methods[m] or {}).get("reason") or ""))
-        if brief:
-            text = text.replace(f" ({brief})", f" {ABSTAINS_SHORT}")
-    return text
-
-
-def never_clears_notes(verdicts) -> list[str]:
-    """Once under the table: why each method whose rows refer to it (``NEVER_CLEARS_SHORT``) never says "not found"."""
-    from audit_core.evidence.calibration import clearing_withheld
-
-    standing = {m: why for v in verdicts for m in v.methods if (why := clearing_withheld(m)) and why in v.reason}
-    return [f"note: {standing[m]}" for m in sorted(standing, key=method_label)]
 
 
 #: scalar evidence fields shown per method by ``--evidence`` (the JSON of --out holds them all)
@@ -784,15 +744,15 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         print(note, file=sys.stderr)
     _print_collection(result.collection)
     _print_power(result.to_json()["method_power"], cfg.fpr)
+    silent = {**result.not_run, **result.no_signal}
     for v in result.verdicts:
         score = "   -  " if v.score is None else f"{v.score:6.3f}"
-        silent = {**result.not_run, **result.no_signal}
         print(f"{v.doc_id:>16}  {v.verdict:<13} {score}  {row_reason(v, silent)}")
         if args.evidence:
             for line in evidence_lines(result.results[v.doc_id]):
                 print(f"{'':>16}  {line}")
     for note in never_clears_notes(result.verdicts):
-        print(note, file=sys.stderr)
+        print(f"note: {note}", file=sys.stderr)
     note = withheld_note(result.verdicts)
     if note:
         print(note, file=sys.stderr)

@@ -337,12 +337,16 @@ def _connection_check(settings: Settings) -> None:
         st.warning(f"Connected, but the target returns no token probabilities ({caps.detail}). "
                    f"Methods that can run: {', '.join(can)}. "
                    "Not possible here: " + "; ".join(f"{LABELS[m]} ({why})" for m, why in not_run.items()) + ".")
-        text_only = suggested_methods(logprobs=False, sources=caps.sources)
-        if sorted(settings.methods) != sorted(text_only):
-            st.button("Use the methods for text-only targets: " + ", ".join(LABELS[m] for m in text_only),
-                      key="use_text_only_methods", on_click=_select_methods, args=(text_only,),
-                      help="Methods that need no token probabilities; S-RAG cannot run on this target.")
     style, _ = resolve_style(settings.target_style, caps.style, caps.style_detail)
+    if not caps.logprobs:
+        text_only = suggested_methods(logprobs=False, sources=caps.sources, style=style)
+        if sorted(settings.methods) != sorted(text_only):
+            kind = "text-only chat targets" if style == "chat" else "text-only targets"
+            st.button(f"Use the methods for {kind}: " + ", ".join(LABELS[m] for m in text_only),
+                      key="use_text_only_methods", on_click=_select_methods, args=(text_only,),
+                      help="Methods that need no token probabilities; S-RAG cannot run on this target."
+                           + (" MBA is left out: on chat models its shadows find no signal and it abstains."
+                              if style == "chat" else ""))
     for_chat = unchosen_chat_methods(settings.methods) if style == "chat" and caps.logprobs else []
     if for_chat:  # without logprobs the text-only button above already offers them
         st.button("This target answers like a chat model: add " + ", ".join(LABELS[m] for m in for_chat),

@@ -46,7 +46,7 @@ def render_canaries_tab() -> None:
     except ValueError as exc:
         st.error(str(exc))
         return
-    published, siblings = kit.published(), kit.siblings()
+    published = kit.published()
     st.markdown(f"**To publish** ({len(published)} canaries): embed each one, unchanged, in something you publish.")
     st.text_area("Canaries to publish", "\n\n".join(d.text for d in published), height=220, key=f"pub_{chosen}")
     c1, c2 = st.columns(2)

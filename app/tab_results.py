@@ -47,14 +47,17 @@ def verdict_explanation(result: dict, verdict: dict) -> str:
 
 
 def _verdict_rows(result: dict) -> list[dict]:
-    """One row per document: its verdict, reason, and a column for each method that ran (the PDF's cells)."""
+    """One row per document: its verdict, its own reason (``row_reason``: what every row shares is said once,
+    in the notes), and a column for each method that ran (the PDF's cells)."""
     from audit_core.report import score_cell, score_column, scored_methods
+    from audit_core.row_reason import row_reason, silent_reasons
 
     ran = scored_methods(result)
+    silent = silent_reasons(result)
     rows = []
     against = (result.get("collection") or {}).get("document_p_values") or {}
     for v in result.get("verdicts", []):
-        row = {"document": v["doc_id"], "verdict": v["verdict"], "reason": plain_reason(v["reason"])}
+        row = {"document": v["doc_id"], "verdict": v["verdict"], "reason": row_reason(v, silent)}
         for m in ran:
             row[score_column(m)] = score_cell(result, v, m)
         if against:  # the document's conformal p-value against the owner's own controls
@@ -422,7 +425,11 @@ def render_result(result: dict, live: bool = False) -> None:
     _header(result)
     rows = _verdict_rows(result)
     if rows:
+        from audit_core.row_reason import never_clears_notes
+
         st.dataframe(rows, hide_index=True)
+        for note in never_clears_notes(result.get("verdicts", [])):
+            st.caption(_md(note))
     else:
         st.info("No document has a verdict yet." if live else "No document was audited, so there is no verdict.")
     st.markdown(WHAT_IT_PROVES)

@@ -30,6 +30,7 @@ from xml.sax.saxutils import escape as _xml_escape
 
 from audit_core.methods import METHODS
 from audit_core.methods.base import NO_SIGNAL_AUC
+from audit_core.row_reason import never_clears_notes, row_reason, silent_reasons
 from audit_core.verdict import plain_reason
 
 from audit_core.plots import (
@@ -967,14 +968,16 @@ def score_cell(result: dict, verdict: dict, method: str) -> str:
 
 
 def verdict_table(result: dict, max_scores: int | None = None) -> tuple[list[list[str]], list[str]]:
-    """The verdict table as text: a header row, then per document its id, verdict, reason and a score cell for
-    each method that ran (``scored_methods``), at most ``max_scores`` of them; and the methods left out."""
+    """The verdict table as text: a header row, then per document its id, verdict, its own reason (``row_reason``:
+    what every row shares goes in the notes, ``never_clears_notes``) and a score cell for each method that ran
+    (``scored_methods``), at most ``max_scores`` of them; and the methods left out."""
     ran = scored_methods(result)
     shown = ran if max_scores is None else ran[:max_scores]
+    silent = silent_reasons(result)
     rows = [["Document", "Verdict", "Reason", *(score_column(m) for m in shown)]]
     for v in result.get("verdicts") or []:
         if isinstance(v, dict):
-            rows.append([str(v.get("doc_id")), str(v.get("verdict")), str(v.get("reason") or ""),
+            rows.append([str(v.get("doc_id")), str(v.get("verdict")), row_reason(v, silent),
                          *(score_cell(result, v, m) for m in shown)])
     return rows, ran[len(shown):]
 
@@ -1241,6 +1244,9 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     story.append(_table(facts, [3.2 * cm, width - 3.2 * cm], st, header=False))
     story.append(Spacer(1, 6))
     silent = silent_methods(r)
+    for m, why in not_run.items():  # said here once, so that the rows below need not say it each
+        story.append(P(f"<b>{esc(method_label(m))}</b> could not run on this target: {esc(plain_reason(why))}.",
+                       "small"))
     for m, why in no_signal.items():
         story.append(P(f"<b>{esc(method_label(m))}:</b> {esc(why)}. "
                        + ("It sent no query, so it has no result." if m in silent else
@@ -1253,12 +1259,14 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         colors_ = [None]
         long_r5 = f", and {REWRITING_EVIDENCE}"
         for v in verdicts:  # R5's evidence is said once under the table, not in every row of the summary
-            why = str(v.get("reason") or "").replace(long_r5, " (rule R5, below)")
+            why = row_reason(v, silent_reasons(r)).replace(long_r5, " (rule R5, below)")
             rows.append([cell_id(v.get("doc_id")), esc(v.get("verdict")), cell_reason(why)])
             colors_.append(_VERDICT_COLORS.get(v.get("verdict")))
         story.append(_table(rows, [4.0 * cm, 2.4 * cm, width - 6.4 * cm], st, row_colors=colors_))
         if any(long_r5 in str(v.get("reason") or "") for v in verdicts):
             story.append(P(f"Rule R5: {esc(REWRITING_EVIDENCE)}.", "small"))
+        for note in never_clears_notes(verdicts):
+            story.append(P(esc(note) + ".", "small"))
     else:
         story.append(P("No document was audited."))
     story.append(Spacer(1, 6))
@@ -1325,6 +1333,8 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
                                                  *(esc(c) for c in row[3:])] for row in table[1:]]
         colors_ = [None] + [_VERDICT_COLORS.get(v.get("verdict")) for v in verdicts]
         story.append(_table(rows, verdict_column_widths(width, table[0][3:]), st, row_colors=colors_))
+        for note in never_clears_notes(verdicts):
+            story.append(P(esc(note) + ".", "small"))
         if left_out:
             story.append(P("Scores of " + esc(", ".join(method_label(m) for m in left_out)) + ": in each "
                            "document's evidence below and in the CSV export (no room for more columns here).",

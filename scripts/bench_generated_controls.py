@@ -156,9 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
     c, cs, m = res["collection"], res["collection_savage"], res["score_means"]
-    print(f"| run | rewrites scored | mean score members: original / rewrite | non-members: original / rewrite | "
-          f"non-members scoring above their rewrite (paired Wilcoxon p) | collection FPR, 20 non-members vs their "
-          f"rewrites: LR / Savage | power, 5 of 20 vs their rewrites: LR / Savage | path check (max difference, n) |")
+    print("| run | rewrites scored | mean score members: original / rewrite | non-members: original / rewrite | "
+          "non-members scoring above their rewrite (paired Wilcoxon p) | collection FPR, 20 non-members vs their "
+          "rewrites: LR / Savage | power, 5 of 20 vs their rewrites: LR / Savage | path check (max difference, n) |")
     print("|---|---|---|---|---|---|---|---|")
     print(f"| {bench_out.name} | {len(rew)} / {len(docs)} | {m['members']['original']:.3f} / {m['members']['rewrite']:.3f} "
           f"| {m['nonmembers']['original']:.3f} / {m['nonmembers']['rewrite']:.3f} | "

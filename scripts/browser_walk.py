@@ -9,6 +9,10 @@ screenshot of each tab and downloads the PDF report (redacted, as offered, and w
 texts), the JSON and the CSV, under their offered names. Render the PDF to look at it:
 ``pdftoppm -png -r 80 out/walk/audit-*.pdf out/walk/page``.
 
+``--endpoint URL --model NAME`` walks an OpenAI-compatible endpoint instead of the demo target
+(e.g. ``./run serve --profile chat-nologprobs --corpus assets/demo_kb.jsonl --hide-retrieval``):
+it checks the connection, takes whichever method suggestion the check offers, and starts.
+
 Needs Chromium (``apt-get install -y chromium``) and the ``playwright`` package, which
 drives that Chromium (``--browser``); no browser is downloaded.
 """
@@ -35,6 +39,8 @@ def main() -> int:
     ap.add_argument("--csv", default=str(Path(__file__).resolve().parents[1] / "assets" / "sample_documents.csv"))
     ap.add_argument("--browser", default="/usr/bin/chromium")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds the audit may take")
+    ap.add_argument("--endpoint", help="an OpenAI-compatible base URL to audit instead of the demo target")
+    ap.add_argument("--model", default="", help="the model name the endpoint serves (with --endpoint)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -53,6 +59,8 @@ def main() -> int:
             uploader.locator("input[type=file]").set_input_files(args.csv)
             page.wait_for_timeout(4000)
             page.screenshot(path=str(out / "1_documents.png"))
+            if args.endpoint:
+                choose_endpoint(page, args.endpoint, args.model, out)
             page.get_by_role("tab", name="2 Run").click()
             page.wait_for_timeout(2000)
             page.get_by_role("button", name="Start audit").click()
@@ -100,6 +108,35 @@ def main() -> int:
             page.screenshot(path=str(out / f"4_{tab.lower()}.png"))
         browser.close()
     return 0
+
+
+def choose_endpoint(page, url: str, model: str, out: Path) -> None:
+    """Point the sidebar at an OpenAI-compatible endpoint, check it, and take the method suggestion it offers."""
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_text("OpenAI-compatible endpoint").click()
+    page.wait_for_timeout(1500)
+    sidebar.get_by_role("textbox", name="Base URL", exact=True).fill(url)
+    sidebar.get_by_role("textbox", name="Base URL", exact=True).press("Enter")
+    page.wait_for_timeout(1000)
+    sidebar.get_by_role("textbox", name="Model", exact=True).fill(model)
+    sidebar.get_by_role("textbox", name="Model", exact=True).press("Enter")
+    page.wait_for_timeout(1500)
+    sidebar.get_by_role("button", name="Check connection").click()
+    page.wait_for_timeout(3000)
+    for _ in range(60):  # the check asks the target a few questions: wait for its answer
+        if "Asking the target" not in sidebar.inner_text():
+            break
+        page.wait_for_timeout(5000)
+    page.screenshot(path=str(out / "1_connection.png"), full_page=True)
+    (out / "1_sidebar.txt").write_text(sidebar.inner_text())
+    for lead in ("Use the methods for text-only targets", "This target answers like a chat model"):
+        button = sidebar.get_by_role("button", name=lead)
+        if button.count():
+            button.first.click()
+            log("took the suggestion:", lead)
+            page.wait_for_timeout(3000)
+            break
+    (out / "1_sidebar_after.txt").write_text(sidebar.inner_text())
 
 
 if __name__ == "__main__":

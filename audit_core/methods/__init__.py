@@ -147,11 +147,18 @@ def method_label(method: str) -> str:
     return LABELS.get(method, method)
 
 
-def suggested_methods(logprobs: bool, sources: bool = False) -> list[str]:
+def suggested_methods(logprobs: bool, sources: bool = False, style: str | None = None) -> list[str]:
     """The methods the app proposes for a target that returns token logprobs, or one that returns text only.
 
     ``sources``: the target's answers list their sources, so the methods that read them are proposed too.
+    ``style``: how the target answers ("chat" or "completion", found by the capability probe or chosen), where
+    known. A text-only target that answers like a chat model gets the methods proposed for chat models only:
+    MBA, proposed for text-only targets that continue text, is at chance on every chat shadow in either
+    elicitation and abstains there (BENCHMARKS.md, session 51), so proposing it offered a method known to
+    decide nothing. A target with logprobs keeps its proposal (``unchosen_chat_methods`` adds to it).
     """
+    if not logprobs and style == "chat":
+        return [n for n, s in METHODS.items() if "chat" in s.suggested_for or (sources and s.requires_sources)]
     kind = "logprobs" if logprobs else "text only"
     return [n for n, s in METHODS.items() if kind in s.suggested_for or (sources and s.requires_sources)]
 

@@ -127,7 +127,7 @@ def fit_threshold(
     p["shadow_members_used"] = len(m)
     p["shadow_nonmembers_used"] = len(n)
     p["shadow_inconclusive"] = (len(member_scores) - len(m)) + (len(nonmember_scores) - len(n))
-    p["threshold_source"] = f"shadow: conformal threshold at a stated false-positive rate" if m and n else "none"
+    p["threshold_source"] = "shadow: conformal threshold at a stated false-positive rate" if m and n else "none"
     if default is not None:
         p["paper_default_threshold"] = default
     return apply_evidence(Calibration(method, params=p), fit_evidence(m, n, source=source), DEFAULT_FPR)

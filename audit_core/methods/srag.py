@@ -35,7 +35,6 @@ import re
 import unicodedata
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -706,7 +705,6 @@ class SragMethod(MembershipMethod):
         words = self.word_observations(obs)
         if not words:
             return None, "no probes were sent", words
-        unaligned = [w for w in words if w.aligned == "not_aligned"]
         failed = [w for w in words if w.prob is None and w.aligned != "not_aligned"]
         # a histogram with holes would not be comparable to the shadow's: any
         # failed probe makes the document inconclusive rather than guessed

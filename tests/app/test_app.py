@@ -483,6 +483,13 @@ def test_a_text_only_endpoint_offers_the_methods_that_need_no_logprobs(app):
     chosen = app.multiselect(key="methods").value
     assert chosen == suggested_methods(logprobs=False) and "srag" not in chosen and "verbatim" in chosen
     assert not [b for b in app.button if b.key == "use_text_only_methods"]  # nothing left to switch to
+    # read as the chat model the probe found, MBA is not offered: its chat shadows abstain (session 51)
+    app.session_state["target_style"] = None  # "find out (capability probe)", which AppTest cannot select
+    app.run(timeout=60)
+    offer = [b for b in app.button if b.key == "use_text_only_methods"]
+    assert offer and offer[0].label == "Use the methods for text-only chat targets: Verbatim continuation"
+    offer[0].click().run(timeout=60)
+    assert not app.exception and app.multiselect(key="methods").value == ["verbatim"]
 
 
 def test_a_chat_endpoint_with_logprobs_offers_the_method_that_works_on_chat_models(app, monkeypatch):

@@ -455,7 +455,10 @@ def test_the_cli_says_which_methods_to_add_for_the_target_found_and_when_nothing
     assert not any("verbatim" in h for h in method_hints(["srag", "verbatim"], chat, "chat", False))
     text_only = Capabilities(reachable=True, logprobs=False, max_top_logprobs=0)
     hints = method_hints(["srag", "mba"], text_only, "chat", True)
-    assert hints == ["for a target without logprobs, --method mba,verbatim"]  # said once, not twice
+    # said once, not twice; MBA only where the target continues text (its chat shadows abstain, session 51)
+    assert hints == ["for a target without logprobs, --method verbatim"]
+    assert method_hints(["srag", "mba"], text_only, "completion", True) == [
+        "for a target without logprobs, --method mba,verbatim"]
 
     chat_audit = {"config": {"methods": ["srag", "mba"], "target_style": "chat"},
                   "no_signal": {"srag": "no signal"}, "not_run": {"mba": "uncalibrated"}}
@@ -478,24 +481,6 @@ def test_a_shadow_size_beyond_the_corpus_is_said(monkeypatch, capsys):
     main(["audit", "--target", "demo", "--docs", "x.csv", "--shadow-size", str(min(most_in, most_out))])
     _audit_config(parsed[1])
     assert "the shadow uses" not in capsys.readouterr().err
-
-
-def test_a_row_where_every_method_abstains_for_the_whole_audit_says_so_briefly():
-    from app.cli import row_reason
-    from audit_core.methods.base import MethodResult
-    from audit_core.verdict import decide
-
-    abstain = [MethodResult("srag", "d", None, None, "no signal: AUC 0.64; none of its queries were sent"),
-               MethodResult("mba", "d", None, None, "uncalibrated: 3 usable; none of its queries were sent")]
-    v = decide("d", abstain)
-    silent = {"srag": "no signal: AUC 0.64", "mba": "uncalibrated: 3 usable"}
-    assert row_reason(v, silent) == "no method could decide: S-RAG, MBA abstain (see the notes above)"
-    assert row_reason(v, {"srag": "no signal: AUC 0.64"}) == v.reason  # MBA's reason is this document's own
-    # run anyway (--run-without-signal), a method's reason is the document's own: context_too_long, say
-    ran = decide("d", [MethodResult("srag", "d", None, None, "context_too_long: the prompt is too long")])
-    assert row_reason(ran, {"srag": "no signal: AUC 0.64"}) == ran.reason
-    found = decide("d", [MethodResult("verbatim", "d", 1.0, True, None, {"fpr": 0.05})])
-    assert row_reason(found, silent) == found.reason
 
 
 # --------------------------------------------------------------------------- target files, evidence, private outputs
@@ -666,36 +651,3 @@ def test_a_pdf_that_cannot_be_made_leaves_the_other_exports_and_the_gate(tmp_pat
         assert "Traceback" not in err and "gate (--fail-on member): a: member" in err
         assert sorted(p.suffix for p in (tmp_path / "reports").iterdir()) == [".csv", ".csv", ".json"]
         assert main(common) == 3  # as for any output that could not be written
-
-
-def test_a_rows_standing_reasons_are_said_once_and_the_row_keeps_what_is_its_own():
-    """On a text-only chat target each of the 20 rows was about 900 characters: the two deciding methods'
-    reasons for never saying "not found" and the abstaining methods' reasons, the same on every row."""
-    from app.cli import ABSTAINS_SHORT, NEVER_CLEARS_SHORT, never_clears_notes, row_reason
-    from audit_core.evidence.calibration import clearing_withheld
-    from audit_core.methods.base import MethodResult
-    from audit_core.verdict import decide
-
-    cited, verbatim = clearing_withheld("cited_sources"), clearing_withheld("verbatim")
-    results = [MethodResult("srag", "d", None, None, "no signal: AUC 0.64 (interval 0.55-0.73); none of its queries were sent"),
-               MethodResult("mba", "d", None, None, "uncalibrated: 3 usable member(s); none of its queries were sent"),
-               MethodResult("verbatim", "d", 0.2, None, f"not cleared: {verbatim}", {"fpr": 0.05, "member_p_value": 0.4}),
-               MethodResult("cited_sources", "d", 0.1, None, f"not cleared: {cited}",
-                            {"fpr": 0.05, "member_p_value": 0.5})]
-    v = decide("d", results)
-    assert cited in v.reason and verbatim in v.reason and "no signal: AUC 0.64" in v.reason
-    silent = {"srag": "no signal: AUC 0.64 (interval 0.55-0.73)", "mba": "uncalibrated: 3 usable member(s)"}
-    line = row_reason(v, silent)
-    assert cited not in line and verbatim not in line and "AUC 0.64" not in line and "3 usable" not in line
-    assert line.count(NEVER_CLEARS_SHORT) == 2 and line.count(ABSTAINS_SHORT) == 2
-    assert "Cited sources: not cleared" in line and "Verbatim continuation: not cleared" in line
-    assert len(line) < len(v.reason) / 2
-    assert never_clears_notes([v]) == [f"note: {cited}", f"note: {verbatim}"]
-    from audit_core.report import cleared_text
-
-    assert cleared_text({"never_clears": True}, "under the table").endswith("the reason is given under the table)")
-    # a method that ran anyway keeps its own reason for the document
-    assert "AUC 0.64" in row_reason(v, {"mba": silent["mba"]})
-    # a member call names no standing reason, and has no note
-    found = decide("d", [MethodResult("verbatim", "d", 1.0, True, None, {"fpr": 0.05})])
-    assert row_reason(found, silent) == found.reason and never_clears_notes([found]) == []

@@ -113,3 +113,21 @@ def test_the_collection_note_is_said_once_under_a_sentence_that_already_gives_it
     at = _results_part("_header", result)
     assert not at.exception
     assert _texts(at, inputs=False).count(why) == 1
+
+
+def test_the_tables_rows_refer_to_a_standing_reason_given_once_under_it():
+    """A browser walk of a text-only chat endpoint: every row of the Results table began with S-RAG's
+    "no logprobs (...)" and MBA's "uncalibrated: ...", which the notes above the table already said."""
+    from app.tab_results import _verdict_rows
+    from audit_core.row_reason import NEVER_CLEARS_SHORT
+    from tests.audit_core.test_row_reason import _chat_text_only_audit
+
+    result = {**_chat_text_only_audit(3), "documents": [{"id": f"note-{i}", "text": "t"} for i in range(3)],
+              "config": {"methods": ["srag", "mba", "verbatim"]}, "results": {}}
+    rows = _verdict_rows(result)
+    assert all(NEVER_CLEARS_SHORT in row["reason"] and "reads token probabilities" not in row["reason"]
+               and "usable member" not in row["reason"] for row in rows)
+    at = _results_part("render_result", result, True)  # live: the table and its notes, no exports
+    assert not at.exception
+    notes = [c.value for c in at.caption if clearing_withheld("verbatim")[:40] in c.value]
+    assert len(notes) == 1

@@ -389,7 +389,7 @@ def test_baselines_end_to_end_on_a_shadow_rag(shared_data):
 
 
 def test_a_method_without_signal_on_the_shadow_abstains_instead_of_calling_everything_a_member():
-    from audit_core.methods.base import Calibration, Observation, no_signal_reason
+    from audit_core.methods.base import Calibration, Observation
     from audit_core.methods.baseline_common import decide
 
     obs = Observation(method="mink", doc_id="d1")

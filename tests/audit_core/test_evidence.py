@@ -1109,7 +1109,7 @@ def test_each_document_gets_its_p_value_against_the_controls_and_the_line_counts
     assert "holds by construction" in collection_sentence({**out, "controls_kind": "canaries"})
     # both powers: the all-member figure alone read as clearance beside a large p-value
     assert f"{out['power']:.2f} if every document were a member, {out['power_quarter_members']:.2f} if a quarter" \
-        in line and any(f"if a quarter were" in x for x in collection_lines({"collection": out}))
+        in line and any("if a quarter were" in x for x in collection_lines({"collection": out}))
     assert any("Called: d0, d2." in x for x in collection_lines({"collection": out}))
     # 18 controls are too few for a call at 5%: p-values, but no call, and the line says what is needed
     few = collection_summary(docs, results, ctls[:18], ctl_results, "srag", {"srag": cal}, AuditConfig())

@@ -546,7 +546,6 @@ def test_ctrl_c_in_a_cli_audit_keeps_what_was_found_for_the_junit_report_and_the
     Ctrl-C stops after the document in progress, and the findings so far still fail the gate."""
     import os
     import signal
-    import xml.etree.ElementTree as ET
 
     import audit_core.audit
     from app.cli import GATE_FAILED, main

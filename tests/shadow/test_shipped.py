@@ -125,7 +125,7 @@ def test_the_clis_text_only_audit_is_shipped(style, manifest, corpus_hash, monke
     from audit_core.methods import suggested_methods
     from audit_core.target.base import Capabilities
 
-    names = suggested_methods(False)
+    names = suggested_methods(False, style=style)
     _assert_cli_audit_shipped(["--target", "https://rag.example/v1", "--model", "m", "--method", ",".join(names)],
                               Capabilities(True, False, 0, style=style), sorted(names), manifest, corpus_hash,
                               monkeypatch)

@@ -7,7 +7,6 @@ import random
 import numpy as np
 import pytest
 
-from audit_core.documents import Document
 from audit_core.metrics import roc_auc
 
 pytestmark = pytest.mark.slow
