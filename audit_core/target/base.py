@@ -341,6 +341,17 @@ class QueryAccount:
                 self.completion_tokens += usage.completion_tokens
                 self.unreported += not usage.reported
 
+    def answered_after_all(self, exc: Exception) -> None:
+        """Take back the failure recorded for ``exc`` where its answer was what the sender wanted to know: the
+        capability probe's request for logprobs answered without them. Counted as failed, every audit of a
+        text-only endpoint said "1 failed" with no failure to show for it. Only a ``NoLogprobs`` that carries
+        the answer it was recorded with (``exc.completion``) is taken back; one refused before sending was
+        never recorded."""
+        if getattr(exc, "completion", None) is None:
+            return
+        with self._lock:
+            self.failures = max(0, self.failures - 1)
+
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("queries", "failures", "retries", "prompt_tokens", "completion_tokens",
                                               "unreported")}
@@ -392,6 +403,7 @@ class Target:
         try:
             comp = self.complete(req)
         except NoLogprobs as exc:
+            self.account.answered_after_all(exc)
             return self.with_style(Capabilities(True, False, 0, detail=str(exc)))
         except TargetError as exc:
             return Capabilities(False, False, 0, detail=str(exc))

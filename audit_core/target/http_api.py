@@ -445,6 +445,7 @@ class HttpTarget(RetryingConnector, Target):
         except AuthenticationFailed:
             raise
         except NoLogprobs as exc:
+            self.account.answered_after_all(exc)
             return self.with_style(Capabilities(True, False, 0, model=label, detail=str(exc)))
         except TargetError as exc:
             return Capabilities(False, False, 0, model=label, detail=str(exc))

@@ -529,6 +529,7 @@ class OpenAITarget(RetryingConnector, Target):
         except (AuthenticationFailed, UnknownModel):
             raise
         except NoLogprobs as exc:
+            self.account.answered_after_all(exc)
             answered = getattr(exc, "completion", None)
             return self.with_style(Capabilities(True, False, 0, model=answered.model if answered else self.model,
                                                 detail=str(exc)))

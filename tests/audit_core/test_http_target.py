@@ -168,6 +168,11 @@ def test_capability_probe_reports_logprobs_only_when_a_path_is_configured(custom
     with pytest.raises(NoLogprobs):  # refused before sending: it could not be read
         text_only.complete(_chat(max_tokens=1, logprobs=True))
     assert text_only.account.queries == sent
+    # a path the answers lack: the probe's answer came without logprobs, which is what it asked to find out
+    unread = _target(url, logprobs_path="$.no_such_field")
+    caps = unread.capabilities()
+    assert caps.reachable and not caps.logprobs and "without logprobs" in caps.detail
+    assert unread.account.queries >= 1 and unread.account.failures == 0
 
 
 def _scripted(srv: FakeOpenAIServer, **changes) -> HttpTarget:

@@ -287,6 +287,8 @@ def test_missing_logprobs_raise_and_capabilities_say_so():
         assert t.account.failures == 1 and t.account.completion_tokens == 1
         caps = t.capabilities()
         assert caps.reachable and not caps.logprobs and caps.max_top_logprobs == 0
+        # the probe's refusal is what it asked to find out, not a failed query ("4 (1 failed)" on every audit)
+        assert t.account.queries == 5 and t.account.failures == 1
         sent = srv.chat_requests()
         assert sent[1]["top_logprobs"] == 20  # the capability request asks for the most alternatives
         assert len(sent) == 5 and not any(r.get("logprobs") for r in sent[2:])  # then 3 text-only style probes
@@ -583,3 +585,18 @@ def test_an_answer_without_usage_is_counted_as_unreported_not_as_zero_tokens(ser
     assert Completion.from_json({"text": "x", "tokens": None, "usage": {"prompt_tokens": 3}}).usage.reported  # old rows
     assert tokens_text({"queries": 3, "failures": 1, "unreported": 2, "prompt_tokens": 0}) == "not reported by the target"
     assert tokens_text({"queries": 2, "prompt_tokens": 9, "completion_tokens": 4}) == "9 prompt + 4 completion"
+
+
+def test_only_a_recorded_answer_without_logprobs_is_taken_back_from_the_failures():
+    """The probe's refusal is taken back; a refusal made before sending (a target file without logprobs_path)
+    was never recorded, so taking it back would hide another query's real failure."""
+    from audit_core.target.base import QueryAccount
+
+    acc = QueryAccount()
+    acc.record(failed=True)
+    acc.answered_after_all(NoLogprobs("refused before sending"))
+    assert acc.failures == 1
+    answered = NoLogprobs("answered without logprobs")
+    answered.completion = object()
+    acc.answered_after_all(answered)
+    assert acc.failures == 0 and acc.queries == 1
