@@ -151,6 +151,12 @@ def _store_path(args) -> str:
     return str(cache_dir() / "audits.sqlite")
 
 
+#: why the estimate is a bound (the app's Run tab says the same beside Check calibration): it counts every chosen
+#: method before the capability probe and the shadow have said which can decide on this target
+UPPER_BOUND = ("at most: a method that cannot run on this target (the capability probe, next) or whose shadow shows "
+               "no signal (after the shadow is prepared) sends none of its queries; the notes then say which")
+
+
 def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = False,
                     file_config=None, pace: float | None = None) -> None:
     """The cost of the audit on the target, before anything is sent (every query is paid).
@@ -178,6 +184,7 @@ def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = Fal
         skipped = f", {m.skipped_documents} documents it skips" if m.skipped_documents else ""
         note = f" ({m.note})" if m.note else ""
         print(f"  {_named(m.method)}: {m.queries} queries{skipped}{note}", file=sys.stderr)
+    print(f"  {UPPER_BOUND}", file=sys.stderr)
     if controls:
         made = " to be rewritten from the documents (one local rewrite each, nothing sent)" if generated else ""
         print(f"  + at most {controls_queries(list(controls), styled.methods, styled.method_params)} queries for "

@@ -387,6 +387,9 @@ def test_generated_controls_are_counted_in_the_estimate_and_made_only_after_ever
     # the documents are counted apart from the controls (the CLI said "for 2 documents", counting every
     # control under every method, where the app counted one method's)
     assert "estimated cost: 1 target queries for 1 documents" in err
+    from app.cli import UPPER_BOUND  # a bound: what cannot run or has no signal sends nothing
+
+    assert UPPER_BOUND in err
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     assert main(["audit", "--target", "demo", "--docs", docs, "--method", "rag_mia", "--generate-controls",
