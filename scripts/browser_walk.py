@@ -129,7 +129,7 @@ def choose_endpoint(page, url: str, model: str, out: Path) -> None:
         page.wait_for_timeout(5000)
     page.screenshot(path=str(out / "1_connection.png"), full_page=True)
     (out / "1_sidebar.txt").write_text(sidebar.inner_text())
-    for lead in ("Use the methods for text-only targets", "This target answers like a chat model"):
+    for lead in ("Use the methods for text-only", "This target answers like a chat model"):
         button = sidebar.get_by_role("button", name=lead)
         if button.count():
             button.first.click()
