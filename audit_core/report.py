@@ -1258,8 +1258,9 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         rows = [["Document", "Verdict", "Why"]]
         colors_ = [None]
         long_r5 = f", and {REWRITING_EVIDENCE}"
+        abstaining = silent_reasons(r)
         for v in verdicts:  # R5's evidence is said once under the table, not in every row of the summary
-            why = row_reason(v, silent_reasons(r)).replace(long_r5, " (rule R5, below)")
+            why = row_reason(v, abstaining).replace(long_r5, " (rule R5, below)")
             rows.append([cell_id(v.get("doc_id")), esc(v.get("verdict")), cell_reason(why)])
             colors_.append(_VERDICT_COLORS.get(v.get("verdict")))
         story.append(_table(rows, [4.0 * cm, 2.4 * cm, width - 6.4 * cm], st, row_colors=colors_))
