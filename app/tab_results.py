@@ -66,6 +66,12 @@ def _verdict_rows(result: dict) -> list[dict]:
     return rows
 
 
+def _add_methods(names: list[str]) -> None:
+    """Button callback (before the rerun, so it may set the sidebar's Methods widget): ``names`` added to it."""
+    current = list(st.session_state.get("methods") or [])
+    st.session_state["methods"] = current + [m for m in names if m not in current]
+
+
 def _header(result: dict) -> None:
     from audit_core.methods import LABELS
     from audit_core.report import auc_reading
@@ -117,6 +123,12 @@ def _header(result: dict) -> None:
                    "document is inconclusive: this is no finding either way."
                    + (" The target answers like a chat model: add " + ", ".join(LABELS.get(m, m) for m in add)
                       + " to the sidebar's Methods and run the audit again." if add else ""))
+        current = list(st.session_state.get("methods") or [])
+        missing = [m for m in add if m not in current]
+        if missing:  # one click instead of finding them in the sidebar's list (the audit sent nothing for these)
+            st.button("Add " + ", ".join(LABELS.get(m, m) for m in missing) + " to the Methods",
+                      key=f"add-chat-methods-{result_key(result)}", on_click=_add_methods, args=(missing,),
+                      help="Adds them to the sidebar's Methods; then start the audit again in tab 2.")
     counts = {"member": 0, "not found": 0, "inconclusive": 0}
     for v in result.get("verdicts", []):
         counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1

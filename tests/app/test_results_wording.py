@@ -131,3 +131,35 @@ def test_the_tables_rows_refer_to_a_standing_reason_given_once_under_it():
     assert not at.exception
     notes = [c.value for c in at.caption if clearing_withheld("verbatim")[:40] in c.value]
     assert len(notes) == 1
+
+
+def test_an_audit_where_nothing_could_decide_on_a_chat_target_adds_the_chat_methods_in_one_click():
+    """A browser walk: Start pressed on a text-only chat endpoint with the default S-RAG + MBA, before the
+    connection check had answered. Every document was inconclusive in 5 s and the page said to add Verbatim
+    continuation in the sidebar's list; one click now does it."""
+    from streamlit.testing.v1 import AppTest
+
+    result = {"documents": [{"id": "a", "text": "t"}], "verdicts": [], "results": {},
+              "config": {"methods": ["srag", "mba"], "target_style": "chat"},
+              "not_run": {"srag": "no logprobs"}, "no_signal": {"mba": "uncalibrated"}}
+
+    def page():
+        import streamlit as st
+
+        import app.tab_results as tab
+
+        tab._header(st.session_state["shown"])
+
+    at = AppTest.from_function(page)
+    at.session_state["shown"], at.session_state["methods"] = result, ["srag", "mba"]
+    at.run()
+    offer = [b for b in at.button if b.label.startswith("Add ")]
+    assert not at.exception and [b.label for b in offer] == ["Add Verbatim continuation to the Methods"]
+    offer[0].click().run()
+    assert at.session_state["methods"] == ["srag", "mba", "verbatim"]
+    assert not [b for b in at.button if b.label.startswith("Add ")]  # nothing left to add
+    # where some method could decide there is nothing to offer
+    at.session_state["shown"] = {**result, "no_signal": {}}
+    at.session_state["methods"] = ["srag", "mba"]
+    at.run()
+    assert not [b for b in at.button if b.label.startswith("Add ")]
