@@ -336,7 +336,7 @@ def _connection_check(settings: Settings) -> None:
     else:
         st.warning(f"Connected, but the target returns no token probabilities ({caps.detail}). "
                    f"Methods that can run: {', '.join(can)}. "
-                   "Not possible here: " + "; ".join(f"{LABELS[m]} ({why})" for m, why in not_run.items()) + ".")
+                   "Not possible here: " + _not_possible(not_run) + ".")
     style, _ = resolve_style(settings.target_style, caps.style, caps.style_detail)
     if not caps.logprobs:
         text_only = suggested_methods(logprobs=False, sources=caps.sources, style=style)
@@ -371,6 +371,19 @@ def _style_note(settings: Settings, caps) -> None:
                    f"{caps.style} model ({caps.style_detail}). The shadow RAG answers in the style you chose.")
     else:
         st.caption(f"Answer style: {style} ({source}). The shadow RAG answers, and S-RAG reads, in this style.")
+
+
+def _not_possible(not_run: dict[str, str]) -> str:
+    """The methods that cannot run on the target, those with one reason named together before it: "S-RAG (no
+    logprobs (the target returns text only; ...)); Min-k% Prob (no logprobs (...))" said the same twice, in
+    parentheses within parentheses."""
+    from audit_core.methods import LABELS
+    from audit_core.verdict import plain_reason
+
+    by_reason: dict[str, list[str]] = {}
+    for m, why in not_run.items():
+        by_reason.setdefault(plain_reason(why), []).append(LABELS.get(m, m))
+    return "; ".join(f"{' and '.join(names)}: {why}" for why, names in by_reason.items())
 
 
 def _select_methods(names: list[str]) -> None:

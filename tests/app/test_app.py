@@ -466,7 +466,8 @@ def test_a_text_only_endpoint_offers_the_methods_that_need_no_logprobs(app):
         app.button(key="check_connection").click().run(timeout=60)
         assert not app.exception
         warned = " ".join(w.value for w in app.warning)
-        assert "no token probabilities" in warned and "S-RAG (no logprobs" in warned
+        assert "no token probabilities" in warned and "S-RAG and Min-k% Prob: no logprobs (the target" in warned
+        assert warned.count("no logprobs") == 1  # one reason, said once for both methods
         # the fake answers every probe "OK": a reply, not a continuation of the text
         assert "Answer style: chat (found by the capability probe: it answered like a chat model in 3 of 3" \
             in _texts(app)
