@@ -46,7 +46,7 @@ if str(ROOT) not in sys.path:
 
 from audit_core.methods import METHODS, method_label, suggested_methods, unchosen_chat_methods, \
     unchosen_source_methods  # noqa: E402
-from audit_core.row_reason import never_clears_notes, row_reason  # noqa: E402
+from audit_core.row_reason import never_clears_notes, row_reason, silent_reasons  # noqa: E402
 from audit_core.verdict import plain_reason  # noqa: E402
 
 
@@ -153,8 +153,9 @@ def _store_path(args) -> str:
 
 #: why the estimate is a bound (the app's Run tab says the same beside Check calibration): it counts every chosen
 #: method before the capability probe and the shadow have said which can decide on this target
-UPPER_BOUND = ("at most: a method that cannot run on this target (the capability probe, next) or whose shadow shows "
-               "no signal (after the shadow is prepared) sends none of its queries; the notes then say which")
+UPPER_BOUND = ("every chosen method counted: one that cannot run on this target (the audit's capability probe finds "
+               "out) or whose shadow shows no signal (found once the shadow is prepared) sends none of its queries, "
+               "and the audit's notes say which")
 
 
 def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = False,
@@ -751,14 +752,17 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         print(note, file=sys.stderr)
     _print_collection(result.collection)
     _print_power(result.to_json()["method_power"], cfg.fpr)
-    silent = {**result.not_run, **result.no_signal}
+    silent = silent_reasons(saved)
     for v in result.verdicts:
         score = "   -  " if v.score is None else f"{v.score:6.3f}"
         print(f"{v.doc_id:>16}  {v.verdict:<13} {score}  {row_reason(v, silent)}")
         if args.evidence:
             for line in evidence_lines(result.results[v.doc_id]):
                 print(f"{'':>16}  {line}")
-    for note in never_clears_notes(result.verdicts):
+    from audit_core.report import never_clears_lines
+
+    notes = never_clears_notes(result.verdicts)  # and those the power lines above refer to ("under the table")
+    for note in notes + [line for line in never_clears_lines(saved) if line not in notes]:
         print(f"note: {note}", file=sys.stderr)
     note = withheld_note(result.verdicts)
     if note:

@@ -66,10 +66,29 @@ def _verdict_rows(result: dict) -> list[dict]:
     return rows
 
 
-def _add_methods(names: list[str]) -> None:
-    """Button callback (before the rerun, so it may set the sidebar's Methods widget): ``names`` added to it."""
+def _set_methods(names: list[str]) -> None:
+    """Button callback (before the rerun, so it may set the sidebar's Methods widget)."""
+    st.session_state["methods"] = list(names)
+
+
+def _chat_methods_offer(result: dict, add: list[str]) -> None:
+    """Where nothing could decide on a chat-style target: one click sets the sidebar's Methods for such a
+    target, instead of a search of its list. A target found to give no logprobs gets the text-only chat set
+    (``suggested_methods``: MBA abstains there too, so keeping it would prepare its shadow for nothing);
+    one with logprobs keeps its methods and gains ``add``."""
+    from audit_core.methods import LABELS, suggested_methods
+
     current = list(st.session_state.get("methods") or [])
-    st.session_state["methods"] = current + [m for m in names if m not in current]
+    caps = result.get("capabilities") if isinstance(result.get("capabilities"), dict) else {}
+    if caps.get("logprobs") is False:
+        offer = suggested_methods(False, bool(caps.get("sources")), "chat")
+        label = "Use " + ", ".join(LABELS.get(m, m) for m in offer) + " (the methods for text-only chat targets)"
+    else:
+        offer = current + [m for m in add if m not in current]
+        label = "Add " + ", ".join(LABELS.get(m, m) for m in add if m not in current) + " to the Methods"
+    if offer and sorted(offer) != sorted(current):  # the audit sent nothing for the methods it replaces
+        st.button(label, key=f"chat-methods-{result_key(result)}", on_click=_set_methods, args=(offer,),
+                  help="Sets the sidebar's Methods; then start the audit again in tab 2.")
 
 
 def _header(result: dict) -> None:
@@ -123,12 +142,7 @@ def _header(result: dict) -> None:
                    "document is inconclusive: this is no finding either way."
                    + (" The target answers like a chat model: add " + ", ".join(LABELS.get(m, m) for m in add)
                       + " to the sidebar's Methods and run the audit again." if add else ""))
-        current = list(st.session_state.get("methods") or [])
-        missing = [m for m in add if m not in current]
-        if missing:  # one click instead of finding them in the sidebar's list (the audit sent nothing for these)
-            st.button("Add " + ", ".join(LABELS.get(m, m) for m in missing) + " to the Methods",
-                      key=f"add-chat-methods-{result_key(result)}", on_click=_add_methods, args=(missing,),
-                      help="Adds them to the sidebar's Methods; then start the audit again in tab 2.")
+        _chat_methods_offer(result, add)
     counts = {"member": 0, "not found": 0, "inconclusive": 0}
     for v in result.get("verdicts", []):
         counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
@@ -155,6 +169,10 @@ def _header(result: dict) -> None:
                        "members score as low. In between it is inconclusive (\"not cleared\").")
             st.dataframe([dict(zip(power[0], [LABELS.get(row[0], row[0]), *row[1:]])) for row in power[1:]],
                          hide_index=True)
+            from audit_core.report import never_clears_lines
+
+            for line in never_clears_lines(result):
+                st.caption(_md(line))
 
 
 def _account(result: dict) -> None:

@@ -1361,6 +1361,8 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
         rows = [power_rows[0]] + [[esc(method_label(row[0]))] + [esc(c) for c in row[1:]] for row in power_rows[1:]]
         widths = fitted_widths(width, power_rows[0], [2.6 * cm, 2.5 * cm, 2.0 * cm, 3.4 * cm, 2.5 * cm])
         story.append(_table(rows, widths, st))
+        for line in never_clears_lines(r):
+            story.append(P(esc(line) + ".", "small"))
     else:
         rows = [["Method", "Shadow AUC", "Reading"]]
         for m in methods:
@@ -1627,10 +1629,19 @@ def method_power_rows(result: dict) -> list[list[str]]:
     return rows
 
 
-def cleared_text(info: dict, why_where: str = "with each document") -> str:
+def never_clears_lines(result: dict) -> list[str]:
+    """Under the method-power table (app and PDF): why each method in it that never says "not found" does not,
+    which its row's "Cleared" cell refers to (``cleared_text``)."""
+    from audit_core.evidence.calibration import clearing_withheld
+
+    return [why for m, info in (result.get("method_power") or {}).items()
+            if (info or {}).get("never_clears") and (why := clearing_withheld(m))]
+
+
+def cleared_text(info: dict, why_where: str = "under this table") -> str:
     """How many shadow non-members a method may call "not found", and at what miss rate (``why_where``: where
-    the reader finds why a method never says it: with each document in the app and the PDF, once under the
-    table in the CLI)."""
+    the reader finds why a method never says it: under the method-power table in the app and the PDF
+    (``never_clears_lines``), once under the verdicts in the CLI)."""
     if info.get("never_clears"):
         return f'none (this method never says "not found"; the reason is given {why_where})'
     if info.get("miss_rate") is None:

@@ -55,14 +55,18 @@ def row_reason(verdict: Any, silent: Mapping[str, str]) -> str:
            if m not in silent or not str((info or {}).get("reason") or "").startswith(silent[m])]
     if _field(verdict, "rule") == "R1" and methods and not own:
         names = ", ".join(method_label(m) for m in methods)
-        return f"no method could decide: {names} abstain for the whole audit (why: in the notes)"
+        verb = "abstains" if len(methods) == 1 else "abstain"
+        return f"no method could decide: {names} {verb} for the whole audit (why: in the notes)"
     text = plain_reason(_field(verdict, "reason", ""))  # a stored audit's reason may still carry machine codes
     for m in methods:
         why = clearing_withheld(m)
         if why:
             text = text.replace(why, NEVER_CLEARS_SHORT)
     for m in set(methods) - set(own):
-        brief = brief_reason(str((methods[m] or {}).get("reason") or ""))
+        reason = str((methods[m] or {}).get("reason") or "")
+        # leading, a method's reason is whole ("S-RAG: no logprobs (...)"); following, brief ("S-RAG (no logprobs)")
+        text = text.replace(f"{method_label(m)}: {plain_reason(reason)}", f"{method_label(m)} {ABSTAINS_SHORT}")
+        brief = brief_reason(reason)
         if brief:
             text = text.replace(f" ({brief})", f" {ABSTAINS_SHORT}")
     return text

@@ -150,16 +150,36 @@ def test_an_audit_where_nothing_could_decide_on_a_chat_target_adds_the_chat_meth
 
         tab._header(st.session_state["shown"])
 
+    def offers(at):
+        return [b for b in at.button if b.label.startswith(("Add ", "Use "))]
+
     at = AppTest.from_function(page)
     at.session_state["shown"], at.session_state["methods"] = result, ["srag", "mba"]
     at.run()
-    offer = [b for b in at.button if b.label.startswith("Add ")]
-    assert not at.exception and [b.label for b in offer] == ["Add Verbatim continuation to the Methods"]
-    offer[0].click().run()
+    assert not at.exception and [b.label for b in offers(at)] == ["Add Verbatim continuation to the Methods"]
+    offers(at)[0].click().run()
     assert at.session_state["methods"] == ["srag", "mba", "verbatim"]
-    assert not [b for b in at.button if b.label.startswith("Add ")]  # nothing left to add
+    assert not offers(at)  # nothing left to add
+    # a target found to give no logprobs: the text-only chat set replaces them (MBA would only abstain again)
+    at.session_state["shown"] = {**result, "capabilities": {"reachable": True, "logprobs": False}}
+    at.session_state["methods"] = ["srag", "mba"]
+    at.run()
+    assert [b.label for b in offers(at)] == [
+        "Use Verbatim continuation (the methods for text-only chat targets)"]
+    offers(at)[0].click().run()
+    assert at.session_state["methods"] == ["verbatim"] and not offers(at)
     # where some method could decide there is nothing to offer
     at.session_state["shown"] = {**result, "no_signal": {}}
     at.session_state["methods"] = ["srag", "mba"]
     at.run()
-    assert not [b for b in at.button if b.label.startswith("Add ")]
+    assert not offers(at)
+
+
+def test_the_power_panel_gives_the_never_cleared_reason_its_cell_points_to():
+    result = {"documents": [{"id": "a", "text": "t"}], "verdicts": [], "results": {},
+              "config": {"methods": ["verbatim"], "fpr": 0.05},
+              "method_power": {"verbatim": {"fpr": 0.05, "power": 0.55, "never_clears": True, "shadow_auc": 0.88,
+                                            "decides": True}}}
+    at = _results_part("_header", result)
+    assert not at.exception
+    assert [c for c in at.caption if c.value.startswith(clearing_withheld("verbatim")[:30])]

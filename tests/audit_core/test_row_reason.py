@@ -11,12 +11,32 @@ def test_a_row_where_every_method_abstains_for_the_whole_audit_says_so_briefly()
     v = decide("d", abstain)
     silent = {"srag": "no signal: AUC 0.64", "mba": "uncalibrated: 3 usable"}
     assert row_reason(v, silent) == "no method could decide: S-RAG, MBA abstain for the whole audit (why: in the notes)"
-    assert row_reason(v, {"srag": "no signal: AUC 0.64"}) == v.reason  # MBA's reason is this document's own
+    # MBA's reason is this document's own and stays; S-RAG's, leading, is referred to
+    assert row_reason(v, {"srag": "no signal: AUC 0.64"}) == \
+        "S-RAG (abstains in this audit: why in the notes); also undecided: MBA (uncalibrated: 3 usable)"
     # run anyway (--run-without-signal), a method's reason is the document's own: context_too_long, say
     ran = decide("d", [MethodResult("srag", "d", None, None, "context_too_long: the prompt is too long")])
     assert row_reason(ran, {"srag": "no signal: AUC 0.64"}) == ran.reason
     found = decide("d", [MethodResult("verbatim", "d", 1.0, True, None, {"fpr": 0.05})])
     assert row_reason(found, silent) == found.reason
+    alone = decide("d", abstain[:1])  # one method: "abstains"
+    assert row_reason(alone, silent) == "no method could decide: S-RAG abstains for the whole audit (why: in the notes)"
+
+
+def test_a_whole_audit_abstention_that_leads_a_row_is_referred_to_as_well():
+    """A document Verbatim continuation could not read (too short, say) is led by the first method in voting
+    order, S-RAG, whose whole reason "no logprobs (...)" then stood in the row as before."""
+    from audit_core.methods.base import MethodResult
+    from audit_core.row_reason import ABSTAINS_SHORT, row_reason
+    from audit_core.verdict import decide
+
+    no_logprobs = "no logprobs (the target returns text only; this method reads token probabilities)"
+    v = decide("d", [MethodResult("srag", "d", None, None, no_logprobs),
+                     MethodResult("verbatim", "d", None, None, "too short: Verbatim needs at least 12 words")])
+    assert v.reason.startswith(f"S-RAG: {no_logprobs}")
+    line = row_reason(v, {"srag": no_logprobs})
+    assert "reads token probabilities" not in line and line.startswith(f"S-RAG {ABSTAINS_SHORT}")
+    assert "too short: Verbatim needs at least 12 words" in line  # the document's own reason stays
 
 
 def test_a_rows_standing_reasons_are_said_once_and_the_row_keeps_what_is_its_own():
@@ -104,7 +124,39 @@ def test_the_pdfs_tables_say_each_standing_reason_once_beside_them():
          "documents": [{"id": f"note-{i}", "text": "A patient note about a knee. " * 8} for i in range(6)]}
     table, _ = report.verdict_table(r)
     assert all(NEVER_CLEARS_SHORT in row[2] and "usable member" not in row[2] for row in table[1:])
-    first = " ".join(PdfReader(io.BytesIO(report.pdf_report(r))).pages[0].extract_text().split())
+    pages = [" ".join(p.extract_text().split()) for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages]
+    first = pages[0]
     assert "S-RAG could not run on this target: no logprobs" in first  # what the rows now refer to
     assert first.count(NEVER_CLEARS_SHORT) == 6
-    assert first.count(" ".join(clearing_withheld("verbatim").split()[:8])) == 1
+    head = " ".join(clearing_withheld("verbatim").split()[:8])
+    assert first.count(head) == 1
+    # the second table ("Verdicts", with the scores) has its own note under it
+    rest = " ".join(pages[1:])
+    at = rest.index("Verdicts Document Verdict Reason")
+    assert rest.count(NEVER_CLEARS_SHORT, at) == 6 and head in rest[at:]
+
+
+def test_the_power_tables_never_cleared_cell_points_to_a_reason_under_that_table():
+    """The "Cleared" cell said "the reason is given with each document"; with every document a member no
+    row or paragraph gave it. It is now said under the method-power table itself (app and PDF)."""
+    import io
+
+    from pypdf import PdfReader
+
+    from audit_core import report
+    from audit_core.evidence.calibration import clearing_withheld
+    from audit_core.methods.base import MethodResult
+    from audit_core.verdict import decide
+
+    verdicts = [decide(f"n{i}", [MethodResult("verbatim", f"n{i}", 1.0, True, None, {"fpr": 0.05})]).to_json()
+                for i in range(3)]
+    r = {"verdicts": verdicts, "target": "http://127.0.0.1:8200/v1 · m", "created": "2026-12-01T10:00:00+00:00",
+         "config": {"methods": ["verbatim"], "fpr": 0.05},
+         "documents": [{"id": f"n{i}", "text": "A patient note about a knee. " * 8} for i in range(3)],
+         "method_power": {"verbatim": {"fpr": 0.05, "power": 0.55, "never_clears": True, "shadow_auc": 0.88,
+                                       "decides": True}}}
+    assert report.never_clears_lines(r) == [clearing_withheld("verbatim")]
+    assert report.method_power_rows(r)[1][3].endswith("the reason is given under this table)")
+    text = " ".join(" ".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages).split())
+    cell = text.index("the reason is given under this table")
+    assert " ".join(clearing_withheld("verbatim").split()[:8]) in text[cell:]
