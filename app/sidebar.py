@@ -343,20 +343,20 @@ def _connection_check(settings: Settings) -> None:
         if sorted(settings.methods) != sorted(text_only):
             kind = "text-only chat targets" if style == "chat" else "text-only targets"
             st.button(f"Use the methods for {kind}: " + ", ".join(LABELS[m] for m in text_only),
-                      key="use_text_only_methods", on_click=_select_methods, args=(text_only,),
+                      key="use_text_only_methods", on_click=set_methods, args=(text_only,),
                       help="Methods that need no token probabilities; S-RAG cannot run on this target."
                            + (" MBA is left out: on chat models its shadows find no signal and it abstains."
                               if style == "chat" else ""))
     for_chat = unchosen_chat_methods(settings.methods) if style == "chat" and caps.logprobs else []
     if for_chat:  # without logprobs the text-only button above already offers them
         st.button("This target answers like a chat model: add " + ", ".join(LABELS[m] for m in for_chat),
-                  key="add_chat_methods", on_click=_select_methods, args=(list(settings.methods) + for_chat,),
+                  key="add_chat_methods", on_click=set_methods, args=(list(settings.methods) + for_chat,),
                   help="On chat models S-RAG and MBA usually find no signal on their shadow and abstain; "
                        + " ".join(METHODS[m].description for m in for_chat))
     reading_sources = unchosen_source_methods(settings.methods) if caps.sources else []
     if reading_sources:
         st.button("This target lists the sources of its answers: add " + ", ".join(LABELS[m] for m in reading_sources),
-                  key="add_source_methods", on_click=_select_methods, args=(list(settings.methods) + reading_sources,),
+                  key="add_source_methods", on_click=set_methods, args=(list(settings.methods) + reading_sources,),
                   help=" ".join(METHODS[m].description for m in reading_sources))
     _style_note(settings, caps)
 
@@ -386,8 +386,9 @@ def _not_possible(not_run: dict[str, str]) -> str:
     return "; ".join(f"{' and '.join(names)}: {why}" for why, names in by_reason.items())
 
 
-def _select_methods(names: list[str]) -> None:
-    """Button callback: runs before the rerun, so it may set the Methods widget's value."""
+def set_methods(names: list[str]) -> None:
+    """Button callback (the sidebar's offers and the Results tab's): runs before the rerun, so it may set the
+    Methods widget's value."""
     st.session_state["methods"] = list(names)
 
 

@@ -66,16 +66,12 @@ def _verdict_rows(result: dict) -> list[dict]:
     return rows
 
 
-def _set_methods(names: list[str]) -> None:
-    """Button callback (before the rerun, so it may set the sidebar's Methods widget)."""
-    st.session_state["methods"] = list(names)
-
-
 def _chat_methods_offer(result: dict, add: list[str]) -> None:
     """Where nothing could decide on a chat-style target: one click sets the sidebar's Methods for such a
     target, instead of a search of its list. A target found to give no logprobs gets the text-only chat set
     (``suggested_methods``: MBA abstains there too, so keeping it would prepare its shadow for nothing);
     one with logprobs keeps its methods and gains ``add``."""
+    from app.sidebar import set_methods
     from audit_core.methods import LABELS, suggested_methods
 
     current = list(st.session_state.get("methods") or [])
@@ -84,10 +80,11 @@ def _chat_methods_offer(result: dict, add: list[str]) -> None:
         offer = suggested_methods(False, bool(caps.get("sources")), "chat")
         label = "Use " + ", ".join(LABELS.get(m, m) for m in offer) + " (the methods for text-only chat targets)"
     else:
-        offer = current + [m for m in add if m not in current]
-        label = "Add " + ", ".join(LABELS.get(m, m) for m in add if m not in current) + " to the Methods"
+        missing = [m for m in add if m not in current]
+        offer = current + missing
+        label = "Add " + ", ".join(LABELS.get(m, m) for m in missing) + " to the Methods"
     if offer and sorted(offer) != sorted(current):  # the audit sent nothing for the methods it replaces
-        st.button(label, key=f"chat-methods-{result_key(result)}", on_click=_set_methods, args=(offer,),
+        st.button(label, key=f"chat-methods-{result_key(result)}", on_click=set_methods, args=(offer,),
                   help="Sets the sidebar's Methods; then start the audit again in tab 2.")
 
 
