@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from audit_core.documents import Document
+from audit_core.evidence.answers import READER_REVISION
 from audit_core.methods.base import Calibration, MembershipMethod, Observation
 from audit_core.models import cache_dir
 from audit_core.progress import steps_of
@@ -465,7 +466,8 @@ def _calibrate(method, mem, non, folder: Path, digest: str | None = None) -> Cal
         except (OSError, ValueError):
             saved = None
         if (isinstance(saved, dict) and saved.pop("observations_sha256", None) == digest
-                and saved.pop("scoring_revision", "") == method.scoring_revision):
+                and saved.pop("scoring_revision", "") == method.scoring_revision
+                and saved.pop("reader_revision", "") == READER_REVISION):
             cal = method.restore(saved, mem, non)
             if cal.to_json() != saved:  # restored in a newer form (S-RAG's scorer chosen since): the file follows
                 _write_json(cal_file, saved_calibration(cal, mem, non, digest))
@@ -478,14 +480,16 @@ def _calibrate(method, mem, non, folder: Path, digest: str | None = None) -> Cal
 def saved_calibration(cal: Calibration, mem: Sequence[Observation], non: Sequence[Observation],
                       digest: str | None = None) -> dict:
     """What is stored of a calibration (cache and shipped preparation): its data, the digest of its
-    observations (``digest`` where the caller has it), and the method's ``scoring_revision`` where it has one
-    (``_calibrate`` reuses it only then)."""
+    observations (``digest`` where the caller has it), the method's ``scoring_revision`` where it has one, and
+    the revision of the non-answer reader it was fitted under (``_calibrate`` reuses it only for the same
+    observations, method revision and reader; a method that reads no answer text, as Min-k% Prob, is then fitted
+    again for nothing, in seconds, which is cheaper than a list of who reads what that could go stale)."""
     from audit_core.methods import METHODS
 
     spec = METHODS.get(cal.method)
     revision = spec.method_class().scoring_revision if spec is not None else ""
     return {**cal.to_json(), "observations_sha256": digest or observations_digest(mem, non),
-            **({"scoring_revision": revision} if revision else {})}
+            **({"scoring_revision": revision} if revision else {}), "reader_revision": READER_REVISION}
 
 
 def observations_digest(mem: Sequence[Observation], non: Sequence[Observation]) -> str:

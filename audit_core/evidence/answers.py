@@ -18,6 +18,16 @@ from __future__ import annotations
 
 import re
 
+#: Which reading of replies this module gives. Bump it with any change that reads some reply differently (a
+#: pattern widened or narrowed, another kind of non-answer): every calibration is saved with the revision it
+#: was fitted under (``shadow.prepare.saved_calibration``) and reused only under the same one, so a threshold
+#: set where "I'm unable to help" still counted as an answer is fitted again once it no longer does. Then fit
+#: the shipped calibrations again (``scripts/build_default_preparation.py --recalibrate``) and record the
+#: reader's new fingerprint in tests/audit_core/test_non_answers.py; tests fail until both are done.
+#: "1": the reader of ef0fd3a (nine languages, empty replies); "2": session 55's (wider English refusal
+#: openings, e.g. "I'm unable to", "I apologize, but"; "I apologize to my family" an answer again).
+READER_REVISION = "2"
+
 #: the reply opens with (or, when short, consists of) one of these
 _REFUSAL = re.compile(
     r"^\W*(?:"

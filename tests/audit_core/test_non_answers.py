@@ -88,3 +88,41 @@ def test_srag_reads_an_empty_reply_as_a_non_answer_not_as_missing_logprobs():
     assert feats is None and why.startswith("too many non-answers") and "logprobs" not in why
     text_only = observe_word("amoxicillin", Completion("amoxicillin", None, Usage(5, 1)))
     assert text_only.error.startswith("no_logprobs")  # an answer without probabilities is the missing capability
+
+
+#: the fingerprint of the non-answer reader at each READER_REVISION (``_reader_fingerprint``)
+READER_FINGERPRINTS = {"2": "d50a604666fcb3033f4adcf19c4321d0d738da7679e7ef9f5f5d79ed75018eee"}
+
+
+def _reader_fingerprint() -> str:
+    """SHA-256 of what decides how replies are read: both patterns with their flags, the share of non-answers
+    that makes a document inconclusive, and the code of ``non_answer`` and ``too_many_non_answers`` without
+    their docstrings (a reworded docstring or comment leaves it as it is)."""
+    import ast
+    import hashlib
+    import inspect
+
+    from audit_core.evidence import answers
+
+    parts = [answers._REFUSAL.pattern, str(answers._REFUSAL.flags), answers._IGNORANCE.pattern,
+             str(answers._IGNORANCE.flags), repr(answers.MAX_NON_ANSWER_SHARE)]
+    for f in (answers.non_answer, answers.too_many_non_answers):
+        fn = ast.parse(inspect.getsource(f)).body[0]
+        if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant):
+            fn.body = fn.body[1:]
+        parts.append(ast.unparse(fn))
+    return hashlib.sha256("\n\x00".join(parts).encode()).hexdigest()
+
+
+def test_a_change_in_how_replies_are_read_comes_with_a_new_reader_revision():
+    """Saved calibrations are reused only under the reader revision they were fitted with (shadow.prepare):
+    session 55 widened and narrowed the refusal patterns with no revision to bump, so a cache fitted
+    with the older reader was reused as if nothing had changed. Changing a pattern or ``non_answer`` fails
+    here until READER_REVISION is bumped and its new fingerprint recorded above (then recalibrate the shipped
+    preparations: test_shipped checks they carry the revision)."""
+    from audit_core.evidence.answers import READER_REVISION
+
+    assert READER_FINGERPRINTS.get(READER_REVISION) == _reader_fingerprint(), (
+        f"the non-answer reader changed under READER_REVISION {READER_REVISION!r}: bump it, record "
+        f"{_reader_fingerprint()!r} for the new revision in READER_FINGERPRINTS, and recalibrate the shipped "
+        "preparations (scripts/build_default_preparation.py --recalibrate)")

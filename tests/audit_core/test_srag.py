@@ -394,6 +394,7 @@ def _saved_before_the_choice(obs, monkeypatch) -> dict:
         old["params"].pop(k)
     old["params"]["config"].pop("scorer")
     old.pop("observations_sha256")
+    old.pop("reader_revision")
     return old
 
 
@@ -414,7 +415,8 @@ def test_a_calibration_saved_before_the_choice_is_chosen_again_from_its_data_wit
     assert cal.params["classifier_oof_scores"] == old["params"]["oof_scores"]
     # in a cache, the file is brought up to date on that load (what reads it as data sees the choice) ...
     cache_file = tmp_path / "calibration.json"
-    cache_file.write_text(json.dumps({**old, "observations_sha256": prepare.observations_digest(obs[:30], obs[30:])}))
+    cache_file.write_text(json.dumps({**old, "observations_sha256": prepare.observations_digest(obs[:30], obs[30:]),
+                                      "reader_revision": prepare.READER_REVISION}))
     prepare._calibrate(auto, obs[:30], obs[30:], tmp_path)
     assert json.loads(cache_file.read_text())["params"]["scorer"] == "mean_probability" and fits == []
     # ... and left alone on the next
@@ -425,6 +427,7 @@ def test_a_calibration_saved_before_the_choice_is_chosen_again_from_its_data_wit
     fits.clear()
     saved = json_roundtrip(prepare.saved_calibration(cal, obs[:30], obs[30:]))
     saved.pop("observations_sha256")  # as prepare._calibrate hands it over
+    saved.pop("reader_revision")
     again = auto.restore(saved, obs[:30], obs[30:])
     assert fits == [] and again.threshold == cal.threshold and again.params["scorer"] == "mean_probability"
     # the same old file where the classifier wins: one fit, the final model

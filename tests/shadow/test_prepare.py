@@ -196,6 +196,33 @@ def test_a_calibration_saved_under_another_scoring_revision_is_fitted_again(tmp_
     assert len(calls) == 2  # saved under revision 2, the method now scores as "older": fitted again
 
 
+def test_a_calibration_saved_under_another_non_answer_reader_is_fitted_again(tmp_path, monkeypatch):
+    """Session 55 read "I'm unable to help" as a refusal where the reader before it read an answer: a cache
+    fitted with the older reader was reused by the observations' digest and the method's revision alone."""
+    import json
+
+    calls = []
+    method = RagMiaMethod()
+    monkeypatch.setattr(method, "prepare", lambda m, n: calls.append(1) or Calibration("rag_mia", threshold=0.5))
+    monkeypatch.setattr(method, "restore", lambda saved, m, n: Calibration("rag_mia", threshold=0.5))
+    mem, non = [Observation("rag_mia", "a")], [Observation("rag_mia", "b")]
+    prepare._calibrate(method, mem, non, tmp_path)
+    saved = json.loads((tmp_path / "calibration.json").read_text())
+    assert saved["reader_revision"] == prepare.READER_REVISION
+    prepare._calibrate(method, mem, non, tmp_path)
+    assert len(calls) == 1  # the same reader: reused
+    monkeypatch.setattr(prepare, "READER_REVISION", "a newer reader")
+    prepare._calibrate(method, mem, non, tmp_path)
+    assert len(calls) == 2  # fitted again, and saved under the new reader
+    assert json.loads((tmp_path / "calibration.json").read_text())["reader_revision"] == "a newer reader"
+    prepare._calibrate(method, mem, non, tmp_path)
+    assert len(calls) == 2
+    (tmp_path / "calibration.json").write_text(json.dumps({k: v for k, v in saved.items() if k != "reader_revision"}))
+    monkeypatch.setattr(prepare, "READER_REVISION", saved["reader_revision"])
+    prepare._calibrate(method, mem, non, tmp_path)
+    assert len(calls) == 3  # saved before readers had revisions: fitted again
+
+
 def test_progress_names_methods_by_their_labels(tmp_path, monkeypatch):
     from audit_core.methods import LABELS
 

@@ -311,6 +311,24 @@ def test_the_shipped_srag_calibration_is_restored_without_a_fit(manifest, tmp_pa
     assert len(fits) == saved["params"]["n_folds"]  # the fold models; the mean still wins, so no final one
 
 
+def test_every_shipped_calibration_is_stamped_with_todays_revisions(manifest):
+    """A shipped calibration fitted under another scoring revision of its method or another non-answer reader is
+    fitted again on every first audit (``prepare._calibrate``), so a change in how answers are read that leaves
+    the shipped files as they were fails here: recalibrate them (scripts/build_default_preparation.py
+    --recalibrate)."""
+    from audit_core.evidence.answers import READER_REVISION
+
+    stale = []
+    for key, entry in manifest.items():
+        saved = shipped.load_shipped_calibration(key)
+        if saved is None:
+            continue  # none shipped: fitted locally either way
+        want = (METHODS[entry["method"]].method_class().scoring_revision, READER_REVISION)
+        if (saved.get("scoring_revision", ""), saved.get("reader_revision", "")) != want:
+            stale.append(f"{key} ({entry['method']})")
+    assert not stale, f"shipped calibrations fitted under other revisions: {', '.join(stale)}"
+
+
 @pytest.mark.slow
 def test_the_shipped_srag_calibration_is_what_a_fresh_fit_gives(manifest):
     """Fitting S-RAG on the shipped observations today gives the shipped out-of-fold scores and threshold."""
