@@ -236,10 +236,18 @@ def top_weighted_test(documents: Sequence[float], controls: Sequence[float], see
     R = n_permutations or N_PERMUTATIONS
     # in blocks of permutations: all R at once held R x N random numbers, their argsort and the gathered weights
     # (3.3 GB at 4,000 documents and 50 controls, session 55); the generator draws the same stream either way
-    block, hits = max(1, PERMUTATION_BLOCK // N), 0
+    # A permutation's documents are the n smallest of N random keys. Only which n count, not their order: a
+    # partition finds them in linear time where a sort took N log N (4,000 documents: 9 ms against 61 ms for 999
+    # permutations), and on the smaller side (the m largest keys, the documents' sum being the total less
+    # theirs) only m weights a permutation are gathered. The same keys give the same sets, so the same p-value.
+    block, hits, total = max(1, PERMUTATION_BLOCK // N), 0, float(a.sum())
     for start in range(0, R, block):
-        idx = np.argsort(rng.random((min(block, R - start), N)), axis=1)[:, :n]
-        hits += int(np.sum(a[idx].sum(axis=1) >= t - tol))
+        keys = rng.random((min(block, R - start), N))
+        if n <= N - n:
+            sums = a[np.argpartition(keys, n - 1, axis=1)[:, :n]].sum(axis=1)
+        else:
+            sums = total - a[np.argpartition(keys, n, axis=1)[:, n:]].sum(axis=1)
+        hits += int(np.sum(sums >= t - tol))
     return t, float((1 + hits) / (R + 1))
 
 
