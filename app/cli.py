@@ -218,6 +218,26 @@ def method_hints(chosen: list[str], caps, style: str | None, some_cannot_run: bo
     return hints
 
 
+def _print_capabilities(cfg, caps, out) -> list[str]:
+    """What the capability probe found and what follows for the chosen methods: which can run and why the others
+    cannot, the style the target is read in, and what to add to --method (``method_hints``). Said by ``audit``
+    before it sends a document's query, and by ``check`` alone. Returns the hints."""
+    from audit_core.audit import select_methods, with_target_style
+
+    can, cannot = select_methods(cfg, caps)
+    runnable = ", ".join(_named(m.name) for m in can) or "none"
+    print(f"target: {caps.detail or 'reachable'}; can run: {runnable}", file=out)
+    for name, why in cannot.items():
+        print(f"  {_named(name)}: {why}", file=out)
+    styled = with_target_style(cfg, caps)
+    print(f"target style: {styled.target_style} ({styled.target_style_source}); the shadow answers, "
+          "and S-RAG reads, in this style", file=out)
+    hints = method_hints(cfg.methods, caps, styled.target_style, bool(cannot))
+    for hint in hints:
+        print(f"  hint: {hint}", file=out)
+    return hints
+
+
 def nothing_decided_note(result: dict) -> str | None:
     """The line before the verdicts when no chosen method could decide anything (``nothing_could_decide``)."""
     from audit_core.report import nothing_could_decide
@@ -697,20 +717,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
         on_result = history.result_recorder(store, run_id)
         caps = target.capabilities()
         if caps.reachable:
-            from audit_core.audit import select_methods
-
-            can, cannot = select_methods(cfg, caps)
-            runnable = ", ".join(_named(m.name) for m in can) or "none"
-            print(f"target: {caps.detail or 'reachable'}; can run: {runnable}", file=sys.stderr)
-            for name, why in cannot.items():
-                print(f"  {_named(name)}: {why}", file=sys.stderr)
-            from audit_core.audit import with_target_style
-
-            styled = with_target_style(cfg, caps)
-            print(f"target style: {styled.target_style} ({styled.target_style_source}); the shadow answers, "
-                  "and S-RAG reads, in this style", file=sys.stderr)
-            for hint in method_hints(cfg.methods, caps, styled.target_style, bool(cannot)):
-                print(f"  hint: {hint}", file=sys.stderr)
+            _print_capabilities(cfg, caps, sys.stderr)
             if generate_controls:  # minutes of local rewriting: only once the target is known to answer
                 controls = _generated_controls(docs)
         with _first_ctrl_c_stops_between_documents() as cancel:
@@ -876,6 +883,55 @@ def _write_report(result: dict, folder: Path, redact: bool) -> tuple[list[Path],
         return paths, type(exc).__name__ + (f": {detail}" if detail else "")
     paths.append(write("pdf", pdf))
     return paths, None
+
+
+def cmd_check(args) -> int:
+    """What the target supports, before any document is sent: the app's *Check connection* for the command line.
+
+    The capability probe's few short queries (is it reachable, does it return logprobs and how many
+    alternatives, does it answer like a chat model, does it list sources) and, for the chosen --method, which
+    can run there and why the others cannot, with what to add. Nothing is stored and no document is read, so
+    an owner can choose the methods (and see the estimate with ``audit --estimate-only``) knowing what will run.
+    """
+    from audit_core.target.base import TargetError
+
+    if getattr(args, "target_file", None):  # a bad target file is bad input, said before anything is sent
+        from audit_core.target import TargetFileError, load_target_file
+
+        try:
+            load_target_file(args.target_file)
+        except TargetFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    problem = _target_problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    from audit_core.methods import method_spec
+
+    try:
+        cfg = _audit_config(args)
+        for name in cfg.methods:
+            method_spec(name)
+    except ValueError as exc:  # unknown method, parameter out of range
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("asking the target what it supports (a few short queries; no document is sent)...", file=sys.stderr)
+    try:
+        caps = _target(args).capabilities()
+    except (TargetError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    if not caps.reachable:
+        print(f"error: the target did not answer: {caps.detail}", file=sys.stderr)
+        return 3
+    model = f" ({caps.model})" if caps.model else ""
+    alternatives = (f", up to {caps.max_top_logprobs} alternatives per token"
+                    if caps.logprobs and caps.max_top_logprobs else "")
+    print(f"reachable{model}; logprobs: {'yes' + alternatives if caps.logprobs else 'no (text only)'}; "
+          f"sources listed with its answers: {'yes' if caps.sources else 'no'}")
+    _print_capabilities(cfg, caps, sys.stdout)
+    return 0
 
 
 def cmd_prepare(args) -> int:
@@ -1135,6 +1191,12 @@ def main(argv: list[str] | None = None) -> int:
     ci_flags(ca)
     common(ca)
     ca.set_defaults(func=cmd_canaries_audit)
+
+    k = sub.add_parser("check", help="ask the target what it supports and which of --method can run there "
+                                     "(a few short queries; no document is sent)")
+    target_flags(k)
+    common(k)
+    k.set_defaults(func=cmd_check, estimate_only=False)
 
     p = sub.add_parser("prepare", help="prepare (and cache) the shadow RAG calibration")
     p.add_argument("--force", action="store_true", help="prepare again even when a cached preparation exists")

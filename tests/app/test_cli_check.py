@@ -1,0 +1,54 @@
+"""``rpa check``: the app's Check connection on the command line (what the target supports, what can run there).
+
+Before it, a command-line owner learned which methods could run on a target only from an audit's first lines,
+after its documents were read and its store opened; ``audit --estimate-only`` sends nothing, so it cannot say.
+"""
+from __future__ import annotations
+
+import json
+import socket
+
+from app.cli import _named, main
+from tests.fake_openai_server import CHAT_PATH, FakeOpenAIServer
+
+
+def _chat_bodies(srv) -> list[str]:
+    return [json.dumps(r["json"]) for r in srv.requests if r["path"].endswith(CHAT_PATH)]
+
+
+def test_check_on_a_text_only_endpoint_says_what_cannot_run_and_what_to_use(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("RPA_AUDIT_DB", str(tmp_path / "store.sqlite"))
+    with FakeOpenAIServer(models=["m"], supports_logprobs=False) as srv:
+        rc = main(["check", "--target", srv.base_url, "--model", "m", "--method", "srag,mba"])
+        bodies = _chat_bodies(srv)
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "logprobs: no (text only)" in out and "sources listed with its answers: no" in out
+    assert f"can run: {_named('mba')}\n" in out and f"  {_named('srag')}: no logprobs" in out
+    # the fake answers every probe "OK", a reply and no continuation: read as a chat model, Verbatim is offered
+    assert "target style: chat" in out and "hint: for a target without logprobs, --method verbatim" in out
+    # the capability probe's few short queries, and nothing is kept: no store was made
+    assert 1 <= len(bodies) <= 6 and not (tmp_path / "store.sqlite").exists()
+
+
+def test_check_on_an_endpoint_with_logprobs_says_how_many_alternatives(capsys):
+    with FakeOpenAIServer(models=["m"]) as srv:
+        assert main(["check", "--target", srv.base_url, "--model", "m", "--method", "srag"]) == 0
+    out = capsys.readouterr().out
+    assert "logprobs: yes, up to" in out and f"can run: {_named('srag')}\n" in out
+    assert "no logprobs" not in out
+
+
+def test_check_says_in_words_when_the_target_does_not_answer_or_the_input_is_bad(capsys, tmp_path):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["check", "--target", f"http://127.0.0.1:{port}/v1", "--model", "m"]) == 3
+    err = capsys.readouterr().err
+    assert "error:" in err and "Traceback" not in err
+    bad = tmp_path / "t.yaml"
+    bad.write_text("type: http\n")  # no url, no body: refused before anything is sent
+    assert main(["check", "--target-file", str(bad)]) == 2
+    assert "error:" in capsys.readouterr().err
+    assert main(["check", "--target", "not a url"]) == 2
+    assert main(["check", "--target", "demo", "--method", "bogus"]) == 2
