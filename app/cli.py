@@ -154,7 +154,7 @@ def _store_path(args) -> str:
 #: why the estimate is a bound (the app's Run tab says the same beside Check calibration): it counts every chosen
 #: method before the capability probe and the shadow have said which can decide on this target
 UPPER_BOUND = ("every chosen method counted: one that cannot run on this target (the audit's capability probe finds "
-               "out) or whose shadow shows no signal (found once the shadow is prepared) sends none of its queries, "
+               "out; 'check' asks it now) or whose shadow shows no signal (found once the shadow is prepared) sends none of its queries, "
                "and the audit's notes say which")
 
 
@@ -395,6 +395,21 @@ def _output_clash(args) -> str | None:
 def _takes_pace(config) -> bool:
     """Whether a target type's configuration has a pace (the registry does not promise one)."""
     return any(f.name == "requests_per_minute" for f in dataclasses.fields(config))
+
+
+def _checked_target_arguments(args):
+    """The target file's configuration (None without --target-file) and what is wrong with the target arguments
+    (a file that cannot be read or used, a variable not allowed or unset, a bad URL), or None: bad input, said
+    before the estimate and before anything is sent."""
+    if not getattr(args, "target_file", None):
+        return None, _target_problem(args)
+    from audit_core.target import TargetFileError, load_target_file
+
+    try:
+        config = load_target_file(args.target_file)[1]
+    except TargetFileError as exc:
+        return None, str(exc)
+    return config, _target_problem(args)
 
 
 def _target_problem(args) -> str | None:
@@ -642,17 +657,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
     from audit_core.audit import Cancelled, config_dict, run_audit
     from shadow.prepare import prepare_shadow
 
-    file_config = None
-    if getattr(args, "target_file", None):  # a bad target file is bad input: said before the estimate, nothing sent
-        from audit_core.target import TargetFileError, load_target_file
-
-        try:
-            file_config = load_target_file(args.target_file)[1]
-        except TargetFileError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-
-    problem = _target_problem(args)
+    file_config, problem = _checked_target_arguments(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -895,15 +900,7 @@ def cmd_check(args) -> int:
     """
     from audit_core.target.base import TargetError
 
-    if getattr(args, "target_file", None):  # a bad target file is bad input, said before anything is sent
-        from audit_core.target import TargetFileError, load_target_file
-
-        try:
-            load_target_file(args.target_file)
-        except TargetFileError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    problem = _target_problem(args)
+    _, problem = _checked_target_arguments(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -926,9 +923,7 @@ def cmd_check(args) -> int:
         print(f"error: the target did not answer: {caps.detail}", file=sys.stderr)
         return 3
     model = f" ({caps.model})" if caps.model else ""
-    alternatives = (f", up to {caps.max_top_logprobs} alternatives per token"
-                    if caps.logprobs and caps.max_top_logprobs else "")
-    print(f"reachable{model}; logprobs: {'yes' + alternatives if caps.logprobs else 'no (text only)'}; "
+    print(f"reachable{model}; logprobs: {'yes' if caps.logprobs else 'no (text only)'}; "
           f"sources listed with its answers: {'yes' if caps.sources else 'no'}")
     _print_capabilities(cfg, caps, sys.stdout)
     return 0

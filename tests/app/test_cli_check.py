@@ -35,7 +35,8 @@ def test_check_on_an_endpoint_with_logprobs_says_how_many_alternatives(capsys):
     with FakeOpenAIServer(models=["m"]) as srv:
         assert main(["check", "--target", srv.base_url, "--model", "m", "--method", "srag"]) == 0
     out = capsys.readouterr().out
-    assert "logprobs: yes, up to" in out and f"can run: {_named('srag')}\n" in out
+    assert "logprobs: yes;" in out and f"can run: {_named('srag')}\n" in out
+    assert "alternatives per token" in out  # the probe's detail: how many S-RAG's probes may ask for
     assert "no logprobs" not in out
 
 
