@@ -154,8 +154,8 @@ def _store_path(args) -> str:
 #: why the estimate is a bound (the app's Run tab says the same beside Check calibration): it counts every chosen
 #: method before the capability probe and the shadow have said which can decide on this target
 UPPER_BOUND = ("every chosen method counted: one that cannot run on this target (the audit's capability probe finds "
-               "out; 'check' asks it now) or whose shadow shows no signal (found once the shadow is prepared) sends none of its queries, "
-               "and the audit's notes say which")
+               "out; 'check' asks it now) or whose shadow shows no signal (found once the shadow is prepared) sends "
+               "none of its queries, and the audit's notes say which")
 
 
 def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = False,
@@ -218,10 +218,10 @@ def method_hints(chosen: list[str], caps, style: str | None, some_cannot_run: bo
     return hints
 
 
-def _print_capabilities(cfg, caps, out) -> list[str]:
+def _print_capabilities(cfg, caps, out) -> None:
     """What the capability probe found and what follows for the chosen methods: which can run and why the others
     cannot, the style the target is read in, and what to add to --method (``method_hints``). Said by ``audit``
-    before it sends a document's query, and by ``check`` alone. Returns the hints."""
+    before it sends a document's query, and by ``check`` alone."""
     from audit_core.audit import select_methods, with_target_style
 
     can, cannot = select_methods(cfg, caps)
@@ -232,10 +232,8 @@ def _print_capabilities(cfg, caps, out) -> list[str]:
     styled = with_target_style(cfg, caps)
     print(f"target style: {styled.target_style} ({styled.target_style_source}); the shadow answers, "
           "and S-RAG reads, in this style", file=out)
-    hints = method_hints(cfg.methods, caps, styled.target_style, bool(cannot))
-    for hint in hints:
+    for hint in method_hints(cfg.methods, caps, styled.target_style, bool(cannot)):
         print(f"  hint: {hint}", file=out)
-    return hints
 
 
 def nothing_decided_note(result: dict) -> str | None:
@@ -1100,7 +1098,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="rpa", description="RAG Provenance Auditor command line",
         epilog="exit status: 0 the command ran; 1 --fail-on found what it names; 2 bad input, nothing was sent; "
-               "3 the audit failed, stopped or was interrupted, or an output could not be written")
+               "3 the audit failed, stopped or was interrupted, 'check' found the target not answering, or an "
+               "output could not be written")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p):
