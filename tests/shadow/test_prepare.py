@@ -180,14 +180,19 @@ def test_an_unreadable_cached_observations_file_is_prepared_again(tmp_path):
     assert prepare._read_observations(broken) == {"members": [], "nonmembers": []}
 
 
-def test_a_calibration_saved_under_another_scoring_revision_is_fitted_again(tmp_path, monkeypatch):
-    """A cache made before session 48 kept thresholds fitted on scores that counted refusals: reused by the
-    observations' digest alone, they no longer matched how the method scores."""
-    calls = []
+def _counting_fits(monkeypatch):
+    """A RAG-MIA method whose fits are counted in ``calls`` (a restore is not), with one observation per class."""
+    calls: list[int] = []
     method = RagMiaMethod()
     monkeypatch.setattr(method, "prepare", lambda m, n: calls.append(1) or Calibration("rag_mia", threshold=0.5))
     monkeypatch.setattr(method, "restore", lambda saved, m, n: Calibration("rag_mia", threshold=0.5))
-    mem, non = [Observation("rag_mia", "a")], [Observation("rag_mia", "b")]
+    return method, calls, [Observation("rag_mia", "a")], [Observation("rag_mia", "b")]
+
+
+def test_a_calibration_saved_under_another_scoring_revision_is_fitted_again(tmp_path, monkeypatch):
+    """A cache made before session 48 kept thresholds fitted on scores that counted refusals: reused by the
+    observations' digest alone, they no longer matched how the method scores."""
+    method, calls, mem, non = _counting_fits(monkeypatch)
     prepare._calibrate(method, mem, non, tmp_path)
     prepare._calibrate(method, mem, non, tmp_path)
     assert len(calls) == 1  # the same revision: reused
@@ -201,11 +206,7 @@ def test_a_calibration_saved_under_another_non_answer_reader_is_fitted_again(tmp
     fitted with the older reader was reused by the observations' digest and the method's revision alone."""
     import json
 
-    calls = []
-    method = RagMiaMethod()
-    monkeypatch.setattr(method, "prepare", lambda m, n: calls.append(1) or Calibration("rag_mia", threshold=0.5))
-    monkeypatch.setattr(method, "restore", lambda saved, m, n: Calibration("rag_mia", threshold=0.5))
-    mem, non = [Observation("rag_mia", "a")], [Observation("rag_mia", "b")]
+    method, calls, mem, non = _counting_fits(monkeypatch)
     prepare._calibrate(method, mem, non, tmp_path)
     saved = json.loads((tmp_path / "calibration.json").read_text())
     assert saved["reader_revision"] == prepare.READER_REVISION
