@@ -1,6 +1,7 @@
 """Command line for batch audits: python -m app.cli (or ./run cli).
 
     ./run cli audit --target demo --docs assets/sample_documents.csv
+    ./run cli audit --target https://host/v1 --model my-model --docs my.csv   # methods: chosen for the target
     ./run cli audit --target https://host/v1 --model my-model --docs my.csv --method srag,mba
     ./run cli audit --target demo --docs my.csv --controls never_published.csv --fpr 0.01
     ./run cli audit --target-file my_api.yaml --allow-env MY_API_KEY --docs my.csv   # any HTTP API
@@ -44,8 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from audit_core.methods import METHODS, method_label, suggested_methods, unchosen_chat_methods, \
-    unchosen_source_methods  # noqa: E402
+from audit_core.methods import AUTO, METHODS, method_label, methods_for_target, suggested_methods, \
+    unchosen_chat_methods, unchosen_source_methods  # noqa: E402
 from audit_core.row_reason import never_clears_notes, row_reason, silent_reasons  # noqa: E402
 from audit_core.verdict import plain_reason  # noqa: E402
 
@@ -175,12 +176,19 @@ def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = Fal
     from audit_core.target.base import Capabilities
     from shadow.demo import DEMO_STYLE
 
-    styled = with_target_style(cfg, Capabilities(True, True, 20, style=DEMO_STYLE if is_demo else None))
-    est = estimate_audit(docs, styled.methods, styled.method_params)
+    if is_demo or AUTO not in cfg.methods:
+        styled = with_target_style(cfg, Capabilities(True, True, 20, style=DEMO_STYLE if is_demo else None))
+        est, outcomes = estimate_audit(docs, styled.methods, styled.method_params), []
+    else:
+        styled, est, outcomes = _auto_outcomes(docs, cfg)
     paid = "free: the demo runs on this computer" if is_demo else "billed by the endpoint's provider"
+    chosen = (f"; --method {AUTO}: the methods are chosen once the target's capability probe has answered, and the "
+              "dearest choice is counted") if outcomes else ""
     print(f"estimated cost: {est.queries} target queries for {len(docs)} documents, about "
           f"{est.prompt_tokens} prompt tokens + at most {est.completion_tokens} completion tokens "
-          f"({paid}; counted for a target that answers in {styled.target_style} style)", file=sys.stderr)
+          f"({paid}; counted for a target that answers in {styled.target_style} style{chosen})", file=sys.stderr)
+    if outcomes:
+        print("  by what the probe finds: " + "; ".join(outcomes), file=sys.stderr)
     for m in est.methods.values():
         skipped = f", {m.skipped_documents} documents it skips" if m.skipped_documents else ""
         note = f" ({m.note})" if m.note else ""
@@ -199,6 +207,31 @@ def _print_estimate(docs, cfg, is_demo: bool, controls=(), generated: bool = Fal
     if not is_demo:  # the demo bills nothing: what a provider's bill may add is for real targets
         retries = getattr(file_config, "max_retries", 5)
         print("  " + assumptions(max_retries=retries), file=sys.stderr)
+
+
+def _auto_outcomes(docs, cfg):
+    """For ``--method auto`` before the probe: the dearest choice of methods (its configuration and estimate)
+    and, for each thing the probe may find, the methods chosen and their queries."""
+    from audit_core.audit import with_target_style
+    from audit_core.estimate import estimate_audit
+    from audit_core.target.base import Capabilities
+
+    dearest, outcomes = None, []
+    for sources in (False, True):
+        for logprobs in (True, False):
+            for style in ("completion", "chat"):
+                styled = with_target_style(cfg, Capabilities(True, logprobs, 20 if logprobs else 0, style=style,
+                                                             sources=sources))
+                est = estimate_audit(docs, styled.methods, styled.method_params)
+                if dearest is None or est.queries > dearest[1].queries:
+                    dearest = (styled, est)
+                if not sources:
+                    kind = f"{'logprobs' if logprobs else 'text only'}, {style} style"
+                    outcomes.append(f"{kind}: {', '.join(method_label(m) for m in styled.methods)} "
+                                    f"({est.queries} queries)")
+    outcomes.append("a target that lists its sources: "
+                    + ", ".join(method_label(m) for m in unchosen_source_methods([])) + " besides")
+    return dearest[0], dearest[1], outcomes
 
 
 def method_hints(chosen: list[str], caps, style: str | None, some_cannot_run: bool) -> list[str]:
@@ -224,15 +257,17 @@ def _print_capabilities(cfg, caps, out) -> None:
     before it sends a document's query, and by ``check`` alone."""
     from audit_core.audit import select_methods, with_target_style
 
-    can, cannot = select_methods(cfg, caps)
+    styled = with_target_style(cfg, caps)
+    can, cannot = select_methods(styled, caps)
+    if styled.methods_source:
+        print(f"methods: {', '.join(_named(m) for m in styled.methods)} ({styled.methods_source})", file=out)
     runnable = ", ".join(_named(m.name) for m in can) or "none"
     print(f"target: {caps.detail or 'reachable'}; can run: {runnable}", file=out)
     for name, why in cannot.items():
         print(f"  {_named(name)}: {why}", file=out)
-    styled = with_target_style(cfg, caps)
     print(f"target style: {styled.target_style} ({styled.target_style_source}); the shadow answers, "
           "and S-RAG reads, in this style", file=out)
-    for hint in method_hints(cfg.methods, caps, styled.target_style, bool(cannot)):
+    for hint in method_hints(styled.methods, caps, styled.target_style, bool(cannot)):
         print(f"  hint: {hint}", file=out)
 
 
@@ -907,7 +942,8 @@ def cmd_check(args) -> int:
     try:
         cfg = _audit_config(args)
         for name in cfg.methods:
-            method_spec(name)
+            if name != AUTO:  # chosen once the probe has answered
+                method_spec(name)
     except ValueError as exc:  # unknown method, parameter out of range
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -1103,7 +1139,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p):
-        p.add_argument("--method", default=",".join(suggested_methods(logprobs=True)), help="comma-separated, from: " + ", ".join(METHODS))
+        p.add_argument("--method", default=AUTO,
+                       help=f"comma-separated, from: {', '.join(METHODS)}; '{AUTO}' (the default): the methods for "
+                            "what the target's capability probe finds (with logprobs, a base model: "
+                            f"{','.join(methods_for_target(True, style='completion'))}; with logprobs, a chat model: "
+                            f"{','.join(methods_for_target(True, style='chat'))}; text only, a chat model: "
+                            f"{','.join(methods_for_target(False, style='chat'))}; text only, a base model: "
+                            f"{','.join(methods_for_target(False, style='completion'))}; and "
+                            f"{','.join(unchosen_source_methods([]))} for a target that lists its sources)")
         p.add_argument("--aux-corpus", help="public auxiliary corpus (JSONL/CSV) for the shadow RAG")
         p.add_argument("--shadow-size", type=_positive, default=200, help="shadow members (= non-members) per method")
         p.add_argument("--shadow-size-generative", type=_positive, default=60, help="shadow size for MBA / S2MIA")

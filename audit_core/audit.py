@@ -53,6 +53,8 @@ class AuditConfig:
     target_style: str | None = None
     #: where ``target_style`` came from, set by ``with_target_style``
     target_style_source: str = ""
+    #: why ``methods`` are these, where the audit chose them (``methods.AUTO``); set by ``with_target_style``
+    methods_source: str = ""
 
 
 @dataclass
@@ -133,7 +135,9 @@ def config_dict(cfg: AuditConfig) -> dict:
     return {"methods": list(cfg.methods), "shadow": shadow, "method_params": cfg.method_params,
             "verdict": asdict(cfg.verdict), "run_without_signal": list(cfg.run_without_signal),
             "fpr": cfg.fpr, "controls_kind": cfg.controls_kind, "target_style": cfg.target_style,
-            "target_style_source": cfg.target_style_source}
+            "target_style_source": cfg.target_style_source,
+            # only where the audit chose the methods: an older run's configuration, compared to resume it, is the same
+            **({"methods_source": cfg.methods_source} if cfg.methods_source else {})}
 
 
 def with_target_style(cfg: AuditConfig, caps: Capabilities) -> AuditConfig:
@@ -144,19 +148,26 @@ def with_target_style(cfg: AuditConfig, caps: Capabilities) -> AuditConfig:
     treat the styles differently (``reads_target_style``: S-RAG with and without
     logprobs read the answers in it, Verbatim sends a chat target more probes)
     follow it, so the calibration is made on answers like the target's. An
-    unknown style is read as chat (``style.resolve_style``).
+    unknown style is read as chat (``style.resolve_style``). ``methods.AUTO``
+    among the methods becomes the methods for what ``caps`` found
+    (``methods.expand_auto``), and ``methods_source`` says why.
     """
     from dataclasses import replace
 
-    from audit_core.methods import in_target_style
+    from audit_core.methods import AUTO, auto_reason, expand_auto, in_target_style
     from audit_core.target.style import resolve_style
 
     style, source = resolve_style(cfg.target_style, caps.style, caps.style_detail)
-    params = in_target_style(cfg.method_params, cfg.methods, style)
+    methods, chosen = list(cfg.methods), cfg.methods_source
+    if AUTO in methods:
+        methods = expand_auto(methods, caps.logprobs, caps.sources, style)
+        chosen = auto_reason(caps.logprobs, caps.sources, style)
+    params = in_target_style(cfg.method_params, methods, style)
     shadow = cfg.shadow
     if shadow is not None and hasattr(shadow, "prompt_style"):
         shadow = replace(shadow, prompt_style=style) if is_dataclass(shadow) else shadow
-    return replace(cfg, shadow=shadow, method_params=params, target_style=style, target_style_source=source)
+    return replace(cfg, methods=methods, shadow=shadow, method_params=params, target_style=style,
+                   target_style_source=source, methods_source=chosen)
 
 
 def method_power(calibrations: dict[str, Calibration]) -> dict[str, dict]:

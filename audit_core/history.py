@@ -135,6 +135,9 @@ def save_audit(store: Store, run_id: str, result: dict[str, Any], resumed: bool 
         result = {**result, "resumed": result.get("created"),
                   "created": _dt.datetime.fromisoformat(first).isoformat(timespec="seconds")}
     store.finish_run(run_id, run_status(result), summary=result)
+    used = (result.get("config") or {}).get("methods")
+    if used and (result.get("config") or {}).get("methods_source"):  # chosen by the audit, not named by its user
+        store.set_methods(run_id, used)
     return result
 
 

@@ -545,6 +545,11 @@ class Store:
             raise ValueError("finish_run needs a final status")
         self.set_status(run_id, status, summary=summary, error=error)
 
+    def set_methods(self, run_id: str, methods: Sequence[str]) -> None:
+        """The methods a run used, once the audit chose them for its target (``methods.AUTO``): History lists
+        these rather than "auto". Resuming compares a run's configuration, not this column."""
+        self._transaction([("UPDATE runs SET methods=? WHERE id=?", (_dumps(list(methods)), run_id))])
+
     def save_result(self, run_id: str, result: MethodResult, observation: Observation | None = None) -> None:
         """Store one (document, method) outcome; saving it again replaces it."""
         try:

@@ -163,6 +163,45 @@ def suggested_methods(logprobs: bool, sources: bool = False, style: str | None =
     return [n for n, s in METHODS.items() if kind in s.suggested_for or (sources and s.requires_sources)]
 
 
+#: in a list of methods: the methods for this target, chosen once its capability probe has answered
+#: (``methods_for_target``); the command line's default, so that a first audit of a chat service without
+#: logprobs runs the method that can decide there instead of two that abstain
+AUTO = "auto"
+
+
+def methods_for_target(logprobs: bool, sources: bool = False, style: str | None = None) -> list[str]:
+    """The methods an audit runs when the choice is left to it (``AUTO``), for what the capability probe found.
+
+    Those the app proposes for such a target (``suggested_methods``) and, on a target with logprobs that answers
+    like a chat model, the chat methods besides: S-RAG and MBA usually find no signal there and abstain, so an
+    audit of them alone decides nothing. A method without signal on its shadow sends no query, so proposing one
+    costs the owner nothing but its shadow's preparation.
+    """
+    chosen = suggested_methods(logprobs, sources, style)
+    if logprobs and style == "chat":
+        chosen += unchosen_chat_methods(chosen)
+    return chosen
+
+
+def expand_auto(names: Iterable[str], logprobs: bool, sources: bool = False, style: str | None = None) -> list[str]:
+    """``names`` with ``AUTO`` replaced by ``methods_for_target`` (in its place), each method once."""
+    out: list[str] = []
+    for name in names:
+        for m in (methods_for_target(logprobs, sources, style) if name == AUTO else [name]):
+            if m not in out:
+                out.append(m)
+    return out
+
+
+def auto_reason(logprobs: bool, sources: bool = False, style: str | None = None) -> str:
+    """Why ``AUTO`` chose what it chose, in the words a person reads next to the methods."""
+    kind = "returns logprobs" if logprobs else "returns text only (no logprobs)"
+    way = {"chat": "answers like a chat model", "completion": "continues the text it is given"}.get(style or "",
+                                                                                                  "answers")
+    cites = " and lists the sources of its answers" if sources else ""
+    return f"chosen for this target (--method {AUTO}): it {kind}, {way}{cites}"
+
+
 def unchosen_source_methods(chosen: Iterable[str]) -> list[str]:
     """The methods that read cited sources and are not among ``chosen``: what to offer for a target that cites them."""
     chosen = set(chosen)

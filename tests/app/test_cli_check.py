@@ -52,3 +52,35 @@ def test_check_says_in_words_when_the_target_does_not_answer_or_the_input_is_bad
     assert "error:" in capsys.readouterr().err
     assert main(["check", "--target", "not a url"]) == 2
     assert main(["check", "--target", "demo", "--method", "bogus"]) == 2
+
+
+def test_by_default_the_methods_are_chosen_for_what_the_probe_finds(capsys, monkeypatch, tmp_path):
+    """``--method auto``, the default: on a chat endpoint without logprobs the method that can decide there,
+    said with the reason, instead of S-RAG and MBA that cannot run or abstain."""
+    with FakeOpenAIServer(models=["m"], supports_logprobs=False) as srv:
+        assert main(["check", "--target", srv.base_url, "--model", "m"]) == 0
+    out = capsys.readouterr().out
+    assert f"methods: {_named('verbatim')} (chosen for this target (--method auto): it returns text only" in out
+    assert f"can run: {_named('verbatim')}\n" in out and "hint:" not in out
+    with FakeOpenAIServer(models=["m"]) as srv:  # logprobs, and the fake answers like a chat model
+        assert main(["check", "--target", srv.base_url, "--model", "m"]) == 0
+    out = capsys.readouterr().out
+    assert f"can run: {_named('srag')}, {_named('mba')}, {_named('verbatim')}\n" in out
+
+
+def test_the_estimate_before_the_probe_counts_the_dearest_choice_and_says_each(capsys, tmp_path):
+    docs = tmp_path / "d.csv"
+    docs.write_text("id,text\n" + "".join(f"d{i},{' '.join(['word'] * 60)} number {i}\n" for i in range(3)))
+    assert main(["audit", "--target", "http://127.0.0.1:9/v1", "--model", "m", "--docs", str(docs),
+                 "--estimate-only"]) == 0
+    err = capsys.readouterr().err
+    first = err.splitlines()[0]
+    assert "--method auto: the methods are chosen once the target's capability probe has answered" in first
+    outcomes = next(line for line in err.splitlines() if line.startswith("  by what the probe finds: "))
+    counts = [int(q) for q in __import__("re").findall(r"\((\d+) queries\)", outcomes)]
+    assert len(counts) == 4 and int(first.split()[2]) >= max(counts)
+    assert f"text only, chat style: {_named('verbatim').split(' (')[0]}" in outcomes
+    # the demo's capabilities are known: its estimate names its methods with no outcomes to choose from
+    assert main(["audit", "--target", "demo", "--docs", str(docs), "--estimate-only"]) == 0
+    err = capsys.readouterr().err
+    assert "by what the probe finds" not in err and f"{_named('srag')}:" in err and f"{_named('mba')}:" in err

@@ -285,3 +285,21 @@ def test_a_run_deleted_while_the_history_is_listed_is_left_out_not_an_error(tmp_
 
     monkeypatch.setattr(Store, "get_run", deleted_meanwhile)
     assert [row["id"] for row in history_rows(store)] == [kept]
+
+
+def test_an_audit_that_chose_its_methods_is_listed_with_those_it_used(tmp_path):
+    """``--method auto``: the run is opened before the capability probe (its configuration says "auto", which
+    resuming compares), and History lists the methods the audit then chose."""
+    store = Store(tmp_path / "h.sqlite")
+    asked = {**CONFIG, "methods": ["auto"]}
+    run_id = start_run(store, DOCS, "t", asked)
+    assert history_rows(store)[0]["methods"] == "auto"
+    used = {**_audit_dict(), "config": {**CONFIG, "methods_source": "chosen for this target (--method auto)"}}
+    save_audit(store, run_id, used)
+    [row] = history_rows(store)
+    assert row["methods"] == "S-RAG, MBA"
+    assert store.get_run(run_id).params == asked  # what the same command run again is matched against
+    # methods named by the user are listed as they were named
+    other = start_run(store, DOCS, "t", CONFIG)
+    save_audit(store, other, {**_audit_dict(), "config": {**CONFIG, "methods": ["srag"]}})
+    assert store.get_run(other).methods == ["srag", "mba"]
