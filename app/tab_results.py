@@ -163,7 +163,7 @@ def _header(result: dict) -> None:
         with st.expander("What each method's calls are worth: power, and what it may call \"not found\""):
             st.caption("A method calls a document a member where at most the chosen share of its shadow's "
                        "non-members score as high; it says \"not found\" only where at most 5% of its shadow's "
-                       "members score as low. In between it is inconclusive (\"not cleared\").")
+                       "members, counted with the document itself, score as low. In between it is inconclusive (\"not cleared\").")
             st.dataframe([dict(zip(power[0], [LABELS.get(row[0], row[0]), *row[1:]])) for row in power[1:]],
                          hide_index=True)
             from audit_core.report import never_clears_lines

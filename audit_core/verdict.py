@@ -256,7 +256,8 @@ def withholds_clearance(result: MethodResult) -> str | None:
     if isinstance(p, (int, float)):
         if p <= CLEAR_RULE.max_miss_rate:  # the test ``evidence.calibration.clear_threshold`` sets its threshold by
             return None
-        fallback = f"{p:.0%} of its shadow's members score this low or lower"
+        fallback = (f"its shadow's members score this low too often to clear it (member p-value {p:.2f}; "
+                    f"\"not found\" needs {CLEAR_RULE.max_miss_rate:.2f} or less)")
     elif ev.get("calibrated_on") == "controls" and ev.get("shadow_member", True):  # rows before the flag: as then
         fallback = "its shadow called it a member"
     else:

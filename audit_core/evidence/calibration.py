@@ -393,7 +393,17 @@ def decide_raw(raw: float, cal) -> Decision:
     return Decision(prob, None, (
         f"{NOT_CLEARED}: below the member threshold, but {low} of the shadow's {len(members)} members "
         f"({low / len(members):.0%}) score this low or lower; \"not found\" needs at most "
-        f"{CLEAR_RULE.max_miss_rate:.0%}"), evidence)
+        f"{clear_allowance(len(members))} of them (a {CLEAR_RULE.max_miss_rate:.0%} miss rate, the document "
+        "counted among the members)"), evidence)
+
+
+def clear_allowance(n_members: int, rule: ClearRule = CLEAR_RULE) -> int:
+    """How many of ``n_members`` shadow members may score at or below a document that is cleared: the k with
+    (1 + k) / (n + 1) <= the miss rate (``clear_threshold``'s rule); -1 where even none is few enough.
+
+    Said in a "not cleared" reason instead of the rate itself: with 30 members one member as low (3%) already
+    keeps a document from being cleared, which "needs at most 5%" contradicted."""
+    return math.floor(rule.max_miss_rate * (n_members + 1) + 1e-9) - 1
 
 
 # --------------------------------------------------------------------------- out-of-fold predictions

@@ -15,7 +15,8 @@ def what_this_shows(fpr: float | None, collection: dict | None) -> str:
         "the benchmark measures how far that goes.",
         "'Not found' is not 'not used': a system can hold a document and still not retrieve it for our probes. "
         "A method's power is the share of the shadow's members it finds at that rate; a member it does not find "
-        "is called 'not found' only where at most " f"{miss} of the shadow's members score as low, and is otherwise "
+        "is called 'not found' only where at most " f"{miss} of the shadow's members, counted with the document "
+        "itself, score as low, and is otherwise "
         "inconclusive ('not cleared').",
         "Membership inference cannot by itself prove that a system used a document; it gives evidence whose "
         "false-positive rate is stated. The strongest evidence is a test of your whole collection against "

@@ -1283,3 +1283,22 @@ def test_the_collection_tests_effect_size_is_u_without_a_permutation_p_value():
                                                   rng.normal(0, 1, 25).round(1).tolist())):
         assert u_statistic(docs, ctl) == u_test(docs, ctl)[0]
     assert u_statistic([1.0, 1.0], [1.0]) == 1.0  # a tie counts a half
+
+
+@pytest.mark.parametrize("n", [19, 20, 30, 39, 40, 50, 59, 60, 100, 199, 200])
+def test_a_not_cleared_reason_states_the_count_the_rule_allows(n):
+    """The reason said "needs at most 5%" beside the plain share: with 30 members, one member as low (3%)
+    already kept a document from being cleared. It now states how many members the rule lets score as low."""
+    members = [float(i) for i in range(n)]
+    allowed = C.clear_allowance(n)
+    assert sum(x <= C.clear_threshold(members) for x in members) == allowed  # the count the rule clears at
+    # too many non-members for the rate score above every member: the member threshold is above them all
+    high = math.floor(0.05 * (n + 1)) + 1
+    ev = C.fit_evidence(members, [-1000.0] * (n - high) + [1000.0] * high, source="test")
+    cal = C.apply_evidence(Calibration("x"), ev)
+    first_blocked = float(allowed)  # a score with allowed + 1 members at or below it
+    d = C.decide_raw(first_blocked, cal)
+    assert d.decision is None and d.reason.startswith(C.NOT_CLEARED)
+    assert f"{allowed + 1} of the shadow's {n} members" in d.reason
+    assert f"needs at most {allowed} of them" in d.reason
+    assert C.decide_raw(first_blocked - 1, cal).decision is False
