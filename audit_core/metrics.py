@@ -62,13 +62,23 @@ def _values(values: ArrayLike) -> np.ndarray:
 
 
 def clean(labels: ArrayLike, values: ArrayLike) -> tuple[np.ndarray, np.ndarray, int]:
-    """Drop inconclusive entries (None / NaN). Returns labels, values and how many were dropped."""
+    """Drop inconclusive entries (None / NaN). Returns labels, values and how many were dropped.
+
+    An infinite score is a decided one at the end of the ranking (a score that is a log-ratio of a zero
+    probability, say), not an inconclusive one: it is kept, as a value just past the finite scores on its
+    side, since scikit-learn refuses infinities. The order of every score is unchanged.
+    """
     y = _labels(labels)
     v = _values(values)
     if len(y) != len(v):
         raise ValueError(f"{len(y)} labels but {len(v)} scores")
     keep = ~np.isnan(v)
-    return y[keep], v[keep], int((~keep).sum())
+    y, v = y[keep], v[keep]
+    if np.isinf(v).any():
+        finite = v[np.isfinite(v)]
+        low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+        v = np.where(v == np.inf, high + 1.0, np.where(v == -np.inf, low - 1.0, v))
+    return y, v, int((~keep).sum())
 
 
 def decisions_at(scores: ArrayLike, threshold: float) -> list[bool | None]:

@@ -35,6 +35,16 @@ def test_inconclusive_scores_are_excluded_not_imputed():
     assert math.isnan(M.roc_auc([1, 1], [0.3, 0.4]))
 
 
+def test_an_infinite_score_ranks_at_its_end_instead_of_failing():
+    """scikit-learn refuses infinities; a score of +-inf is a decided score past every finite one."""
+    y = [0, 1, 0, 1, 1]
+    s = [0.1, 0.9, -math.inf, 0.5, math.inf]
+    assert M.roc_auc(y, s) == 1.0
+    assert M.roc_auc(y, [0.1, -math.inf, 0.2, 0.5, 0.6]) == pytest.approx(4 / 6)
+    out = M.summarize(y, s, n_boot=50, include_roc=False)
+    assert out["auc"] == 1.0 and out["n_scored"] == 5
+
+
 def test_roc_curve_points_and_sklearn_agreement():
     fpr, tpr, thr = M.roc_curve([1, 0, 1, 0], [0.9, 0.8, 0.8, 0.1])
     # thresholds +inf, 0.9, 0.8 (tie: one member, one non-member), 0.1
