@@ -646,6 +646,11 @@ def cmd_audit(args) -> int:
     if not docs:
         print("error: no usable documents", file=sys.stderr)
         return 2
+    if getattr(args, "fail_on", None) == "collection" and not controls and not args.generate_controls:
+        print("error: --fail-on collection gates on the collection-level test, which needs controls: documents "
+              "you never published (--controls FILE, or a 'control' column in --docs), or --generate-controls; "
+              "nothing was sent", file=sys.stderr)
+        return 2
     return _audit(args, docs, controls, "declared", generate_controls=bool(args.generate_controls and not controls))
 
 
@@ -862,10 +867,12 @@ def _ci_outputs(args, saved: dict, written: bool = True) -> int:
     do all it was asked), never 0 and never 2, which says "nothing was sent".
     """
     from audit_core.ci_gate import gate_failures, junit_xml
+    from audit_core.io import write_private_bytes
 
     if getattr(args, "junit", None):
         try:
-            Path(args.junit).write_bytes(junit_xml(saved))
+            # readable by its owner only, as every other output: it names the documents and what was found
+            write_private_bytes(args.junit, junit_xml(saved))
             print(f"JUnit report written to {args.junit}", file=sys.stderr)
         except OSError as exc:  # the verdicts above and the store keep the audit; only this file is missing
             print(f"error: the JUnit report could not be written to {args.junit}: {exc.strerror or exc}",
@@ -1096,7 +1103,11 @@ def ci_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fail-on", choices=FAIL_ON,
                    help=f"exit with status {GATE_FAILED} when any document is called a member or the collection "
                         "test finds member evidence ('member'), or also when any document is inconclusive "
-                        "('inconclusive'); default: the status says only whether the audit ran")
+                        "('inconclusive'), or only when the collection test finds member evidence or could not "
+                        "be made ('collection': needs controls; its false-alarm rate is the test's 5%% for the "
+                        "whole audit, where 'member' calls each document at --fpr, so on a service that holds "
+                        "none of 20 documents it fails up to 64%% of runs at 5%%); default: the status says only "
+                        "whether the audit ran")
 
 
 def target_flags(p: argparse.ArgumentParser) -> None:

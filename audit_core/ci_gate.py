@@ -33,8 +33,11 @@ from audit_core.methods import method_label
 from audit_core.verdict import INCONCLUSIVE, MEMBER
 
 #: the gate's levels: fail on evidence of membership only, or also on every document the audit
-#: could not decide (an owner who wants each document positively cleared)
-FAIL_ON = ("member", "inconclusive")
+#: could not decide (an owner who wants each document positively cleared); or on the collection-level
+#: test alone, the one finding whose false-alarm rate holds for the whole audit. Each document is called a
+#: member at the audit's rate (5% by default), so on a service that holds none of N documents "member"
+#: fails with a chance of up to 1 - (1 - rate)^N: 64% for 20 documents at 5% (``false_alarm_bound``)
+FAIL_ON = ("member", "inconclusive", "collection")
 #: the name of the collection-level case, beside the documents' ids
 COLLECTION_CASE = "collection-level test"
 #: the case that records an audit which stopped (or was cancelled) before its last document
@@ -48,17 +51,30 @@ def collection_rejects(collection: dict | None) -> bool:
     return float(collection["p_value"]) <= float(collection.get("alpha") or 0.05)
 
 
+def false_alarm_bound(n_documents: int, rate: float) -> float:
+    """The most a per-document gate ("member") fails on a service that holds none of ``n_documents``, each
+    called at ``rate``: 1 - (1 - rate)^n, reached when the calls are independent."""
+    return 1.0 - (1.0 - rate) ** max(n_documents, 0)
+
+
 def gate_failures(result: dict, fail_on: str) -> list[str]:
-    """Why a gate at level ``fail_on`` (``FAIL_ON``) fails this audit: one line per cause; [] when it passes."""
+    """Why a gate at level ``fail_on`` (``FAIL_ON``) fails this audit: one line per cause; [] when it passes.
+
+    ``collection`` with no test made (no controls, too few scored documents) fails with that reason: a gate
+    that cannot fail would pass every run in silence, which reads as "cleared".
+    """
     if fail_on not in FAIL_ON:
         raise ValueError(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
-    failing = {MEMBER} if fail_on == "member" else {MEMBER, INCONCLUSIVE}
+    failing = {"member": {MEMBER}, "inconclusive": {MEMBER, INCONCLUSIVE}, "collection": set()}[fail_on]
     causes = [f"{v.get('doc_id')}: {v.get('verdict')}" for v in result.get("verdicts") or []
               if v.get("verdict") in failing]
     collection = result.get("collection")
     if collection_rejects(collection):
         causes.append(f"{COLLECTION_CASE}: member evidence, p = {collection['p_value']:.2g} "
                       f"<= {collection.get('alpha') or 0.05:g}")
+    elif fail_on == "collection" and (not collection or collection.get("p_value") is None):
+        why = (collection or {}).get("note") or "the audit had no controls"
+        causes.append(f"{COLLECTION_CASE}: no test was made ({why}), so the gate on it cannot pass")
     return causes
 
 

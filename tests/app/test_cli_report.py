@@ -116,6 +116,7 @@ def test_a_scheduled_audit_gets_a_junit_report_and_a_failing_status_on_evidence(
     r = make_result()  # one member, one not found, two inconclusive
     junit = tmp_path / "audit.xml"
     assert _ci_outputs(argparse.Namespace(junit=str(junit), fail_on=None), r) == 0
+    assert junit.stat().st_mode & 0o077 == 0  # its owner's only, as --out and --report-dir are
     suite = ET.parse(junit).getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "1", "2")
     assert _ci_outputs(argparse.Namespace(junit=None, fail_on="member"), r) == GATE_FAILED == 1

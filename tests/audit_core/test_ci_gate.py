@@ -84,3 +84,33 @@ def test_control_characters_in_ids_and_reasons_still_make_valid_xml():
     r["verdicts"][0]["reason"] = "the server said \x1b[31mno\x1b[0m"
     cases = _cases(junit_xml(r))  # parsed: ParseError before
     assert "doc1" in cases and "\x1b" not in cases["doc1"].find("failure").get("message")
+
+
+def test_the_collection_gate_fails_only_on_the_test_and_never_passes_without_one():
+    """A per-document gate fails a clean service up to 1 - 0.95^N of the time (a review measured 0.58 for 20
+    documents); ``--fail-on collection`` fails at the collection test's own level, and a run where no test
+    was made fails with the reason instead of passing in silence."""
+    from audit_core.ci_gate import false_alarm_bound
+
+    assert false_alarm_bound(20, 0.05) == pytest.approx(0.6415, abs=1e-4)
+    assert false_alarm_bound(1, 0.05) == pytest.approx(0.05)
+    r = make_result()  # one document called a member
+    r["collection"] = _collection(0.4)
+    assert gate_failures(r, "member") == ["doc-1: member"]
+    assert gate_failures(r, "collection") == []
+    r["collection"] = _collection(0.01)
+    assert gate_failures(r, "collection") == [f"{COLLECTION_CASE}: member evidence, p = 0.01 <= 0.05"]
+    for missing in (_collection(None), None):
+        r["collection"] = missing
+        [cause] = gate_failures(r, "collection")
+        assert cause.startswith(f"{COLLECTION_CASE}: no test was made (") and "cannot pass" in cause
+
+
+def test_the_collection_gate_without_controls_is_refused_before_anything_is_sent(tmp_path, capsys, monkeypatch):
+    from app import cli
+
+    docs = tmp_path / "d.csv"
+    docs.write_text("id,text\n" + "".join(f"d{i},{' '.join(['word'] * 40)} {i}\n" for i in range(3)))
+    monkeypatch.setattr(cli, "_audit", lambda *a, **k: pytest.fail("the audit started"))
+    assert cli.main(["audit", "--target", "demo", "--docs", str(docs), "--fail-on", "collection"]) == 2
+    assert "needs controls" in capsys.readouterr().err
