@@ -8,9 +8,13 @@ to themselves), but a report is a document people forward, so every export is
 scrubbed defensively first (``scrub``): fields whose *name* says secret
 (api_key, password, authorization...) are replaced, and strings that *look*
 like credentials (``sk-...``, ``Bearer ...``, ``?api_key=...``, passwords in
-URLs) are masked wherever they appear -- document texts included, since a
-secret pasted into a document by mistake should not travel with the report
-either.
+URLs) are masked wherever they appear. Two things of the owner's are kept as
+they are: document ids (``sk-letter-0001`` is a name, not a key; masked, two
+such ids became one "[removed]" and a document's results were lost) and, in
+the owner's unredacted export, the documents' texts (their SHA-256 must be
+that of the text audited). A redacted export shows a text's first words only,
+and masks credentials there (``redacted_text``); the target's answers, which
+could echo a key, are scrubbed in every export.
 """
 from __future__ import annotations
 
@@ -70,28 +74,62 @@ def scrub_text(text: str) -> str:
     return text
 
 
-def scrub(obj: Any) -> Any:
+#: fields whose value names a document (a lone verdict's or document's id for ``audit_ids``)
+_ID_KEYS = frozenset({"doc_id", "id"})
+
+
+def audit_ids(result: Any) -> frozenset[str]:
+    """The document ids an audit dict names: its documents', its verdicts', the keys of its results and
+    observations (and a lone verdict's or document's own id)."""
+    if not isinstance(result, dict):
+        return frozenset()
+    ids = set(document_ids(result)) if isinstance(result.get("results") or {}, dict) else set()
+    ids.update(str(d["id"]) for d in result.get("documents") or [] if isinstance(d, dict) and d.get("id") is not None)
+    if isinstance(result.get("observations"), dict):
+        ids.update(str(k) for k in result["observations"])
+    ids.update(str(result[k]) for k in _ID_KEYS if isinstance(result.get(k), str))
+    return frozenset(ids)
+
+
+def scrub(obj: Any, ids: frozenset[str] | None = None) -> Any:
     """A deep copy of ``obj`` with secrets removed (see the module docstring).
 
-    Non-finite floats become None, so the result is also valid strict JSON.
+    A text equal to a document id of ``obj`` (``ids``; by default ``audit_ids(obj)``) is kept wherever it is,
+    as a key or a value: ids are keys of results, observations and failures, and masking them merged
+    documents and lost their evidence. Non-finite floats become None, so the result is also valid strict JSON.
     """
+    return _scrub(obj, audit_ids(obj) if ids is None else ids)
+
+
+def _scrub(obj: Any, ids: frozenset[str]) -> Any:
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            # a text under a secret's name; not a document whose id says "password-reset-policy" (ids are keys
-            # of results, p-values and scores: replacing those broke the PDF and lost the document's evidence)
-            if isinstance(k, str) and _SECRET_NAME.search(k) and isinstance(v, str) and v:
+            # a text under a secret's name; not a document whose id says "password-reset-policy"
+            if isinstance(k, str) and _SECRET_NAME.search(k) and k not in ids and isinstance(v, str) and v:
                 out[k] = REDACTED
             else:
-                out[scrub_text(k) if isinstance(k, str) else k] = scrub(v)
+                out[_scrub(k, ids) if isinstance(k, str) else k] = _scrub(v, ids)
         return out
     if isinstance(obj, (list, tuple)):
-        return [scrub(v) for v in obj]
+        return [_scrub(v, ids) for v in obj]
     if isinstance(obj, str):
-        return scrub_text(obj)
+        return obj if obj in ids else scrub_text(obj)
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+def scrub_audit(result: dict) -> dict:
+    """``scrub`` of an audit dict for its owner: the documents' texts kept whole (they are the owner's own,
+    and their SHA-256 must be that of the text audited); every other text, the target's answers included,
+    scrubbed."""
+    out = scrub(result)
+    docs = result.get("documents")
+    if isinstance(docs, (list, tuple)):
+        out["documents"] = [{**o, "text": d["text"]} if isinstance(d, dict) and "text" in d else o
+                            for o, d in zip(out["documents"], docs)]
+    return out
 
 
 # --------------------------------------------------------------------------- what a shared report may carry
@@ -127,23 +165,24 @@ def strip_local_paths(text: str) -> str:
     return _LOCAL_PATH.sub(lambda m: "…/" + (m.group("name") or m.group("wname")), text)
 
 
-#: values that name a document: kept as they are, even when they look like a path (two ids
-#: /a/report.txt and /b/report.txt shortened alike became one document in the PDF)
-_ID_KEYS = frozenset({"doc_id", "id"})
-
-
-def _strip_paths(obj: Any, key: str | None = None) -> Any:
+def _strip_paths(obj: Any, ids: frozenset[str], key: str | None = None) -> Any:
+    """``obj`` through ``strip_local_paths``, document ids kept even when they look like a path (two ids
+    /a/report.txt and /b/report.txt shortened alike became one document in the PDF)."""
     if isinstance(obj, dict):
-        return {k: _strip_paths(v, k) for k, v in obj.items()}
+        return {k: _strip_paths(v, ids, k) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_strip_paths(v, key) for v in obj]
-    return strip_local_paths(obj) if isinstance(obj, str) and key not in _ID_KEYS else obj
+        return [_strip_paths(v, ids, key) for v in obj]
+    return strip_local_paths(obj) if isinstance(obj, str) and key not in _ID_KEYS and obj not in ids else obj
 
 
 def redacted_text(text: str) -> str:
-    """A document reduced to its hash and first words (``REDACTED_WORDS``)."""
+    """A document reduced to its hash and first words (``REDACTED_WORDS``).
+
+    The hash is of the text as audited; the first words are scrubbed (``scrub_text``): a report to share
+    should not carry a key the owner pasted into a document.
+    """
     words = (text or "").split()
-    head = " ".join(words[:REDACTED_WORDS]) + (" …" if len(words) > REDACTED_WORDS else "")
+    head = scrub_text(" ".join(words[:REDACTED_WORDS])) + (" …" if len(words) > REDACTED_WORDS else "")
     return f"[text redacted; SHA-256 {document_sha256(text)}; begins: {head}]"
 
 
@@ -288,6 +327,18 @@ def _redact_quotes(obj: Any, runs: frozenset[tuple[str, ...]]) -> Any:
     return redact_quoted_runs(obj, runs) if isinstance(obj, str) else obj
 
 
+def _replace_text(obj: Any, old: str, new: str, ids: frozenset[str]) -> Any:
+    """``obj`` with ``old`` replaced by ``new`` in every text and key but the document ids ``ids``.
+
+    On the objects, not in their JSON: there ``old`` is escaped and ``new`` was not, and a target named
+    ``my "fast" model`` made invalid JSON (no report at all)."""
+    if isinstance(obj, dict):
+        return {_replace_text(k, old, new, ids): _replace_text(v, old, new, ids) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_replace_text(v, old, new, ids) for v in obj]
+    return obj.replace(old, new) if isinstance(obj, str) and obj not in ids else obj
+
+
 def shared_view(result: dict, redact: bool = True) -> dict:
     """The audit dict as it may leave this machine: scrubbed of secrets, without local paths,
     the target named as the user named it; with ``redact``, document texts replaced by their
@@ -297,14 +348,13 @@ def shared_view(result: dict, redact: bool = True) -> dict:
 
     Each document keeps ``sha256`` of its full text either way.
     """
-    r = scrub(result)
+    ids = audit_ids(result)
+    r = scrub_audit(result)  # the documents' texts as audited: their hashes are of those
     raw_target = str(r.get("target") or "")
-    docs = [d for d in r.get("documents") or [] if isinstance(d, dict)]
-    r.pop("documents", None)
-    r = _strip_paths(r)
-    label = target_label(result)
+    docs = [d for d in r.pop("documents", None) or [] if isinstance(d, dict)]
     if raw_target:
-        r = json.loads(json.dumps(r, default=str).replace(json.dumps(raw_target)[1:-1], label))
+        r = _replace_text(r, raw_target, target_label(result), ids)
+    r = _strip_paths(r, ids)
     out_docs = []
     for d in docs:
         text = str(d.get("text") or "")
@@ -370,9 +420,9 @@ def csv_cell(value: Any) -> str:
 def export_view(result: dict, redact: bool, view: dict | None = None) -> dict:
     """What an export reads: with ``redact`` the shared view (``view`` where the caller made it already: one
     walk of the result for all its exports instead of one each, 15 s apiece for 4,000 documents), else the
-    full record scrubbed of secrets."""
+    full record scrubbed of secrets (``scrub_audit``: the documents' texts whole)."""
     if not redact:
-        return scrub(result)
+        return scrub_audit(result)
     return view if view is not None else shared_view(result, redact=True)
 
 
@@ -736,8 +786,21 @@ def _cut(text: str, limit: int) -> str:
 
 
 def cell_id(doc_id: Any) -> str:
-    """A document id for a table cell (``esc``), shortened to ``CELL_ID_CHARS`` with an ellipsis."""
-    return esc(_cut("" if doc_id is None else str(doc_id), CELL_ID_CHARS))
+    """A document id for a table cell (``esc``), shortened to ``CELL_ID_CHARS`` with an ellipsis.
+
+    Cut as drawn, whole characters at a time: ``_drawable`` names each character no font has ("[devanagari
+    letter na]", some 20 times longer), and a Hindi id of 105 characters cut first made a row taller than
+    a page (no PDF at all).
+    """
+    drawn, size = [], 0
+    for ch in _CONTROL.sub("", "" if doc_id is None else str(doc_id)):
+        piece = _drawable(ch)
+        if size + len(piece) > CELL_ID_CHARS:
+            drawn.append("\u2026")
+            break
+        drawn.append(piece)
+        size += len(piece)
+    return esc("".join(drawn))
 
 
 def cell_reason(reason: Any) -> str:
@@ -1208,7 +1271,7 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     width = doc.width
     story: list = []
     created = str(r.get("created") or "unknown date")
-    target = target_label(result)
+    target = strip_local_paths(target_label(result))  # as the shared view names it: no path of this machine
     verdicts = [v for v in r.get("verdicts") or [] if isinstance(v, dict)]
     methods = audit_methods(r)
     calibrations = r.get("calibrations") or {}
