@@ -188,7 +188,9 @@ def method_power(calibrations: dict[str, Calibration]) -> dict[str, dict]:
         out[name] = {"fpr": cal.fpr, "power": power_at(cal), "cleared": clear.get("cleared_share"),
                      "miss_rate": clear.get("max_miss_rate"), "shadow_auc": cal.shadow_auc,
                      "shadow_auc_ci": ev.get("auc_ci"), "decides": why is None, "reason": why,
-                     "never_clears": clearing_withheld(name) is not None}
+                     "never_clears": clearing_withheld(name) is not None,
+                     # why it can clear nothing where that is not its members' scores: too few shadow members
+                     "clear_reason": clear.get("reason")}
     return out
 
 

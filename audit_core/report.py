@@ -629,8 +629,11 @@ def explain_verdict(verdict: dict, logprobs: bool | None = None) -> str:
         how = ("The target reacts to this text more strongly than to almost all of your never-published "
                "controls (rule R0: the rate is set on your own kind of text)." if "against your" in reason else
                "The target reacts to this text the way our shadow RAG reacts to documents it holds.")
-        tail = (how + " This is strong evidence, not proof: a near-copy of the text in the knowledge base, or the "
-                "text in the model's own training data, can produce the same signal.")
+        tail = (how + " This is evidence, not proof. Each document is called at the false-positive rate stated "
+                "above, so among many documents a service does not hold a few may be called members by chance "
+                "(about one in 20 at 5%): the collection-level test, given documents you never published, weighs "
+                "them all at once. A near-copy of the text in the knowledge base, or the text in the model's own training "
+                "data, can also produce the same signal.")
     elif kind == "not found":
         head = (f"The audit found no evidence that “{doc}” is in the target's knowledge base "
                 f"({_deciding_number(verdict)}; {reason}).")
@@ -1370,6 +1373,8 @@ def pdf_report(result: dict, progress: Callable[[int], None] | None = None,
     # -- methods ---------------------------------------------------------------
     story.append(P("Methods and parameters", "h1"))
     cfg = r.get("config") or {}
+    if cfg.get("methods_source"):  # the audit chose them (--method auto): say for what
+        story.append(P(f"Methods {esc(cfg['methods_source'])}.", "small"))
     rows = [["Method", "What it does", "Parameters"]]
     for m in methods:
         cal = calibrations.get(m) or {}
@@ -1710,6 +1715,10 @@ def cleared_text(info: dict, why_where: str = "under this table") -> str:
     if info.get("miss_rate") is None:
         return "n/a"
     if not info.get("cleared"):
+        from audit_core.evidence.calibration import NOT_CLEARED
+
+        if info.get("clear_reason"):  # the shadow is too small for the rate, not its members too low
+            return f"none ({str(info['clear_reason']).removeprefix(NOT_CLEARED + ': ')})"
         return f"none (its members score too low too often to clear at a {info['miss_rate']:.0%} miss rate)"
     return f"{info['cleared']:.2f} (members missed at most {info['miss_rate']:.0%})"
 

@@ -65,3 +65,22 @@ def test_the_configuration_says_why_the_methods_were_chosen_and_only_then():
     assert named.methods == ["srag", "mba"] and named.methods_source == ""
     # a configuration that chose nothing keeps the plain data an older unfinished run was stored with
     assert "methods_source" not in config_dict(named)
+
+
+def test_the_report_says_the_methods_were_chosen_for_the_target_and_why():
+    import io
+
+    from pypdf import PdfReader
+
+    from audit_core import report
+    from tests.audit_core.test_report import make_result
+
+    r = make_result()
+    why = with_target_style(AuditConfig(methods=[AUTO]), _caps(True, "completion")).methods_source
+    r["config"] = {**r["config"], "methods_source": why}
+    text = " ".join("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r))).pages).split())
+    assert f"Methods {why}." in text
+    plain = make_result()
+    text = " ".join("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(plain))).pages)
+                    .split())
+    assert "--method auto" not in text

@@ -1302,3 +1302,18 @@ def test_a_not_cleared_reason_states_the_count_the_rule_allows(n):
     assert f"{allowed + 1} of the shadow's {n} members" in d.reason
     assert f"needs at most {allowed} of them" in d.reason
     assert C.decide_raw(first_blocked - 1, cal).decision is False
+
+
+def test_the_power_table_says_a_shadow_too_small_to_clear_rather_than_blaming_its_members():
+    """With 15 shadow members no document can be cleared at 5% whatever they score; the table said "its
+    members score too low too often", which sends the reader looking for a weak method."""
+    from audit_core.audit import method_power
+    from audit_core.report import cleared_text
+
+    members, nonmembers = [10.0 + i for i in range(15)], [float(i) for i in range(25)]
+    small = C.apply_evidence(Calibration("x"), C.fit_evidence(members, nonmembers, source="test"))
+    text = cleared_text(method_power({"x": small})["x"])
+    assert text.startswith("none (the shadow has 15 scored member(s); at least 19 are needed")
+    assert "too low too often" not in text
+    low = C.apply_evidence(Calibration("x"), C.fit_evidence([0.0] * 5 + members * 2, nonmembers, source="test"))
+    assert "too low too often" in cleared_text(method_power({"x": low})["x"])
