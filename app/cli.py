@@ -98,6 +98,8 @@ def _load_docs(path: str, text_column: str | None, id_column: str | None, with_c
     text_col = text_column or guess_text_column(sample)
     id_col = id_column if id_column is not None else guess_id_column(sample, text_col)
     batch = documents_from_table(df, text_col, id_col)
+    for note in batch.notes:  # about the file as a whole (the encoding assumed, a quote never closed)
+        print(f"note: {path}: {note}", file=sys.stderr)
     if not with_controls:
         return batch.documents, batch.problems()
     controls = as_controls(documents_from_table(ctl, text_col, id_col).documents) if ctl is not None and len(ctl) else []

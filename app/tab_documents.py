@@ -14,6 +14,8 @@ NO_ID = "(none: number the rows)"
 
 
 def _show_batch(batch, unit: str) -> None:
+    for note in getattr(batch, "notes", None) or []:  # about the file as a whole: its encoding, its quoting
+        st.warning(note)
     counts = batch.counts()
     cols = st.columns(5)
     for col, (name, label) in zip(cols, [("usable", "Usable"), ("too_short", "Too short"), ("too_long", "Too long"),

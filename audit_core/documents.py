@@ -7,10 +7,11 @@ import io
 import json
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 import pandas as pd
+from charset_normalizer import from_bytes
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,9 @@ class DocumentBatch:
 
     documents: list[Document]
     rows: list[RowStatus]
+    #: what the owner must be told about the file as a whole, beside the rows: the encoding that was assumed
+    #: for it, a quote left open... (``read_table_bytes`` keeps them in the table's ``attrs``, under ``NOTES``)
+    notes: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """Number of rows per status; every status is present, zero included."""
@@ -131,33 +135,177 @@ def normalize_whitespace(text: str) -> str:
     return " ".join(text.split())
 
 
-def _decode(data: bytes) -> str:
-    """Decode bytes as UTF-16 (with BOM), UTF-8 (with or without BOM), then cp1252, then Latin-1.
+#: Byte-order marks of the UTF-16 and UTF-32 files Excel ("Unicode Text") and other tools write; the
+#: UTF-32 ones first, since they begin with the UTF-16 ones.
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"),
+)
 
-    cp1252 comes before Latin-1 because Windows tools write it and it agrees
-    with Latin-1 on every printable Latin-1 character; Latin-1 is last since
-    it accepts any byte sequence.
+#: The encodings a spreadsheet program or an older tool saves text in when not told to use UTF-8, with the
+#: names people know them by. When several fit a file equally well the first listed is taken: Western
+#: European first, as it was this reader's only guess before, then the other Windows code pages by how
+#: many people write in them.
+_LEGACY_ENCODINGS: dict[str, str] = {
+    "cp1252": "Windows-1252 (Western European)",
+    "cp1250": "Windows-1250 (Central European)",
+    "cp1251": "Windows-1251 (Cyrillic)",
+    "gb18030": "GBK (simplified Chinese)",
+    "cp932": "Shift-JIS (Japanese)",
+    "cp949": "CP949/EUC-KR (Korean)",
+    "big5": "Big5 (traditional Chinese)",
+    "cp1253": "Windows-1253 (Greek)",
+    "cp1254": "Windows-1254 (Turkish)",
+    "cp1257": "Windows-1257 (Baltic)",
+    "cp1255": "Windows-1255 (Hebrew)",
+    "cp1256": "Windows-1256 (Arabic)",
+    "cp1258": "Windows-1258 (Vietnamese)",
+    "cp874": "Windows-874 (Thai)",
+    "mac_roman": "Mac Roman (Excel's 'CSV (Macintosh)')",
+}
+
+#: Bytes that mean nothing in Windows-1252: a file in it with one of them cannot be decoded strictly.
+_CP1252_UNDEFINED = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
+
+#: charset_normalizer's "chaos" (share of odd character sequences, 0-1) within which two readings of a file
+#: are as clean as each other, its language "coherence" (0-1) within which they read as well as each other,
+#: and the chaos above which a reading is garbled whatever it is (charset_normalizer's own default limit).
+_CHAOS_TIE, _COHERENCE_TIE, _CHAOS_GARBLED = 0.02, 0.05, 0.2
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """One way of decoding a file that is not UTF-8, as charset_normalizer scored it."""
+
+    codec: str
+    text: str
+    chaos: float
+    coherence: float
+
+
+def _decode(data: bytes) -> tuple[str, list[str]]:
+    """The text of an upload, and what the owner must be told about how it was read.
+
+    UTF-32/UTF-16 with a byte-order mark, UTF-16 without one, and UTF-8 (with or without
+    a mark) are certain; anything else is a legacy encoding ``_decode_legacy`` detects.
     """
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        try:
-            return data.decode("utf-16")
-        except UnicodeDecodeError as exc:
-            raise DocumentInputError("The file starts like UTF-16 text but is not valid UTF-16.") from exc
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(codec), []
+            except UnicodeDecodeError as exc:
+                raise DocumentInputError(f"The file starts like {codec.upper()} text but is not valid "
+                                         f"{codec.upper()}.") from exc
+    codec = _utf16_without_bom(data)
+    if codec:
+        return data.decode(codec), []
     if data.startswith(b"\xef\xbb\xbf"):
         try:
-            return data.decode("utf-8-sig")
+            return data.decode("utf-8-sig"), []
         except UnicodeDecodeError as exc:
             raise DocumentInputError(
                 "The file starts with a UTF-8 marker but is not valid UTF-8; save it again as 'CSV UTF-8'."
             ) from exc
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), []
     except UnicodeDecodeError as exc:
         _refuse_damaged_utf8(data, exc)
-    try:
-        return data.decode("cp1252")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
+    return _decode_legacy(data)
+
+
+def _utf16_without_bom(data: bytes) -> str | None:
+    """"utf-16-le" or "utf-16-be" for UTF-16 text saved without a byte-order mark, else None.
+
+    In UTF-16 every character of the ASCII range (digits, delimiters, line breaks, Latin letters) has a NUL
+    as its high byte, so such text has NULs in one byte position of each pair and (nearly) none in the other;
+    binary data with NULs has them in both. It is told here, before NUL bytes make the file refused as binary.
+    """
+    sample = data[:65536]
+    if len(data) % 2 or len(sample) < 4:
+        return None
+    nuls_first, nuls_second = (part.count(0) / (len(sample) // 2) for part in (sample[0::2], sample[1::2]))
+    for codec, nuls_high, nuls_low in (("utf-16-le", nuls_second, nuls_first), ("utf-16-be", nuls_first, nuls_second)):
+        if nuls_high >= 0.2 and nuls_low <= nuls_high / 20:
+            try:
+                data.decode(codec)
+            except UnicodeDecodeError:
+                continue
+            return codec
+    return None
+
+
+def _decode_legacy(data: bytes) -> tuple[str, list[str]]:
+    """Decode a file that is not UTF-8, in Windows-1252 unless it reads as another language's text, and say so
+    where the choice is unsure.
+
+    Every byte sequence decodes in one single-byte code page or another, so a Russian (cp1251) or Chinese
+    (GBK) file read as Windows-1252 raises no error: it becomes mojibake, audited as garbage and reported
+    "not found". Windows-1252 stays the reading of a file it reads as Western text (``_foreign_in_western``
+    finds no trace of another script), as it was this reader's only guess before: charset_normalizer cannot
+    tell a short Western text from one in another Latin code page, nor any text from random letters. Otherwise
+    charset_normalizer decides among ``_LEGACY_ENCODINGS`` by how garbled each reading looks ("chaos") and how
+    well it reads as a language ("coherence"). Either way, when another encoding fits as well the owner is told
+    which one was assumed, so that a wrong guess does not pass unseen.
+    """
+    readings: list[_Reading] = []
+    for match in from_bytes(data, cp_isolation=list(_LEGACY_ENCODINGS), threshold=1.0):
+        text = str(match)
+        readings += [_Reading(codec, text, match.chaos, match.coherence)
+                     for codec in match.could_be_from_charset if codec in _LEGACY_ENCODINGS]
+    undefined = list(_CP1252_UNDEFINED.finditer(data))
+    western = next((r for r in readings if r.codec == "cp1252"), None)
+    if western is None:
+        # Windows-1252 with bytes it leaves undefined (a stray control code), or so garbled charset_normalizer
+        # dropped it: scored as if those bytes were not there; they are read as U+FFFD and said below
+        match = from_bytes(_CP1252_UNDEFINED.sub(b"?", data), cp_isolation=["cp1252"], threshold=1.0).best()
+        western = _Reading("cp1252", data.decode("cp1252", errors="replace"),
+                           match.chaos if match else 1.0, match.coherence if match else 0.0)
+        readings.append(western)
+    least = min(r.chaos for r in readings)
+    clean = [r for r in readings if r.chaos <= least + _CHAOS_TIE]
+    best = max(r.coherence for r in clean)
+    likely = [r for r in clean if r.coherence >= best - _COHERENCE_TIE]
+    order = list(_LEGACY_ENCODINGS)
+    chosen = min(likely, key=lambda r: order.index(r.codec)) if _foreign_in_western(western.text) else western
+    label = _LEGACY_ENCODINGS[chosen.codec]
+    rivals = sorted({r.codec for r in likely if r.text != chosen.text}, key=order.index)
+    notes: list[str] = []
+    if chosen.chaos > _CHAOS_GARBLED and chosen is not western:
+        notes.append(f"This file is not UTF-8, and it reads garbled in every encoding tried; it was read as {label}. "
+                     "If its letters look wrong in the preview, save it again as 'CSV UTF-8' and upload it again.")
+    elif rivals:
+        others = " or ".join(_LEGACY_ENCODINGS[c] for c in rivals[:3]) + (
+            f" (or {len(rivals) - 3} more)" if len(rivals) > 3 else "")
+        notes.append(f"This file is not UTF-8; it was read as {label}, though it could also be {others}. If "
+                     "letters look wrong in the preview, save it again as 'CSV UTF-8' and upload it again.")
+    if chosen is western and undefined:
+        line = data[:undefined[0].start()].count(b"\n") + 1
+        notes.append(f"{len(undefined)} byte(s) of this file mean nothing in {label} (the first on line {line}); "
+                     "each was read as '\ufffd'. Check that line, or save the file as 'CSV UTF-8'.")
+    return chosen.text, notes
+
+
+#: what may stand between two letters in Western text ("don’t", "Paris–Berlin", Catalan "col·lecció"), and
+#: × and ÷: cp1251's Ч and ч, so Cyrillic shows in whole accented words rather than as symbols inside words
+_WESTERN_JOINERS = frozenset("’‘‚–—·…×÷")
+
+
+def _foreign_in_western(text: str) -> bool:
+    """Whether a Windows-1252 reading shows the traces another encoding leaves when read that way.
+
+    A Polish (cp1250) or Chinese (GBK) text read as cp1252 has symbols inside words ("ka¿dego", "pisa³a",
+    "ÎÒµÄ×æ"); a Cyrillic, Greek, Hebrew or Arabic one has whole words of accented letters ("Ìîÿ áàáóøêà"),
+    which Western languages have only among unaccented ones. Random letters have neither in number.
+    """
+    sample = text[:65536]
+    glued = sum(1 for i in range(1, len(sample) - 1)
+                if ord(sample[i]) > 0x7F and not sample[i].isalpha() and sample[i] not in _WESTERN_JOINERS
+                and sample[i - 1].isalpha() and sample[i + 1].isalpha())
+    if glued >= 2:
+        return True
+    words = set(re.findall(r"[^\W\d_]{2,}", sample))
+    accented = sum(1 for w in words if len(w) >= 3 and all(ord(c) > 0x7F for c in w))
+    mixed = sum(1 for w in words if any(ord(c) > 0x7F for c in w) and any(ord(c) <= 0x7F for c in w))
+    return accented >= 5 and accented >= 5 * mixed
 
 
 def _refuse_damaged_utf8(data: bytes, exc: UnicodeDecodeError) -> None:
@@ -182,7 +330,8 @@ def _check_not_binary(data: bytes) -> None:
     for magic, kind in _BINARY_SIGNATURES:
         if data.startswith(magic):
             raise DocumentInputError(f"This file is {kind}, not a CSV. Export your table as CSV (comma or semicolon separated).")
-    if b"\x00" in data[:65536] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+    unicode = data.startswith(tuple(bom for bom, _ in _BOMS)) or _utf16_without_bom(data) is not None
+    if b"\x00" in data[:65536] and not unicode:
         raise DocumentInputError("This file contains binary data (NUL bytes), not CSV text. Export your table as CSV.")
 
 
@@ -252,15 +401,22 @@ def _unused_delimiter(text: str) -> str:
     raise DocumentInputError("This file contains unusual control characters; save it again as plain CSV.")
 
 
+#: the key of a table's ``attrs`` under which ``read_table_bytes`` keeps what the owner must be told about
+#: the file as a whole (``DocumentBatch.notes``)
+NOTES = "notes"
+
+
 def read_csv_bytes(data: bytes) -> pd.DataFrame:
     """Parse an uploaded CSV into a DataFrame of strings (empty cells are "").
 
     Encoding and delimiter are detected because users export from Excel,
-    LibreOffice or scripts with every combination of UTF-8/BOM/cp1252 and
+    LibreOffice or scripts with every combination of UTF-8/BOM/legacy code page and
     ',' ';' tab '|'. Nothing is coerced: "NA", "0012" and "1e5" stay text.
+    What the owner must be told of how it was read is in ``df.attrs[NOTES]``.
     Raises DocumentInputError for empty, binary or unparseable input.
     """
-    return _csv_table(upload_text(data))
+    text, notes = _upload(data)
+    return _with_notes(_csv_table(text), notes)
 
 
 def upload_text(data: bytes) -> str:
@@ -268,37 +424,73 @@ def upload_text(data: bytes) -> str:
 
     Every reader of a user's file goes through it (documents, controls, a public corpus), so a file saved
     by Excel on Windows or with a byte-order mark reads the same everywhere."""
+    return _upload(data)[0]
+
+
+def _upload(data: bytes) -> tuple[str, list[str]]:
+    """``upload_text``, and the notes of ``_decode`` on how the file was read."""
     if not data or not data.strip():
         raise DocumentInputError("The file is empty.")
     _check_not_binary(data)
-    text = _decode(data)
+    text, notes = _decode(data)
     _check_text_like(text)
     text = text.lstrip("\ufeff")
     if not text.strip():
         raise DocumentInputError("The file is empty.")
-    return text
+    return text, notes
+
+
+def _with_notes(df: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """``df`` with ``notes`` first among its ``attrs[NOTES]``; pandas carries ``attrs`` to a part of the table
+    (``split_control_rows``), so the notes reach ``documents_from_table`` with it."""
+    df.attrs[NOTES] = notes + list(df.attrs.get(NOTES, []))
+    return df
+
+
+#: Excel's first line that declares the delimiter ("sep=;"), which it writes and reads in every locale
+_SEP_LINE_RE = re.compile(r'"?sep=([^\r\n"])"?[^\S\r\n]*\r?\n', re.IGNORECASE)
 
 
 def _csv_table(text: str) -> pd.DataFrame:
-    """``read_csv_bytes`` on decoded text."""
+    """``read_csv_bytes`` on decoded text; what the owner must be told of how it was split is in ``attrs[NOTES]``."""
     if "\r" in text and "\n" not in text:  # Excel's "CSV (Macintosh)" ends lines with CR alone: one line to csv
         text = text.replace("\r", "\n")
-    delimiter = _detect_delimiter(text)
+    declared = _SEP_LINE_RE.match(text)
+    if declared:  # not a header: read as one, it shifted every row number by one
+        text, delimiter = text[declared.end():], declared.group(1)
+    else:
+        delimiter = _detect_delimiter(text)
+    notes: list[str] = []
     headerless = False
     if not delimiter:
         delimiter = _unused_delimiter(text)  # one column: every line is one field
         first = next((line for line in text.splitlines() if line.strip()), "")
         # a one-column file whose first line is a text, not a column name: that line is a document too
         headerless = len(first.split()) >= HEADER_MAX_WORDS
+    names = ["text"] if headerless else None
+    head = [] if headerless else _records(text, delimiter, 1)
+    if head and any(len(cell.split()) >= HEADER_MAX_WORDS for cell in head[0]):
+        # a "column name" of a sentence: the file has no header and its first row is a document
+        if _prose_lines(text, delimiter):
+            delimiter, names = _unused_delimiter(text), ["text"]
+        else:
+            names = [f"column {i + 1}" for i in range(len(head[0]))]
+    shown = {"\t": "tab"}.get(delimiter, repr(delimiter))
     try:
-        df = _read_csv(text, delimiter, ["text"] if headerless else None)
-        if not headerless and any(len(str(c).split()) >= HEADER_MAX_WORDS for c in df.columns):
-            # a "column name" of a sentence: the file has no header and its first row is a document
-            df = _read_csv(text, delimiter, [f"column {i + 1}" for i in range(len(df.columns))])
+        df = _read_csv(text, delimiter, names)
+        if names is not None and len(names) > 1:
+            notes += _split_texts_note(df, shown)
     except pd.errors.EmptyDataError as exc:
         raise DocumentInputError("The file has no header row and no data.") from exc
     except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
-        shown = {"\t": "tab", "\x1f": "none"}.get(delimiter, repr(delimiter))
+        shown = "none" if delimiter in "\x1c\x1d\x1e\x1f" else shown
+        unclosed = re.search(r"EOF inside string starting at row (\d+)", str(exc))
+        if unclosed:
+            row = int(unclosed.group(1)) + (1 if headerless else 0)
+            raise DocumentInputError(
+                f"A double quote opened in row {row} (the header not counted) is never closed, so the rest of the "
+                "file would be read as that row's text. Close it, or write each double quote inside a text twice "
+                "(\"\"), and upload the file again.") from exc
         raise DocumentInputError(
             f"The file could not be read as a table (delimiter {shown}): a row has more fields than the header "
             f"({str(exc).strip()}). Texts containing the delimiter or line breaks must be in double quotes."
@@ -315,7 +507,70 @@ def _csv_table(text: str) -> pd.DataFrame:
         raise DocumentInputError(
             f"The file has a header row ({shown}) but no data rows. Add one row per document, with its "
             "text in one column (e.g. 'text') and, if you like, a name in another (e.g. 'id').")
+    df.attrs[NOTES] = notes + _swallowed_rows_notes(df, delimiter)
     return df
+
+
+def _prose_lines(text: str, delimiter: str) -> bool:
+    """Whether a file without a header row is one text a line, whose commas (semicolons) are punctuation.
+
+    Split at its commas, such a file gives several columns of fragments and the longest was audited,
+    the rest of every text dropped. Punctuation is followed by a space and a delimiter seldom is, and a
+    text's first fragment has words where a table's first column has an id.
+    """
+    if delimiter not in ",;":
+        return False
+    records = _records(text[:32768], delimiter)
+    later = [cell for rec in records for cell in rec[1:] if cell.strip()]
+    firsts = [rec[0] for rec in records if rec[0].strip()]
+    if not later or not firsts:
+        return False
+    spaced = sum(cell[0].isspace() for cell in later) / len(later)
+    worded = sum(len(cell.split()) >= 2 for cell in firsts) / len(firsts)
+    return spaced >= 0.9 and worded >= 0.5
+
+
+def _split_texts_note(df: pd.DataFrame, shown: str) -> list[str]:
+    """The note for a file without a header row split into several columns of text: only one is audited."""
+    texty = [str(c) for c in df.columns if df[c].fillna("").astype(str).str.split().str.len().mean() >= 3]
+    if len(texty) < 2:
+        return []
+    listed = ", ".join(map(repr, texty[:4])) + (", ..." if len(texty) > 4 else "")
+    return [f"The file has no header row, and its lines were split at {shown} into {len(df.columns)} columns, "
+            f"{len(texty)} of which hold text ({listed}): "
+            "only the one chosen as the text column is audited. If each line is one text, add a first line "
+            "'text' and upload the file again."]
+
+
+def _id_shape(value: str) -> str:
+    """"doc-12" -> "a-9": the form of an id, to tell a line that starts like a row of the file."""
+    return re.sub(r"[^\W\d_]+", "a", re.sub(r"\d+", "9", value))
+
+
+def _swallowed_rows_notes(df: pd.DataFrame, delimiter: str) -> list[str]:
+    """Notes on cells whose line breaks are followed by what looks like a row of the file (``<id><delimiter>``).
+
+    A double quote opened and never closed makes the parser read the rows after it as part of that
+    cell, up to the next quote: those rows are not lost with an error but merged into one text.
+    """
+    if len(df.columns) < 2 or delimiter not in CSV_DELIMITERS:
+        return []
+    ids = df[df.columns[0]]
+    if ids.str.contains(r"\s").any():
+        return []
+    shapes = {_id_shape(v) for v in ids if v}
+    start = re.compile(r'[^\S\n]*"?([^\s"' + re.escape(delimiter) + r']{1,64})"?' + re.escape(delimiter))
+    notes: list[str] = []
+    for col in df.columns:
+        for index, cell in df.loc[df[col].str.contains("\n", regex=False), col].items():
+            line = next((ln for ln in cell.split("\n")[1:] if (m := start.match(ln))
+                         and _id_shape(m.group(1)) in shapes and ln.count(delimiter) >= len(df.columns) - 1), None)
+            if line is not None and len(notes) < 3:
+                notes.append(f"Row {int(index) + 1}'s {col!r} cell has line breaks followed by what looks like rows "
+                             f"of their own (a line starting {line[:30]!r}): a double quote opened in that row is "
+                             "probably never closed, so the rows after it were read as part of its text. Close the "
+                             "quote (or write each double quote inside a text twice: \"\") and upload the file again.")
+    return notes
 
 
 def _read_csv(text: str, delimiter: str, names: list[str] | None) -> pd.DataFrame:
@@ -372,15 +627,15 @@ def read_table_bytes(data: bytes, name: str = "") -> pd.DataFrame:
     """An uploaded table: JSONL (one object per line, as the canary kit's audit files) or any CSV.
 
     JSONL is told by its name (.jsonl, .ndjson) or by a first line that is a JSON
-    object; everything else is read by ``read_csv_bytes``.
+    object; everything else is read by ``read_csv_bytes``. Notes as there, in ``df.attrs[NOTES]``.
     """
-    text = upload_text(data)  # decoded once, for either reader
+    text, notes = _upload(data)  # decoded once, for either reader
     if name.lower().endswith((".jsonl", ".ndjson")) or _looks_like_jsonl(text):
         df = _jsonl_table(text)
         if df.empty:
             raise DocumentInputError("The JSONL file has no records.")
-        return df
-    return _csv_table(text)
+        return _with_notes(df, notes)
+    return _with_notes(_csv_table(text), notes)
 
 
 def guess_text_column(df: pd.DataFrame) -> str:
@@ -503,7 +758,9 @@ def documents_from_table(
         ids = ["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in df[id_column].tolist()]
     # the rows of read_csv_bytes's table are numbered 0, 1, ...; a part of it keeps its rows' numbers
     numbers = ([int(i) + 1 for i in df.index] if pd.api.types.is_integer_dtype(df.index) else None)
-    return _build_batch(texts, ids, min_words, "Row", numbers)
+    batch = _build_batch(texts, ids, min_words, "Row", numbers)
+    batch.notes = list(df.attrs.get(NOTES, []))
+    return batch
 
 
 #: values of a ``control`` column that mark a row as a control (a text the owner never published)

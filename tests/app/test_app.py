@@ -193,6 +193,17 @@ def test_an_uploaded_file_survives_a_switch_to_paste_and_back_until_removed(app)
     assert not app.exception and app.session_state["documents"] == []
 
 
+def test_how_an_uploaded_file_was_read_is_said_over_its_counts(app):
+    """A note on the file as a whole (here one byte that means nothing in the encoding it was read in) is
+    shown, not only kept in the batch."""
+    body = "id,text\n" + "\n".join(f"p{i},\"{t}\"" for i, t in enumerate([LONG_1, LONG_2]))
+    data = body.encode("cp1252") + f"\np9,\"stray \x9d {LONG_1}\"\n".encode("latin-1")
+    app.radio(key="docs_source").set_value("Upload a CSV").run()
+    app.file_uploader(key="csv_file").set_value(("mine.csv", data, "text/csv")).run()
+    assert not app.exception and _metric(app, "Usable") == "3"
+    assert "1 byte(s) of this file mean nothing" in " ".join(w.value for w in app.warning)
+
+
 def test_a_file_that_is_not_a_csv_is_refused_in_plain_words(app):
     app.radio(key="docs_source").set_value("Upload a CSV").run()
     app.file_uploader(key="csv_file").set_value(("scan.csv", b"%PDF-1.4 binary", "text/csv")).run()
