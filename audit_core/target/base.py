@@ -165,7 +165,16 @@ def check_service_url(url: object, field: str) -> None:
 
     A key belongs in a header or the key field, where it is kept out of names,
     messages, caches and reports; a URL is shown and stored.
+
+    An address is also refused here, in words, where it could only fail once sent:
+    one with a control or invisible character (a line end read with it from a CRLF
+    file: Python's URL parser drops a CR or tab the HTTP client then refuses), or
+    a host name no resolver takes. Those messages do not quote the address.
     """
+    odd = next((c for c in url if not c.isprintable()), None) if isinstance(url, str) else None
+    if odd is not None:
+        raise ValueError(f"{field} holds a character no address can have ({_char_name(odd)}): a line end or "
+                         "tab copied with it, perhaps; type it again on one line")
     try:
         parts = urlsplit(url) if isinstance(url, str) else None
         host = parts.hostname if parts is not None else None
@@ -185,6 +194,42 @@ def check_service_url(url: object, field: str) -> None:
     if parts.username or parts.password:
         raise ValueError(f"{field} must not carry a user name or password: give the key where keys go "
                          "(the API key field or environment variable, or a header of a target file)")
+    if not _host_resolvable(url):
+        raise ValueError(f"{field} names a host that is not a valid host name ({_shown_host(host)}): each "
+                         "dot-separated part must be 1 to 63 letters, digits or hyphens (or a valid "
+                         "international name)")
+
+
+def _char_name(char: str) -> str:
+    """A character said so that a reader can find it: its escape and, where Unicode has one, its name."""
+    import unicodedata
+
+    name = unicodedata.name(char, "")
+    return f"{char!r} {name.lower()}" if name else repr(char)
+
+
+def _shown_host(host: str) -> str:
+    """A host name quoted in a message, cut where it would run on."""
+    return repr(host if len(host) <= 80 else host[:77] + "...")
+
+
+def _host_resolvable(url: str) -> bool:
+    """Whether the HTTP client can encode the host of ``url`` and the resolver then take it.
+
+    httpx writes an international name in IDNA 2008 (and refuses what that cannot
+    write); the socket library then encodes the result with Python's own IDNA codec,
+    which refuses an empty part or one over 63 characters. Either failure came out,
+    once sent, as a connection error retried as an unreadable answer.
+    """
+    import httpx
+
+    try:
+        host = httpx.URL(url).raw_host.decode("ascii")
+        if host and not host.startswith("["):  # an IPv6 address has no labels
+            host.encode("idna")
+    except (httpx.InvalidURL, ValueError):  # UnicodeError and idna's IDNAError are ValueErrors
+        return False
+    return True
 
 
 def _port_text_ok(netloc: str) -> bool:

@@ -89,7 +89,7 @@ from audit_core.target.base import (
     url_origin,
 )
 from audit_core.target.http_client import (Pacer, SecretScrubber, capped, check_pace, check_timeout, client_error,
-                                           client_options, is_loopback)
+                                           client_options, error_head, is_loopback)
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 from audit_core.target.openai_compat import (
     RequestRejected,
@@ -97,6 +97,7 @@ from audit_core.target.openai_compat import (
     RetryPolicy,
     _Attempt,
     _Secret,
+    decode_json,
     header_safe,
     parse_retry_after,
     scrub_json,
@@ -115,9 +116,8 @@ _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _METHODS = ("POST", "PUT", "PATCH", "GET")
 #: same-origin redirects followed before giving up
 MAX_REDIRECTS = 3
-#: how much of a server's error text is quoted in our messages, and how much of an error body is read for it
+#: how much of a server's error text is quoted in our messages (``http_client.ERROR_BODY_BYTES`` of its body are read)
 _MAX_QUOTED_CHARS = 300
-_ERROR_BODY_BYTES = 64 * 1024
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 #: a header name as HTTP defines it (a "token")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -565,11 +565,7 @@ class HttpTarget(RetryingConnector, Target):
             yield (buf[:-1] if buf.endswith(b"\r") else buf).decode("utf-8", "replace")
 
     def _decode(self, body: bytes) -> Any:
-        try:
-            return json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            snippet = self._scrub_error(body.decode("utf-8", "replace"))[:120]  # scrubbed before it is cut
-            raise BadResponse(f"{self.url} sent a body that is not valid JSON: {snippet!r}") from None
+        return decode_json(body, self.url, self._scrub_error)
 
     def _events(self, resp: httpx.Response, deadline: float = float("inf"), as_text: bool = False) -> Iterator[Any]:
         """The JSON data of each server-sent event (``as_text``: its data as text), until the stream ends or
@@ -661,7 +657,7 @@ class HttpTarget(RetryingConnector, Target):
         return self._completion("".join(pieces), None, {"events": [self._scrub(p) for p in pieces]}, None)
 
     def _sources_of(self, documents: list[Any]) -> list[str] | None:
-        return None if self._sources is None else read_sources(self._sources, documents, self._scrub)
+        return None if self._sources is None else read_sources(self._sources, documents, self._scrub, self.url)
 
     def _logprob_entries(self, data: Any) -> list[Any] | None:
         found = self._matches(self._logprobs, data)
@@ -698,14 +694,8 @@ class HttpTarget(RetryingConnector, Target):
         return exc.attempt if isinstance(exc, _Failed) else None
 
     def _error_text(self, resp: httpx.Response) -> str:
-        """The start of an error response's body, enough to quote: the rest is not read (an error body can
-        be a decompression bomb as well as an answer)."""
-        head = b""
-        for chunk in resp.iter_bytes():
-            head += chunk
-            if len(head) >= _ERROR_BODY_BYTES:
-                break
-        return head[:_ERROR_BODY_BYTES].decode("utf-8", "replace")
+        """The start of an error response's body, enough to quote (``http_client.error_head``)."""
+        return error_head(resp.iter_bytes(), self._scrubber).decode("utf-8", "replace")
 
     def _status_error(self, resp: httpx.Response, text: str) -> _Attempt:
         """An HTTP error status -> the typed error, retryable when retry_on lists it."""

@@ -238,6 +238,26 @@ def capped(chunks: Iterable[bytes], source: str) -> Iterator[bytes]:
         yield chunk
 
 
+#: how much of an error response's body is read, to quote from: the rest is not read (an error body can be a
+#: decompression bomb as well as an answer)
+ERROR_BODY_BYTES = 64 * 1024
+
+
+def error_head(chunks: Iterable[bytes], scrubber: "SecretScrubber") -> bytes:
+    """The start of an error response's decoded body: at most ``ERROR_BODY_BYTES``, the rest never read.
+
+    Where the body goes on past the cut, a secret the cut split in two is masked
+    (``SecretScrubber.cut_end``): its first half no longer matches the secret, and
+    would be quoted as it is.
+    """
+    head = b""
+    for chunk in chunks:
+        head += chunk
+        if len(head) > ERROR_BODY_BYTES:
+            return scrubber.cut_end(head[:ERROR_BODY_BYTES])
+    return head
+
+
 # --------------------------------------------------------------------------- secrets in server text
 
 
@@ -270,7 +290,7 @@ class SecretScrubber:
     The scrubber never shows its secrets (no repr, no attributes).
     """
 
-    __slots__ = ("_long", "_short")
+    __slots__ = ("_long", "_short", "_all")
 
     def __init__(self, secrets: Iterable[str]) -> None:
         from audit_core.target.base import MIN_SECRET_CHARS
@@ -279,6 +299,7 @@ class SecretScrubber:
         # longest first: a secret that contains another is masked whole
         self._long = self._spellings(s for s in values if len(s) >= MIN_SECRET_CHARS)
         short = self._spellings(s for s in values if len(s) < MIN_SECRET_CHARS)
+        self._all = tuple(f.encode("utf-8") for f in self._spellings(values))
         self._short = re.compile(r"(?<![\w.\-/])(?:" + "|".join(map(re.escape, short)) + r")(?![\w.\-/])") \
             if short else None
 
@@ -303,6 +324,18 @@ class SecretScrubber:
         """A server's text quoted in an error, with every secret masked, however short (a short one as a token)."""
         text = self._mask(text, self._long)
         return text if self._short is None else self._short.sub("***", text)
+
+    def cut_end(self, head: bytes) -> bytes:
+        """``head``, the start of a longer text (UTF-8), with an end that begins any secret masked.
+
+        A cut can fall inside a secret: what is left of it matches no spelling, so ``error``
+        and ``answer`` would keep it, and a first half of a key is half a key. The end is
+        masked wherever it is a prefix of a secret, however short (a lone letter too: text
+        cut short loses nothing that matters by it).
+        """
+        longest = max((n for form in self._all for n in range(min(len(form), len(head)), 0, -1)
+                       if head.endswith(form[:n])), default=0)
+        return head[:len(head) - longest] + b"***" if longest else head
 
     def __repr__(self) -> str:
         return "SecretScrubber(***)"

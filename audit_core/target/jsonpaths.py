@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterable
 from jsonpath_ng.exceptions import JSONPathError
 from jsonpath_ng.ext import parse as parse_jsonpath
 
+from audit_core.target.base import BadResponse
+
 
 def compile_jsonpath(expr: Any, what: str):
     """A parsed JSONPath, or a ValueError that says which field is wrong and why."""
@@ -37,14 +39,20 @@ def source_text(item: Any) -> str:
     return "\n".join(t for t in (source_text(v) for v in values) if t)
 
 
-def read_sources(expr: Any, documents: Iterable[Any], scrub: Callable[[str], str]) -> list[str] | None:
+def read_sources(expr: Any, documents: Iterable[Any], scrub: Callable[[str], str], source: str) -> list[str] | None:
     """The cited sources' texts that ``expr`` finds in ``documents`` (a response, or its events), scrubbed.
 
     None when the path finds no field at all: an API that does not say what it
     cited, which the cited-sources method reads as no signal. An empty list is an
-    answer that cites nothing.
+    answer that cites nothing. A path that cannot be applied to this answer (a sort
+    over values of mixed types) is a BadResponse naming ``sources_path`` and
+    ``source`` (who answered): one answer fails, not the audit.
     """
-    found = [m.value for d in documents for m in expr.find(d)]
+    try:
+        found = [m.value for d in documents for m in expr.find(d)]
+    except Exception as exc:  # noqa: BLE001 - jsonpath-ng's filters and sorts raise what the data makes them
+        raise BadResponse(f"the sources_path could not be applied to the answer from {source} "
+                          f"({type(exc).__name__}); check sources_path against what the service sends") from None
     if not found:
         return None
     items = [x for v in found for x in (v if isinstance(v, list) else [v])]

@@ -20,6 +20,7 @@ import math
 import os
 import random
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ from audit_core.target.base import (
 )
 from audit_core.target.http_client import (DEADLINE_GRACE_S, Deadline, Pacer, SecretScrubber, capped, check_pace,
                                            check_timeout, client_error, client_options, current_deadline,
-                                           is_loopback)
+                                           error_head, is_loopback)
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,10 @@ _HTTP_ERRORS = tuple(lib.HTTPError for lib in _HTTP_LIBS)
 _TIMEOUTS = tuple(lib.TimeoutException for lib in _HTTP_LIBS)
 _DECODING_ERRORS = tuple(lib.DecodingError for lib in _HTTP_LIBS)
 
+#: the headers of a request that HTTP derives from its body (``OpenAITarget._only_chosen_headers``), and the
+#: openai client's mark of a streamed response, which it reads back from the request once answered
+_FRAMING_HEADERS = ("content-length", "transfer-encoding", "x-stainless-raw-response")
+
 #: the lowest logprob OpenAI reports (its stand-in for "impossible")
 _LOGPROB_FLOOR = -9999.0
 
@@ -219,6 +224,23 @@ def scrub_json(obj: Any, scrub: Callable[[str], str]) -> Any:
     if isinstance(obj, list):
         return [scrub_json(v, scrub) for v in obj]
     return obj
+
+
+def decode_json(body: bytes, source: str, scrub_error: Callable[[str], str]) -> Any:
+    """A response body's JSON, or a BadResponse that quotes its start without a secret (``scrub_error``).
+
+    Python's parser refuses more than bad syntax: an integer of more digits than
+    ``sys.get_int_max_str_digits`` allows is a plain ValueError, which would have
+    ended the whole audit instead of failing this one answer.
+    """
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        snippet = scrub_error(body.decode("utf-8", "replace"))[:120]  # scrubbed before it is cut
+        raise BadResponse(f"{source} sent a body that is not valid JSON: {snippet!r}") from None
+    except ValueError:
+        raise BadResponse(f"{source} sent JSON that cannot be read: a number longer than the "
+                          f"{sys.get_int_max_str_digits()} digits Python reads") from None
 
 
 class _Secret:
@@ -290,9 +312,10 @@ class RetryingConnector:
                 return parse(body), retries
             except BadResponse as exc:
                 attempt = _Attempt(self._scrubbed(exc), retryable=True)
-            except (RecursionError, OverflowError, UnicodeError) as exc:
-                # an answer nested thousands deep, a token count of 1e999, text no codec takes: this
-                # document's answer cannot be read (inconclusive), which must not end the whole audit
+            except (RecursionError, OverflowError, ValueError) as exc:
+                # an answer nested thousands deep, a token count of 1e999, text no codec takes (UnicodeError
+                # is a ValueError), a number of 5000 digits: this document's answer cannot be read
+                # (inconclusive), which must not end the whole audit
                 attempt = _Attempt(BadResponse(f"{self.name}: the answer could not be read "
                                                f"({type(exc).__name__})"), retryable=True)
             except Exception as exc:  # noqa: BLE001 - the connector says which failures are its own
@@ -383,9 +406,12 @@ class OpenAITarget(RetryingConnector, Target):
     Authorization header (a local server that needs no key). The connector
     never reads ``OPENAI_API_KEY`` by itself, because the base URL may be one
     a visitor typed; whoever reads an environment variable does so for the
-    host the user named (the app's checkbox, the CLI's ``--api-key-env``).
-    Redirects are not followed: a 3xx is reported, so neither the key nor the
-    documents go to a host the user did not name.
+    host the user named (the app's checkbox, the CLI's ``--api-key-env``),
+    and nothing else the openai client reads from the environment (custom
+    headers, organization, project) goes out with a request
+    (``_only_chosen_headers``). Redirects are not followed: a 3xx is
+    reported, so neither the key nor the documents go to a host the user did
+    not name.
     """
 
     def __init__(
@@ -439,22 +465,70 @@ class OpenAITarget(RetryingConnector, Target):
                                  bad_response_retries=bad_response_retries)
         # The client's retries are off: ours count every attempt and share rate-limit waits.
         # Redirects are not followed (see the class docstring); a 3xx becomes a RequestRejected naming it.
-        # organization and project are given as None and their headers omitted: the openai client would
-        # otherwise read OPENAI_ORG_ID and OPENAI_PROJECT_ID from the environment and send them to any host
+        # What the openai client reads from the environment and would send to any host (OPENAI_CUSTOM_HEADERS,
+        # OPENAI_ORG_ID, OPENAI_PROJECT_ID) is taken off every request on the way out (``_only_chosen_headers``)
+        options = client_options(base_url)
+        options["event_hooks"]["request"].append(self._only_chosen_headers)
+        options["event_hooks"]["response"] = [self._cap_error_body]
         try:
+            http_client = openai.DefaultHttpxClient(**options)
             self._client = openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key or _NO_KEY_PLACEHOLDER,
-                                         organization=None, project=None, timeout=self.timeout_s, max_retries=0,
-                                         default_headers={"OpenAI-Organization": openai.Omit(),
-                                                          "OpenAI-Project": openai.Omit()},
-                                         http_client=openai.DefaultHttpxClient(**client_options(base_url)))
+                                         timeout=self.timeout_s, max_retries=0, http_client=http_client)
         except (ImportError, ValueError) as exc:  # the environment's proxy settings, read here
             raise client_error(exc) from None
+        #: every header a request carries that HTTP does not derive from the request itself: the key the user
+        #: gave (none without one), and the openai client's own values of the rest, not the environment's
+        chosen = {"Accept": "application/json", "User-Agent": self._client.user_agent,
+                  **{k: http_client.headers[k] for k in ("accept-encoding", "connection")},
+                  **({"Authorization": f"Bearer {key}"} if key else {})}
+        self._headers = _Secret(chosen)  # type: ignore[arg-type] - holds the headers, never shown
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._pacer = None if requests_per_minute is None else Pacer(requests_per_minute)
         self._rng = random.Random()
         self._rng_lock = threading.Lock()
         self._cooldown_lock = threading.Lock()
         self._cooldown_until = 0.0  # monotonic time before which no request is sent (after a 429)
+
+    # ------------------------------------------------------------------ the requests' headers and error bodies
+
+    def _only_chosen_headers(self, request: Any) -> None:
+        """An httpx request hook: the request goes out with the headers this connector chose and no others.
+
+        The openai client adds what it reads from the environment of whoever runs the
+        auditor: the headers of OPENAI_CUSTOM_HEADERS (an Authorization line there even
+        replaced the key the user gave), OPENAI_ORG_ID and OPENAI_PROJECT_ID. They are
+        that operator's credentials for their own endpoint, and the base URL may be one a
+        visitor typed. The telemetry headers (X-Stainless-OS and the like) go too: the
+        project never chose them.
+        """
+        kept = {name: request.headers[name] for name in _FRAMING_HEADERS if name in request.headers}
+        if "content-type" in request.headers:  # a body: the JSON every request of ours sends
+            kept["Content-Type"] = "application/json"
+        for name in list(request.headers.keys()):
+            del request.headers[name]
+        request.headers.update({"Host": request.url.netloc.decode("ascii"), **self._headers.reveal(), **kept})
+
+    def _cap_error_body(self, response: Any) -> None:
+        """An httpx response hook: an error response's body is cut to its start (``http_client.error_head``).
+
+        The openai client reads an error's body whole, decompressed, before it raises: a
+        gzip body of 1 MiB in a 500 reply took a gigabyte of memory. Its body becomes
+        that start, already decoded; a body that cannot be decoded is not quoted at all.
+        """
+        if response.is_success:
+            return
+        lib = next(lib for lib in _HTTP_LIBS if isinstance(response, lib.Response))
+        body = lib.Response(response.status_code, headers=response.headers, stream=response.stream,
+                            request=response.request)
+        try:
+            head = error_head(body.iter_bytes(), self._scrubber)
+        except _DECODING_ERRORS:
+            head = b""
+        finally:
+            body.close()
+        for name in ("content-encoding", "content-length", "transfer-encoding"):
+            response.headers.pop(name, None)
+        response.stream = lib.ByteStream(head)
 
     # ------------------------------------------------------------------ identity
 
@@ -566,11 +640,7 @@ class OpenAITarget(RetryingConnector, Target):
         broken body is a BadResponse and no more than ``MAX_BODY_BYTES`` of it is read."""
         with streaming as raw:
             body = b"".join(capped(raw.http_response.iter_bytes(), self.base_url))
-        try:
-            return json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            snippet = self._scrub_error(body.decode("utf-8", "replace"))[:120]  # scrubbed before it is cut
-            raise BadResponse(f"{self.base_url} sent a body that is not valid JSON: {snippet!r}") from None
+        return decode_json(body, self.base_url, self._scrub_error)
 
     def _to_completion(self, data: Any) -> Completion:
         if not isinstance(data, dict):
@@ -591,15 +661,16 @@ class OpenAITarget(RetryingConnector, Target):
                           reported="prompt_tokens" in usage_d)
         except (TypeError, ValueError, OverflowError):
             raise BadResponse(f"{self.base_url} sent unreadable token usage") from None
-        # a server that echoes the key in its answer must not carry it into the store or a report
+        # a server that echoes the key in any field must not carry it into the store, the history or a report
         return Completion(
             text=self._scrub(text or ""),
             tokens=self._to_tokens(choice.get("logprobs")),
             usage=usage,
-            finish_reason=str(choice.get("finish_reason") or ""),
-            model=str(data.get("model") or self.model),
+            finish_reason=self._scrub(str(choice.get("finish_reason") or "")),
+            model=self._scrub(str(data.get("model") or self.model)),
             raw=self._scrub_obj(data),
-            sources=None if self._sources is None else read_sources(self._sources, [data], self._scrub),
+            sources=None if self._sources is None else read_sources(self._sources, [data], self._scrub,
+                                                                     self.base_url),
         )
 
     def _to_tokens(self, logprobs: Any) -> list[TokenLogprob] | None:
@@ -618,7 +689,7 @@ class OpenAITarget(RetryingConnector, Target):
         if not isinstance(items, list):
             raise BadResponse(f"{self.base_url}/models sent no model list")
         try:
-            return [str(m["id"]) for m in items]
+            return [self._scrub(str(m["id"])) for m in items]
         except (KeyError, TypeError):
             raise BadResponse(f"{self.base_url}/models sent a model without an id") from None
 
