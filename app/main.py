@@ -23,6 +23,7 @@ import streamlit as st  # noqa: E402
 from app.guard import section  # noqa: E402
 from app.persist import keep_typed_inputs  # noqa: E402
 from app.resources import no_full_gc_after_each_run, show_warmup  # noqa: E402
+from app.server_settings import enforce as enforce_server_settings  # noqa: E402
 from app.sidebar import render_sidebar  # noqa: E402
 from app.tab_canaries import render_canaries_tab  # noqa: E402
 from app.tab_documents import render_documents_tab  # noqa: E402
@@ -33,6 +34,10 @@ from app.tab_run import PageReruns, render_run_tab, running_settings_note  # noq
 no_full_gc_after_each_run()  # else each progress redraw stalls the running audit (see its docstring)
 PageReruns.page_starts(st.session_state)  # what a whole page run costs paces the running audit's reruns
 st.set_page_config(page_title="RAG Provenance Auditor", page_icon="🔎", layout="wide")
+_blocked = enforce_server_settings()  # before anything is shown or loaded: started from another folder?
+if _blocked:
+    st.error(_blocked)
+    st.stop()
 st.title("RAG Provenance Auditor")
 st.write(
     "Find out whether your own texts were put into the knowledge base of someone else's "

@@ -86,6 +86,64 @@ def test_the_app_started_as_run_app_starts_it_listens_on_loopback_only(tmp_path)
     assert listening == {"0100007F"}  # 127.0.0.1 only: no 0.0.0.0, no IPv6 wildcard
 
 
+def test_the_app_started_from_another_folder_stops_before_serving_its_page(tmp_path):
+    """Streamlit reads its settings from the folder it is started in: ``streamlit run /path/app/main.py`` from
+    elsewhere listened on every interface (a review's finding). The first page says why and the server stops;
+    nothing of the app (History, the key fields) is drawn."""
+    import asyncio
+    import socket
+    import time
+    import urllib.request
+
+    import websockets
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLIT_")}
+    env.update(RPA_AUDIT_DB=str(tmp_path / "audits.sqlite"), RPA_CACHE_DIR=str(tmp_path / "cache"), RPA_WARMUP="0",
+               HOME=str(tmp_path))  # no user config of Streamlit's either
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.port",
+                             str(port)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+
+    async def first_page() -> str:
+        async with websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream", subprotocols=["streamlit"]) as ws:
+            rerun = BackMsg()
+            rerun.rerun_script.query_string = ""
+            await ws.send(rerun.SerializeToString())
+            shown = []
+            try:
+                while True:
+                    msg = ForwardMsg()
+                    msg.ParseFromString(await asyncio.wait_for(ws.recv(), 30))
+                    if msg.HasField("delta"):
+                        shown.append(str(msg.delta))
+            except (websockets.ConnectionClosed, TimeoutError):
+                return "\n".join(shown)
+
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the app did not start"
+            time.sleep(0.5)
+        page = asyncio.run(first_page())
+        proc.wait(timeout=30)  # it stops by itself
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "listens on every network interface" in page and "History" not in page.replace("its History", "")
+    assert "It has stopped" in proc.stderr.read()
+
+
 # --------------------------------------------------------------------------- 2. the key goes to the named host only
 
 
