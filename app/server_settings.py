@@ -61,14 +61,21 @@ def unchosen_open_address() -> str | None:
             "pass --server.address (README 'Security').")
 
 
+def _serving() -> bool:
+    """Whether a Streamlit server runs this app: its Runtime exists and is the real one, not the stand-in
+    Streamlit's AppTest puts in its place (a mock that passes ``isinstance``; stopping "the server" there
+    sent SIGTERM to the test process)."""
+    from streamlit import runtime
+
+    return runtime.exists() and type(runtime.get_instance()) is runtime.Runtime
+
+
 def enforce() -> str | None:
     """Apply the runtime options and, where a server listens on an address nobody chose beyond this computer,
     stop it (after this page, which shows the returned reason instead of the app). None when the app may go
     on, and always where no server runs (Streamlit's AppTest, a script run bare)."""
-    from streamlit import runtime
-
     apply_runtime_options()
-    problem = unchosen_open_address() if runtime.exists() else None
+    problem = unchosen_open_address() if _serving() else None
     if problem is None:
         return None
     print(f"error: {problem}", file=sys.stderr)

@@ -36,3 +36,21 @@ def test_the_options_set_while_running_keep_a_users_own_choice(monkeypatch, defi
     defined["browser.gatherUsageStats"] = "/home/someone/.streamlit/config.toml"
     server_settings.apply_runtime_options()
     assert set_to == {"client.showErrorDetails": False}
+
+
+def test_streamlits_apptest_from_another_folder_runs_the_app_and_signals_nothing(monkeypatch, tmp_path):
+    """AppTest puts a stand-in Runtime in place, which passes ``isinstance``: taken for a server, the app
+    was blocked there and SIGTERM was scheduled for the test process itself."""
+    import os
+
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app.test_app import APP
+
+    monkeypatch.chdir(tmp_path)  # no .streamlit/config.toml here: every option is Streamlit's default
+    monkeypatch.setenv("RPA_AUDIT_DB", str(tmp_path / "audits.sqlite"))
+    monkeypatch.setattr(os, "kill", lambda *a: pytest.fail("the app signalled its own process"))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception and not at.error
+    assert [t.label for t in at.tabs][:2] == ["1 Documents", "2 Run"]
