@@ -14,6 +14,7 @@ import streamlit as st
 from app.consent import bind_to_origin, dropped_message
 from app.target_file import HTTP_FILE  # the third target kind: any HTTP API, from a target file
 from audit_core.target import TARGET_TYPES
+from audit_core.target.base import MIN_SECRET_CHARS
 from audit_core.target.http_client import MAX_REQUESTS_PER_MINUTE
 
 DEMO = "Demo target (built-in, no key)"
@@ -69,13 +70,29 @@ class Settings:
     requests_per_minute: float | None = None
 
     @property
-    def missing_target(self) -> str | None:
-        """What the user must still enter before this target can be used, or None."""
-        if self.target_kind == ENDPOINT and not (self.base_url.strip() and self.model.strip()):
-            return "Enter the endpoint's base URL and model in the sidebar."
-        if self.target_kind == HTTP_FILE and not self.base_url.strip():
-            return "Upload or paste a valid target file in the sidebar."
+    def target_problem(self) -> str | None:
+        """What the user must still enter or fix before this target can be asked anything, or None.
+
+        Said before Check connection or Start, in the library's own words (the URL's
+        check, the target file's variables): the audit would only fail on it later.
+        """
+        if self.target_kind == ENDPOINT:
+            if not (self.base_url.strip() and self.model.strip()):
+                return "Enter the endpoint's base URL and model in the sidebar."
+            return url_problem(self.base_url.strip(), "Base URL")
+        if self.target_kind == HTTP_FILE:
+            if not self.base_url.strip():
+                return "Upload or paste a valid target file in the sidebar."
+            from app.target_file import missing_secret
+
+            return missing_secret()
         return None
+
+    @property
+    def missing_target(self) -> str | None:
+        """What keeps the audit from starting (the Run tab disables Start on it): the target's problem, or an
+        auxiliary corpus that gives the shadow RAG no member or no non-member."""
+        return self.target_problem or corpus_problem(self.shadow)
 
     @property
     def target_label(self) -> str:
@@ -87,7 +104,11 @@ class Settings:
         """The target as the page names it: no query string or credentials of the URL."""
         from audit_core.target.base import display_url
 
-        return "demo" if self.target_kind == DEMO else f"{display_url(self.base_url.strip().rstrip('/'))} · {self.model}"
+        from audit_core.report import scrub_text
+
+        if self.target_kind == DEMO:
+            return "demo"
+        return scrub_text(f"{display_url(self.base_url.strip().rstrip('/'))} · {self.model}")
 
     def audit_config(self):
         from audit_core.audit import AuditConfig
@@ -124,6 +145,49 @@ class Settings:
         shown[ADVANCED_KEY] = _digest(rest)
         shown[PARAMS_KEY] = _digest(config.get("method_params") or {})
         return shown
+
+
+def _looks_like_a_key(value: str) -> bool:
+    """A value no address looks like but a key does: one word of letters and digits, no dot or slash.
+
+    A key pasted into the URL field by mistake (one field up) must not come
+    back in the message that refuses it; ``scrub_text`` knows only the keys
+    with a known prefix, and many services' keys (32 hex digits) have none.
+    """
+    return (len(value) >= MIN_SECRET_CHARS and not any(c in value for c in "./:@ ")
+            and any(c.isdigit() for c in value) and any(c.isalpha() for c in value))
+
+
+def url_problem(url: str, field: str) -> str | None:
+    """Why ``url`` cannot be a service's address (``check_service_url``'s words), or None; a key in it is not
+    repeated."""
+    from audit_core.report import REDACTED, scrub_text
+    from audit_core.target.base import check_service_url
+
+    try:
+        check_service_url(url, field)
+    except ValueError as exc:
+        said = str(exc).replace(url, REDACTED) if _looks_like_a_key(url) else str(exc)
+        return scrub_text(said).rstrip(".") + "."
+    return None
+
+
+def corpus_problem(shadow) -> str | None:
+    """Why the auxiliary corpus cannot make a shadow RAG, or None: half its usable texts go into the shadow's
+    knowledge base and the rest stay out (``shadow.prepare.corpus_allows``), so it needs one of each at least."""
+    from shadow.corpus import CorpusError
+    from shadow.prepare import corpus_allows
+
+    try:
+        most_in, most_out = corpus_allows(shadow)
+    except (CorpusError, OSError) as exc:
+        return f"The auxiliary corpus cannot be read ({exc}). Choose the shipped corpus or upload another."
+    if most_in and most_out:
+        return None
+    limit = f" of at most {shadow.max_doc_words} words" if shadow.max_doc_words else ""
+    return (f"The auxiliary corpus gives {most_in + most_out} usable text(s){limit}: the shadow RAG needs at least "
+            "one text in its knowledge base and one kept out (and many more for a method to decide). Upload a "
+            "public corpus with more texts, or choose the shipped corpus.")
 
 
 def build_target(settings: Settings, for_check: bool = False):
@@ -228,7 +292,7 @@ def _key_section(base_url: str) -> None:
 def _pace_field() -> float | None:
     """The endpoint's pace from its field (0: none)."""
     rpm = st.number_input("Requests per minute (0: no limit)", min_value=0.0, max_value=MAX_REQUESTS_PER_MINUTE,
-                          value=0.0, step=1.0, key="requests_per_minute", format="%g",
+                          step=1.0, key="requests_per_minute", format="%g",
                           help="For a service with a quota or a fair-use rule: the audit sends at most this many "
                                "requests a minute, every try counted, instead of spending its retries on "
                                "'too many requests'. The estimate says how long that makes the audit.")
@@ -302,9 +366,11 @@ def _connection_check(settings: Settings) -> None:
     from audit_core.methods import LABELS, METHODS, suggested_methods, unchosen_chat_methods, unchosen_source_methods
     from audit_core.target.style import resolve_style
 
+    from audit_core.report import scrub_text
+
     if st.button("Check connection", key="check_connection"):
-        if settings.missing_target:
-            st.error(settings.missing_target)
+        if settings.target_problem:
+            st.error(settings.target_problem)
         else:
             from app.resources import plain_error
 
@@ -313,9 +379,9 @@ def _connection_check(settings: Settings) -> None:
                     caps = build_target(settings, for_check=True).capabilities()
                 st.session_state["caps"] = {"target": settings.target_label, "conn": connection_id(settings),
                                             "caps": asdict(caps)}
-            except Exception as exc:  # shown in plain words; the key is never in a message
+            except Exception as exc:  # shown in plain words; a key typed into the URL is not repeated
                 st.session_state["caps"] = {"target": settings.target_label, "conn": connection_id(settings),
-                                            "error": plain_error(exc)}
+                                            "error": scrub_text(plain_error(exc))}
     found = st.session_state.get("caps")
     if not found or found.get("conn") != connection_id(settings):
         return
@@ -326,7 +392,7 @@ def _connection_check(settings: Settings) -> None:
 
     caps = Capabilities(**found["caps"])
     if not caps.reachable:
-        st.error(f"The target did not answer: {caps.detail}")
+        st.error(scrub_text(f"The target did not answer: {caps.detail}"))
         return
     _, not_run = select_methods(AuditConfig(methods=list(METHODS)), caps)
     can = [LABELS[m] for m in METHODS if m not in not_run]
@@ -417,6 +483,7 @@ def _aux_corpus() -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_private_bytes(path, data)  # 0600: the cache's copy of the user's corpus, whatever the umask
     from shadow.corpus import CorpusError, load_corpus
+    from shadow.prepare import ShadowConfig
 
     try:  # read now, so that a file without texts is said here and not when the audit starts
         n = len(load_corpus(path))
@@ -424,7 +491,11 @@ def _aux_corpus() -> str:
         named = str(exc).replace(str(path), up.name)  # the user's file name, not the cache's copy of it
         st.error(f"This corpus cannot be used: {named}. The shipped corpus is used instead.")
         return str(DEFAULT_AUX_CORPUS)
-    st.caption(f"{n} public texts read.")
+    problem = corpus_problem(ShadowConfig(aux_corpus=str(path)))
+    if problem:  # Start stays disabled on it (``Settings.missing_target``)
+        st.error(f"{n} public texts read. {problem}")
+    else:
+        st.caption(f"{n} public texts read.")
     return str(path)
 
 
@@ -503,7 +574,8 @@ def _reuse_days() -> int | None:
                              "from when. A cancelled audit run again always reuses its own answers.")
     if not reuse:
         return None
-    return int(st.number_input("N (days)", 0, 3650, 7, step=1, key="reuse_days"))
+    st.session_state.setdefault("reuse_days", 7)  # its default, set here: the value is kept (app.persist.KEPT)
+    return int(st.number_input("N (days)", 0, 3650, step=1, key="reuse_days"))
 
 
 def _warn_too_few_nonmembers(methods, shadow, fpr: float) -> None:

@@ -66,39 +66,46 @@ def _wrong_column_message(df, text_col: str, batch) -> str | None:
             f"and each document needs at least {MIN_WORDS}. Is it the column that holds your texts?{hint}")
 
 
-#: the uploaded documents file (name, bytes), kept while the Source switch shows the paste box
+#: the uploaded documents file and controls file (name, bytes), kept while the Source switch hides their uploaders
 _KEPT_UPLOAD = "_csv_upload_kept"
+_KEPT_CONTROLS = "_controls_upload_kept"
+_TABLE_TYPES = ["csv", "tsv", "txt", "jsonl"]
 
 
-def _forget_upload() -> None:
+def _forget_upload(key: str, kept: str) -> None:
     """The uploader's own remove button: the file is gone for good (not kept for a later switch back)."""
-    if st.session_state.get("csv_file") is None:
-        st.session_state.pop(_KEPT_UPLOAD, None)
+    if st.session_state.get(key) is None:
+        st.session_state.pop(kept, None)
+
+
+def _kept_file(label: str, key: str, kept: str, forget: str, help: str) -> tuple[str, bytes] | None:
+    """The file of uploader ``key``, or the one uploaded there before the Source switch hid the uploader.
+
+    Streamlit forgets an upload whose widget is not drawn in a run, so switching
+    to "Paste text" (or a canary kit) and back lost the file; it is kept in this
+    session's memory under ``kept`` until the user removes it (the uploader's x,
+    or the Remove button ``forget``).
+    """
+    up = st.file_uploader(label, type=_TABLE_TYPES, key=key, on_change=_forget_upload, args=(key, kept), help=help)
+    if up is not None:
+        st.session_state[kept] = (up.name, up.getvalue())
+        return st.session_state[kept]
+    file = st.session_state.get(kept)
+    if file is None:
+        return None
+    c1, c2 = st.columns([4, 1])
+    c1.caption(f"Using {file[0]}, uploaded earlier in this session.")
+    if c2.button("Remove", key=forget):
+        st.session_state.pop(kept, None)
+        st.rerun()
+    return file
 
 
 def _kept_upload() -> tuple[str, bytes] | None:
-    """The documents file: the uploader's, or the one uploaded before the Source switch hid the uploader.
-
-    Streamlit forgets an upload whose widget is not drawn in a run, so switching
-    to "Paste text" and back lost the file; it is kept in this session's memory
-    until the user removes it (the uploader's x, or Remove below).
-    """
-    up = st.file_uploader("CSV of your documents", type=["csv", "tsv", "txt", "jsonl"], key="csv_file",
-                          on_change=_forget_upload,
-                          help="One document per row; any delimiter (comma, semicolon, tab); UTF-8 or Windows "
-                               "encoding. A JSONL file (one {\"text\": ...} object per line) works too.")
-    if up is not None:
-        st.session_state[_KEPT_UPLOAD] = (up.name, up.getvalue())
-        return st.session_state[_KEPT_UPLOAD]
-    kept = st.session_state.get(_KEPT_UPLOAD)
-    if kept is None:
-        return None
-    c1, c2 = st.columns([4, 1])
-    c1.caption(f"Using {kept[0]}, uploaded earlier in this session.")
-    if c2.button("Remove", key="csv_forget"):
-        st.session_state.pop(_KEPT_UPLOAD, None)
-        st.rerun()
-    return kept
+    """The documents file (``_kept_file``)."""
+    return _kept_file("CSV of your documents", "csv_file", _KEPT_UPLOAD, "csv_forget",
+                      "One document per row; any delimiter (comma, semicolon, tab); UTF-8 or Windows encoding. A "
+                      "JSONL file (one {\"text\": ...} object per line) works too.")
 
 
 def _csv():
@@ -113,13 +120,13 @@ def _csv():
     name, data = upload
     try:
         df, ctl = split_control_rows(read_table_bytes(data, name))
+        sample = df if len(df) or ctl is None else ctl  # every row a control: guess the columns from those
+        text_guess = guess_text_column(sample)
+        id_guess = guess_id_column(sample, text_guess)
     except DocumentInputError as exc:
         st.error(f"This file cannot be used: {exc}")
         return None, None
     columns = [str(c) for c in df.columns]
-    sample = df if len(df) or ctl is None else ctl  # every row a control: guess the columns from those
-    text_guess = guess_text_column(sample)
-    id_guess = guess_id_column(sample, text_guess)
     c1, c2 = st.columns(2)
     text_col = c1.selectbox("Text column", columns, index=columns.index(text_guess), key="text_column")
     id_options = [NO_ID] + [c for c in columns if c != text_col]
@@ -153,14 +160,14 @@ def _uploaded_controls():
     from audit_core.documents import DocumentInputError, as_controls, documents_from_table, guess_id_column, \
         guess_text_column, read_table_bytes
 
-    up = st.file_uploader("CSV of texts you never published (optional)", type=["csv", "tsv", "txt", "jsonl"],
-                          key="controls_file",
-                          help="Texts like yours (same kind, same style) that were never posted, sent or shared. "
-                               "The text column is guessed as for your documents.")
+    up = _kept_file("CSV of texts you never published (optional)", "controls_file", _KEPT_CONTROLS,
+                    "controls_forget", "Texts like yours (same kind, same style) that were never posted, sent or "
+                                       "shared. The text column is guessed as for your documents.")
     if up is None:
         return None
+    name, data = up
     try:
-        df = read_table_bytes(up.getvalue(), up.name)
+        df = read_table_bytes(data, name)
         text_col = guess_text_column(df)
         batch = documents_from_table(df, text_col, guess_id_column(df, text_col))
     except DocumentInputError as exc:

@@ -51,17 +51,67 @@ def _url(config) -> str:
     return getattr(config, "url", None) or getattr(config, "base_url", "")
 
 
-def target_file_section() -> tuple[str, str]:
-    """Upload or paste a target file; returns (url, label) of a valid one, else ("", "")."""
+#: the uploaded target file (name, bytes), kept while another kind of target is chosen
+_KEPT_UPLOAD = "_target_file_upload_kept"
+#: the session-state prefixes of the secrets a target file names (typed values, allowed variables)
+SECRET_PREFIXES = ("tf_secret_", "tf_env_")
+
+
+def _forget_upload() -> None:
+    """The uploader's own remove button: the file is gone for good, and so are the secrets given for it."""
+    if st.session_state.get("target_file_upload") is None:
+        st.session_state.pop(_KEPT_UPLOAD, None)
+
+
+def _forget_secrets() -> None:
+    """Drops every secret typed or allowed for a target file: none may wait in the session for the next file."""
+    for key in [k for k in st.session_state if str(k).startswith(SECRET_PREFIXES)]:
+        del st.session_state[key]
+
+
+def _kept_upload() -> tuple[str, bytes] | None:
+    """The target file: the uploader's, or the one uploaded before a switch to another target kind.
+
+    Streamlit forgets an upload whose widget is not drawn in a run, so the demo
+    and back lost the file while its typed secret stayed; it is kept in this
+    session's memory until the user removes it (the uploader's x, or Remove).
+    """
     up = st.file_uploader("Target file (YAML or JSON)", type=["yaml", "yml", "json"], key="target_file_upload",
+                          on_change=_forget_upload,
                           help="Describes the API: url, headers (secrets as $VARIABLE), a body template with "
                                "{{prompt}}, and a JSONPath to the answer (or response_json: false for a service "
                                "that answers in plain text). See README 'Auditing any HTTP API'.")
-    pasted = st.text_area("…or paste it here", key="target_file_text", height=180, placeholder=_EXAMPLE)
+    if up is not None:
+        st.session_state[_KEPT_UPLOAD] = (up.name, up.getvalue())
+        return st.session_state[_KEPT_UPLOAD]
+    kept = st.session_state.get(_KEPT_UPLOAD)
+    if kept is None:
+        return None
+    c1, c2 = st.columns([4, 1])
+    c1.caption(f"Using {kept[0]}, uploaded earlier in this session.")
+    if c2.button("Remove", key="target_file_forget"):
+        st.session_state.pop(_KEPT_UPLOAD, None)
+        st.rerun()
+    return kept
+
+
+def target_file_section() -> tuple[str, str]:
+    """Upload or paste a target file; returns (url, label) of a valid one, else ("", "").
+
+    An uploaded file wins over the paste box, which is then disabled and says so:
+    a pasted file that was silently ignored sent the audit to the uploaded one's host.
+    """
+    upload = _kept_upload()
+    pasted = st.text_area("…or paste it here", key="target_file_text", height=180, placeholder=_EXAMPLE,
+                          disabled=upload is not None)
+    if upload is not None and pasted.strip():
+        st.info(f"The uploaded {upload[0]} is used; the pasted target file below it is not. Remove the upload "
+                "to use the pasted one.")
     st.session_state[_PARSED] = None
     try:
-        text = target_file_text(up.getvalue(), f"the file {up.name}") if up is not None else pasted
+        text = target_file_text(upload[1], f"the file {upload[0]}") if upload is not None else pasted
         if not text.strip():
+            _forget_secrets()  # no file, no secret: a value typed for a removed file is not kept for the next
             st.caption("No target file yet. assets/targets/http_custom.yaml is an example.")
             return "", ""
         spec, config = parse_target_file(text)
@@ -75,7 +125,7 @@ def target_file_section() -> tuple[str, str]:
     names = list(config.env_vars())
     # every secret of every file seen in this session: one given for an older file's host must not wait
     # in the session for a later file that names the same variable
-    held = [k for k in list(st.session_state) if str(k).startswith(("tf_secret_", "tf_env_"))]
+    held = [k for k in list(st.session_state) if str(k).startswith(SECRET_PREFIXES)]
     secrets = {k: ("" if k.startswith("tf_secret_") else False) for k in held}
     secrets |= {f"tf_secret_{v}": "" for v in names} | {f"tf_env_{v}": False for v in names}
     before = bind_to_origin(st.session_state, "target_file", url, secrets)
@@ -104,7 +154,7 @@ def file_target_digest() -> str:
     for var in config.env_vars():
         typed = (st.session_state.get(f"tf_secret_{var}") or "").strip()
         allowed = bool(st.session_state.get(f"tf_env_{var}"))
-        value = typed or (os.environ.get(var, "") if allowed else "")
+        value = _secret_value(var)
         parts.append(f"{var}|{bool(typed)}|{allowed}|{hashlib.sha256(value.encode()).hexdigest()}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -115,25 +165,45 @@ def parsed_config():
     return parsed[1] if parsed else None
 
 
+def _secret_value(var: str) -> str:
+    """The value the user agreed to send for ``$var``: the typed one, else this computer's where its box is
+    ticked, else "" (the environment is never read unasked)."""
+    typed = (st.session_state.get(f"tf_secret_{var}") or "").strip()
+    if typed:
+        return typed
+    return os.environ.get(var, "") if st.session_state.get(f"tf_env_{var}") else ""
+
+
+def missing_secret() -> str | None:
+    """What to do about the first variable of the current target file that has no value to send, or None.
+
+    Asked before Start and Check connection (``Settings.target_problem``): a
+    file whose secret is missing could only fail once the audit had started.
+    """
+    parsed = st.session_state.get(_PARSED)
+    if not parsed:
+        return None
+    config = parsed[1]
+    host = urlsplit(_url(config)).hostname
+    for var in config.env_vars():
+        if not _secret_value(var):
+            return (f"The target file sends ${var} to {host}: type its value in the sidebar, or tick the box "
+                    f"that allows this computer's ${var}" + ("" if os.environ.get(var) else " (it is not set here)")
+                    + ".")
+    return None
+
+
 def build_file_target(for_check: bool = False):
     """The target of the current target file, with only the secrets the user agreed to send (``for_check``:
     with the connection check's short limits, ``with_check_limits``)."""
     parsed = st.session_state.get(_PARSED)
     if not parsed:
         raise ValueError("upload or paste a valid target file first")
+    missing = missing_secret()
+    if missing:
+        raise ValueError(missing[0].lower() + missing[1:].rstrip("."))
     kind, config = parsed
-    host = urlsplit(_url(config)).hostname
-    env: dict[str, str] = {}
-    for var in config.env_vars():
-        typed = (st.session_state.get(f"tf_secret_{var}") or "").strip()
-        if typed:
-            env[var] = typed
-        elif st.session_state.get(f"tf_env_{var}") and os.environ.get(var):
-            env[var] = os.environ[var]
-        else:
-            raise ValueError(f"the target file sends ${var} to {host}: type its value in the sidebar, or tick "
-                             f"the box that allows this computer's ${var}" +
-                             ("" if os.environ.get(var) else " (it is not set here)"))
+    env = {var: _secret_value(var) for var in config.env_vars()}
     if for_check:
         config = with_check_limits(config)
     return create_target(TARGET_TYPES[kind], config, env)

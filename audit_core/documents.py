@@ -763,9 +763,32 @@ def documents_from_table(
     return batch
 
 
-#: values of a ``control`` column that mark a row as a control (a text the owner never published)
+#: values of a ``control`` column that mark a row as a control (a text the owner never published), and those
+#: that mark it as a document; a number counts as its value (1.0 from a spreadsheet is 1)
 CONTROL_COLUMN = "control"
 _CONTROL_TRUE = {"1", "true", "yes", "y", "x"}
+_CONTROL_FALSE = {"", "0", "false", "no", "n"}
+#: how many unrecognised values a refusal names
+_SHOWN_VALUES = 5
+
+
+def _control_flag(value: object) -> bool | None:
+    """Whether one cell of the ``control`` column marks a control; None when it is no value we know.
+
+    An empty cell (None, NaN, "") is a document: the column is filled in on the control rows only.
+    """
+    if value is None or (isinstance(value, float) and value != value):
+        return False
+    text = str(value).strip().lower()
+    if text in _CONTROL_TRUE:
+        return True
+    if text in _CONTROL_FALSE:
+        return False
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return True if number == 1 else False if number == 0 else None
 
 
 def split_control_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
@@ -775,11 +798,35 @@ def split_control_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | N
     be in anyone's knowledge base; the collection test compares the documents
     against them (audit_core.evidence.collection). The column itself is dropped
     from both parts, so it is never guessed as the text or id column.
+
+    A value that is neither a known yes nor a known no (a tick mark, "oui") is
+    refused rather than guessed: read as "no", the owner's never-published
+    controls would be audited as published documents, and the collection test
+    would vanish without a word. Raises DocumentInputError naming the values
+    and their rows.
     """
     flag = next((c for c in df.columns if str(c).strip().lower() == CONTROL_COLUMN), None)
     if flag is None:
         return df, None
-    is_control = df[flag].astype(str).str.strip().str.lower().isin(_CONTROL_TRUE)
+    if len(df.columns) == 1:
+        raise DocumentInputError(f"The file's only column is {str(flag).strip()!r}, which marks control rows; it "
+                                 "has no column of texts. Add a column that holds your texts, one per row.")
+    flags = [_control_flag(v) for v in df[flag].tolist()]
+    unknown: dict[str, list[int]] = {}
+    rows = [int(i) + 1 for i in df.index] if pd.api.types.is_integer_dtype(df.index) else range(1, len(df) + 1)
+    for row, value, known in zip(rows, df[flag].tolist(), flags):
+        if known is None:
+            unknown.setdefault(str(value).strip(), []).append(row)
+    if unknown:
+        shown = "; ".join(f"{value!r} (row{'s' if len(at) > 1 else ''} {', '.join(map(str, at[:5]))}"
+                          f"{', ...' if len(at) > 5 else ''})" for value, at in list(unknown.items())[:_SHOWN_VALUES])
+        more = f"; and {len(unknown) - _SHOWN_VALUES} other value(s)" if len(unknown) > _SHOWN_VALUES else ""
+        raise DocumentInputError(
+            f"The {str(flag).strip()!r} column holds value(s) that say neither yes nor no: {shown}{more}. "
+            "Nothing was guessed, since a control audited as a document changes the results. Write yes "
+            "(or 1, x, true) on the rows of texts you never published, and leave the others empty (or no, 0, "
+            "false).")
+    is_control = pd.Series(flags, index=df.index, dtype=bool)
     return df[~is_control].drop(columns=[flag]), df[is_control].drop(columns=[flag])
 
 
