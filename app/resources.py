@@ -9,6 +9,7 @@ other down and mix their query accounts.
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,8 +39,39 @@ def _store(path: str):
     return Store(Path(path))
 
 
+class StoreUnavailable(Exception):
+    """The history file cannot be opened (cut short, not a database, a folder): bad input, never a bug.
+    Its message names the file and what to do."""
+
+
 def get_store():
-    return _store(store_path())
+    """The app's store, or ``StoreUnavailable``. A failure is not cached (st.cache_resource keeps no
+    exception), so a file moved aside is replaced by a new, empty one on the next page run."""
+    from audit_core.history import STORE_OPEN_ERRORS, store_open_problem
+
+    path = None
+    try:
+        path = store_path()  # the default one is in the cache folder, which may not be creatable
+        return _store(path)
+    except STORE_OPEN_ERRORS as exc:
+        where = path or getattr(exc, "filename", None) or "audits.sqlite"
+        raise StoreUnavailable(store_unusable(store_open_problem(str(where), exc))) from None
+
+
+def store_unusable(problem: str) -> str:
+    """``problem`` (``history.store_open_problem``) with what the app's user can do about it."""
+    return (problem[:1].upper() + problem[1:] + ". Move that file aside (rename it: the app then starts a new, "
+            f"empty history), or set {STORE_ENV} to another file and restart the app. Until then no audit can "
+            "start and History cannot be shown.")
+
+
+def store_problem() -> str | None:
+    """Why the store cannot be used (``StoreUnavailable``'s message), or None: the Run tab disables Start."""
+    try:
+        get_store()
+    except StoreUnavailable as exc:
+        return str(exc)
+    return None
 
 
 @st.cache_resource(show_spinner="Starting the demo target (loading its knowledge base and model)...")
@@ -219,4 +251,10 @@ def plain_error(exc: BaseException) -> str:
         return f"A local model is missing: {exc}"
     if isinstance(exc, ValueError):
         return f"A setting is not valid: {exc}"
+    if isinstance(exc, StoreUnavailable):
+        return str(exc)
+    if isinstance(exc, sqlite3.DatabaseError):  # the file broke after it was opened (cut short, overwritten)
+        from audit_core.history import store_open_problem
+
+        return store_unusable(store_open_problem(store_path(), exc))
     return f"The audit stopped on an unexpected error ({type(exc).__name__}): {exc}"

@@ -48,8 +48,17 @@ def _deleted_message(compacted: bool, what: str) -> str:
             "something is deleted.")
 
 
-def _confirm(store, rows: list[dict], live: set[str]) -> None:
-    """The confirmation step of a delete: say what goes, then delete or keep."""
+def _label(row: dict) -> str:
+    """How the audit picker names an audit; the delete confirmation names it the same way."""
+    return f"{row['created']} · {row['target']} · {row['documents']} document(s)"
+
+
+def _confirm(store, rows: list[dict], live: set[str], selected: str) -> None:
+    """The confirmation step of a delete: say what goes, then delete or keep.
+
+    A confirmation asked for one audit stands only while that audit is the one selected: kept after
+    another was picked, "Yes, delete" deleted the audit asked about while a different one was shown.
+    """
     from audit_core.history import delete_all_history, delete_audit
 
     asked = st.session_state.get(_CONFIRM)
@@ -58,11 +67,11 @@ def _confirm(store, rows: list[dict], live: set[str]) -> None:
                    "stored target answer? This cannot be undone.")
     else:
         row = next((r for r in rows if r["id"] == asked), None)
-        if row is None:
+        if row is None or asked != selected:
             st.session_state.pop(_CONFIRM, None)
             return
-        st.warning(f"Delete the audit of {row['created']} ({row['target']}, {row['documents']} document(s)) "
-                   "with its documents, results and the target answers it received? This cannot be undone.")
+        st.warning(f"Delete the audit selected above ({_label(row)}, {row['status']}) with its documents, results "
+                   "and the target answers it received? This cannot be undone.")
     c1, c2 = st.columns(2)
     if c1.button("Yes, delete", key="history_confirm_yes", type="primary"):
         st.session_state.pop(_CONFIRM, None)
@@ -90,14 +99,21 @@ def _confirm(store, rows: list[dict], live: set[str]) -> None:
 
 
 def render_history_tab() -> None:
-    from app.resources import get_store
+    import sqlite3
+
+    from app.resources import StoreUnavailable, get_store, plain_error
     from audit_core.history import history_rows, load_audit
 
+    from app.tab_results import live_audit
     from app.tab_run import running_notice
 
     running_notice()  # a running audit stays in reach after a page reload
-    store = get_store()
-    rows = history_rows(store)
+    try:
+        store = get_store()
+        rows = history_rows(store)
+    except (StoreUnavailable, sqlite3.DatabaseError) as exc:  # a damaged file is bad input: said, with what to do
+        st.error(plain_error(exc))
+        return
     if st.session_state.get("history_message"):
         st.success(st.session_state.pop("history_message"))
     if st.session_state.get("history_error"):
@@ -111,16 +127,22 @@ def render_history_tab() -> None:
     _follow_newest(rows)
     # no status in the label: the browser keeps showing the label it drew when the audit was chosen, so a
     # status in it went stale (a resumed audit read "cancelled" while the table said "running")
-    labels = {r["id"]: f"{r['created']} · {r['target']} · {r['documents']} document(s)" for r in rows}
+    labels = {r["id"]: _label(r) for r in rows}
     run_id = st.selectbox("Audit", list(labels), format_func=labels.get, key="history_run")
     live = running_run_ids()
     running = _is_running(run_id, live)
     c1, c2, c3 = st.columns(3)
-    if c1.button("Open in Results", key="history_open"):
+    # tab 3 shows a running audit's verdicts so far, and its result when it ends, in place of an opened one
+    shown_live = live_audit() is not None
+    # a click from a page drawn before the audit started still arrives: it must not open either
+    if c1.button("Open in Results", key="history_open", disabled=shown_live) and not shown_live:
         st.session_state["result"] = load_audit(store, run_id)
         st.session_state["result_run_id"] = run_id
         st.session_state["history_message"] = "Opened: see tab 3 Results (exports are there too)."
         st.rerun()  # the Results tab is drawn before this one
+    if shown_live:
+        c1.caption("Tab 3 Results shows the running audit until it ends; open this one then, or cancel the "
+                   "running audit in tab 2 Run.")
     if running:
         c2.caption("This audit is running: cancel it in tab 2 Run before deleting it.")
     elif c2.button("Delete this audit", key="history_delete"):
@@ -128,4 +150,4 @@ def render_history_tab() -> None:
     if not live and c3.button("Delete all history", key="history_delete_all"):
         st.session_state[_CONFIRM] = ALL
     if st.session_state.get(_CONFIRM):
-        _confirm(store, rows, live)
+        _confirm(store, rows, live, run_id)

@@ -109,7 +109,11 @@ def _header(result: dict) -> None:
         note = collection_note(c)
         if note:
             st.caption(f"About this test: {note}")
-    if result.get("rebuilt_from_rows"):
+    if result.get("damaged"):
+        st.warning(f"Part of this audit's record is damaged: {_md(str(result['damaged']))}. The results below were "
+                   "rebuilt from the rows saved as each document was answered; the shadow calibration (plots, "
+                   "validation AUC) is not among them.")
+    if result.get("rebuilt_from_rows") and not result.get("damaged"):
         st.warning("This audit stopped before it finished. The results below were saved as they arrived; "
                    "the shadow calibration (plots, validation AUC) was not saved.")
     elif result.get("cancelled"):
@@ -195,6 +199,7 @@ def _srag_detail(result: dict, doc_id: str, key: str) -> None:
     st.markdown("**S-RAG: probed words and the probability the target gave each**")
     words = (res.get("evidence") or {}).get("words") or []
     left, right = st.columns([2, 3])
+    words = [w for w in words if isinstance(w, dict)] if isinstance(words, list) else []  # as the PDF reads them
     if words:
         left.dataframe([{"word": w.get("word"),
                          "probability": _fmt(w.get("prob"), 3) if w.get("prob") is not None else None,
@@ -472,12 +477,21 @@ def render_result(result: dict, live: bool = False) -> None:
         _exports(result, key)
 
 
-def _live() -> bool:
-    """While an audit runs, its verdicts so far (the page reruns as each document is decided)."""
+def live_audit():
+    """The running audit whose verdicts so far this tab shows instead of any opened result, or None.
+    History asks too: while there is one, an audit opened there would not be shown."""
     from app.tab_run import CHECK_PREFIX, attached_job
 
     job = attached_job()
     if job is None or not job.running or job.run_id.startswith(CHECK_PREFIX):
+        return None
+    return job
+
+
+def _live() -> bool:
+    """While an audit runs, its verdicts so far (the page reruns as each document is decided)."""
+    job = live_audit()
+    if job is None:
         return False
     partial = job.partial
     if not partial:

@@ -211,12 +211,16 @@ def _open_target(settings: Settings, store, target, run_id: str):
 
 def _start(settings: Settings, docs, controls=()) -> None:
     from app.jobs import job_registry, start_job
-    from app.resources import demo_lock, get_store, plain_error
+    from app.resources import StoreUnavailable, demo_lock, get_store, plain_error
     from audit_core import history
     from audit_core.audit import run_audit
     from shadow.prepare import prepare_shadow
 
-    store = get_store()
+    try:
+        store = get_store()
+    except StoreUnavailable as exc:  # the file broke since the tab was drawn with Start enabled
+        st.error(str(exc))
+        return
     is_demo = settings.target_kind == DEMO
     lock = demo_lock() if is_demo else None
     if lock is not None and not lock.acquire(blocking=False):
@@ -663,6 +667,11 @@ def render_run_tab(settings: Settings | None, banner=None) -> None:
         st.warning("Choose at least one method in the sidebar.")
     if settings.missing_target:
         st.warning(settings.missing_target)
+    from app.resources import store_problem
+
+    unusable_store = store_problem()  # every audit is recorded there as it runs: none can start without it
+    if unusable_store:
+        st.error(unusable_store)
     caps = _known_capabilities(settings)
     if caps is None:
         st.caption("Tip: 'Check connection' in the sidebar tells which methods this target supports.")
@@ -670,6 +679,6 @@ def render_run_tab(settings: Settings | None, banner=None) -> None:
         _estimate(settings, docs, controls)
     if settings.methods:
         _calibration_section(settings)
-    ready = bool(docs and settings.methods and not settings.missing_target)
+    ready = bool(docs and settings.methods and not settings.missing_target and not unusable_store)
     if st.button("Start audit", type="primary", disabled=not ready, key="start_audit"):
         _start(settings, docs, controls)

@@ -15,6 +15,7 @@ and model), and the store strips URL credentials from it.
 from __future__ import annotations
 
 import datetime as _dt
+import sqlite3
 import threading
 from dataclasses import asdict, replace
 from typing import Any, Callable, Sequence
@@ -27,6 +28,19 @@ from audit_core.verdict import INCONCLUSIVE, MEMBER, NOT_FOUND, VerdictConfig, d
 
 #: on_result(doc_id, method, observation, result), as ``audit_core.audit.run_audit`` calls it
 OnResult = Callable[[str, str, Observation, MethodResult], None]
+
+
+#: what opening a store file that is not a usable SQLite database raises (``Store(path)``): a file cut short
+#: or not a database (sqlite3.DatabaseError), a folder or an unreadable file (OSError)
+STORE_OPEN_ERRORS = (sqlite3.DatabaseError, OSError)
+
+
+def store_open_problem(path: str, exc: BaseException) -> str:
+    """Which store file cannot be opened and why, in words shared by the app and the command line; each
+    adds how its user chooses another file. An OSError's own text repeats the path, so only its reason is
+    kept."""
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    return f"the store file {path}, which keeps past audits and the target's answers, cannot be opened ({why})"
 
 
 def start_run(store: Store, documents: Sequence[Document], target_name: str, config: dict[str, Any]) -> str:
@@ -156,13 +170,69 @@ def mark_failed(store: Store, run_id: str, message: str, cancelled: bool = False
 
 
 def load_audit(store: Store, run_id: str) -> dict[str, Any]:
-    """The audit dict of a run: its stored summary, or one rebuilt from its rows."""
+    """The audit dict of a run: its stored summary, or one rebuilt from its rows.
+
+    A summary that reads as JSON but is not shaped as an audit (edited, or written by a faulty version) is
+    treated as the store treats one that does not read: the run is damaged, and what its rows hold is shown
+    (every view of the app and the PDF trusts the shape, so passing it on broke them as "a bug").
+    """
     record = store.load_run(run_id)
     summary = record.info.summary
-    if isinstance(summary, dict) and isinstance(summary.get("verdicts"), list) and all(
-            isinstance(v, dict) and isinstance(v.get("verdict"), str) and "doc_id" in v for v in summary["verdicts"]):
-        return summary
+    if summary is not None:
+        problem = summary_problem(summary)
+        if not problem:
+            return summary
+        record.info.damaged = record.info.damaged or problem
     return _rebuild(record)  # no summary, or one damaged: the verdicts again from the rows that read
+
+
+#: the calls a verdict can make (``audit_core.verdict``)
+_CALLS = (MEMBER, NOT_FOUND, INCONCLUSIVE)
+#: fields of an audit dict that are mappings, and that are texts, where present (older audits lack some)
+_MAPPINGS = ("config", "capabilities", "results", "observations", "calibrations", "not_run", "account",
+             "failures", "freshness", "no_signal", "collection", "method_power")
+_TEXTS = ("target", "created", "finished", "resumed", "what_this_shows")
+
+
+def summary_problem(summary: Any) -> str:
+    """Why a stored summary is not an audit dict (``AuditResult.to_json()``) as the views read it, or "".
+
+    It checks the shape the app, the plots and the PDF rely on (each verdict's call and reason, each
+    document's text, the mappings they look up), not the values: a summary an earlier version wrote lacks
+    fields added since, and passes.
+    """
+    def bad(what: str) -> str:
+        return f"its stored summary is incomplete or altered ({what})"
+
+    if not isinstance(summary, dict):
+        return bad("not a mapping")
+    for k in _MAPPINGS:
+        if summary.get(k) is not None and not isinstance(summary[k], dict):
+            return bad(f"{k} is not a mapping")
+    for k in _TEXTS:
+        if summary.get(k) is not None and not isinstance(summary[k], str):
+            return bad(f"{k} is not a text")
+    if summary.get("fpr") is not None and not isinstance(summary["fpr"], (int, float)):
+        return bad("fpr is not a number")
+    verdicts = summary.get("verdicts")
+    if not isinstance(verdicts, list):
+        return bad("no list of verdicts")
+    for i, v in enumerate(verdicts, 1):
+        if not (isinstance(v, dict) and isinstance(v.get("doc_id"), str) and v.get("verdict") in _CALLS
+                and isinstance(v.get("reason"), str) and isinstance(v.get("methods") or {}, dict)):
+            return bad(f"verdict {i} lacks its document, call or reason")
+    documents = summary.get("documents") or []
+    if not isinstance(documents, list) or not all(
+            isinstance(d, dict) and isinstance(d.get("id"), str) and isinstance(d.get("text"), str) for d in documents):
+        return bad("a document lacks its id or text")
+    for per in (summary.get("results") or {}).values():
+        if not isinstance(per, dict) or not all(
+                isinstance(r, dict) and isinstance(r.get("evidence") or {}, dict) for r in per.values()):
+            return bad("a document's results are not method results")
+    for method, cal in (summary.get("calibrations") or {}).items():
+        if not isinstance(cal, dict):
+            return bad(f"the calibration of {method} is not a mapping")
+    return ""
 
 
 def _rebuilt_verdict(doc_id: str, results: dict[str, dict], probing: set[str], vcfg: VerdictConfig) -> dict:
@@ -220,6 +290,8 @@ def _rebuild(record) -> dict[str, Any]:
         "failures": {} if info.status in ("finished", "cancelled") else
         {"stopped": info.error or f"the audit ended as '{info.status}' before all documents were audited"},
         "rebuilt_from_rows": True,
+        # why part of the run could not be read (``RunInfo.damaged``): the views say so instead of "it stopped"
+        **({"damaged": info.damaged} if info.damaged else {}),
     }
 
 
@@ -260,7 +332,10 @@ def _summary_counts(store: Store, info: RunInfo) -> tuple[dict[str, int], str]:
         found = _COUNTS.get(key)
     if found is None:
         full = store.get_run(info.id)
-        found = (verdict_counts(full.summary) if isinstance(full.summary, dict) else {}, full.damaged)
+        problem = summary_problem(full.summary) if full.summary is not None else ""
+        # a summary not shaped as an audit is opened rebuilt from its rows (``load_audit``): its counts would
+        # not be what opening it shows
+        found = ({} if problem or full.summary is None else verdict_counts(full.summary), full.damaged or problem)
         with _COUNTS_LOCK:
             _COUNTS[key] = found
     return found

@@ -303,3 +303,42 @@ def test_an_audit_that_chose_its_methods_is_listed_with_those_it_used(tmp_path):
     other = start_run(store, DOCS, "t", CONFIG)
     save_audit(store, other, {**_audit_dict(), "config": {**CONFIG, "methods": ["srag"]}})
     assert store.get_run(other).methods == ["srag", "mba"]
+
+
+def test_a_stored_summary_not_shaped_as_an_audit_is_listed_damaged_and_opened_from_its_rows(tmp_path):
+    """An altered summary passed as finished and broke every view that read it (KeyError, TypeError). An older
+    summary without the fields added since still opens as it was stored."""
+    store = Store(tmp_path / "h.sqlite")
+    full = _audit_dict()
+    older = {k: v for k, v in full.items() if k not in ("collection", "what_this_shows", "no_signal", "freshness",
+                                                        "method_power", "fpr", "finished")}
+    altered = {
+        "no reason": {**full, "verdicts": [{k: v for k, v in full["verdicts"][0].items() if k != "reason"}]},
+        "unknown call": {**full, "verdicts": [{**full["verdicts"][0], "verdict": "weird"}]},
+        "documents a mapping": {**full, "documents": {"a": 1}},
+        "document without text": {**full, "documents": [{"id": "a"}]},
+        "result not a mapping": {**full, "results": {"a": {"srag": "x"}}},
+        "calibration none": {**full, "calibrations": {"srag": None}},
+        "collection a text": {**full, "collection": "x"},
+        "not_run a list": {**full, "not_run": ["srag"]},
+        "no_signal a list": {**full, "no_signal": ["srag"]},
+        "failures a text": {**full, "failures": "x"},
+    }
+    runs = {}
+    for name, summary in {"older": older, **altered}.items():
+        run_id = start_run(store, DOCS, "t", CONFIG)
+        rec = result_recorder(store, run_id)
+        for doc, methods in _results().items():
+            for m, res in methods.items():
+                rec(doc, m, Observation(m, doc), res)
+        store.finish_run(run_id, "finished", summary=summary)  # as stored, then altered on disk
+        runs[name] = run_id
+    rows = {r["id"]: r for r in history_rows(store)}
+    assert load_audit(store, runs["older"]) == json.loads(json.dumps(older))
+    assert rows[runs["older"]]["status"] == "finished" and rows[runs["older"]]["member"] == 1
+    for name in altered:
+        row, opened = rows[runs[name]], load_audit(store, runs[name])
+        assert row["status"] == "damaged" and "summary is incomplete or altered" in row["error"], name
+        assert opened["rebuilt_from_rows"] and "altered" in opened["damaged"], name
+        assert opened["failures"] == {}, name  # it finished: not said to have stopped
+        assert [v["doc_id"] for v in opened["verdicts"]] == ["a", "b"], name
