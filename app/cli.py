@@ -109,8 +109,7 @@ def _load_docs(path: str, text_column: str | None, id_column: str | None, with_c
 def _open_store(args):
     """(the answer store, None), or (None, what is wrong) when it or the cache folder cannot be used: bad
     input, said before anything is sent (it was reported as a bug in the auditor, after the estimate)."""
-    import sqlite3
-
+    from audit_core.history import STORE_OPEN_ERRORS, store_open_problem
     from audit_core.store import Store
 
     problem = _cache_problem()
@@ -119,9 +118,9 @@ def _open_store(args):
     path = _store_path(args)
     try:
         return Store(path), None
-    except (sqlite3.DatabaseError, OSError) as exc:
-        return None, (f"the answer store {path} cannot be opened ({exc}); give --store (or RPA_AUDIT_DB) a "
-                      "new file name, or the store file of an earlier audit")
+    except STORE_OPEN_ERRORS as exc:  # the app says it in the same words, with its own way out
+        return None, (f"{store_open_problem(path, exc)}; give --store (or RPA_AUDIT_DB) a new file name, or the "
+                      "store file of an earlier audit")
 
 
 def _cache_problem() -> str | None:
@@ -555,7 +554,8 @@ def _audit_config(args):
         raise ValueError(f"unknown method(s) in --run-without-signal: {', '.join(unknown)}; "
                          f"choose from {', '.join(METHODS)}")
     # the shadow answers, and S-RAG reads, in the target's style: this one, or the capability probe's finding
-    return AuditConfig(methods=args.method.split(","), shadow=shadow, method_params=params, run_without_signal=insist,
+    # "srag, mba" as a person types it: the names without their spaces
+    return AuditConfig(methods=[m.strip() for m in args.method.split(",") if m.strip()], shadow=shadow, method_params=params, run_without_signal=insist,
                        fpr=args.fpr, target_style=getattr(args, "target_style", None),
                        verdict=VerdictConfig(retrieval_as_sent=_retrieval_as_sent(args)))
 
@@ -760,6 +760,7 @@ def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = F
             print(f"resuming the unfinished audit {run_id[:8]}: its answers are not sent again", file=sys.stderr)
         target = CachingTarget(target, store, run_id=run_id, reuse_days=getattr(args, "reuse_days", None))
         on_result = history.result_recorder(store, run_id)
+        _say_probe_pace(args, file_config)
         caps = target.capabilities()
         if caps.reachable:
             _print_capabilities(cfg, caps, sys.stderr)
@@ -932,6 +933,22 @@ def _write_report(result: dict, folder: Path, redact: bool) -> tuple[list[Path],
     return paths, None
 
 
+def _say_probe_pace(args, file_config=None) -> None:
+    """At a slow pace the capability probe's few queries take minutes with nothing on screen: say how long."""
+    from audit_core.estimate import capability_probe
+
+    pace = getattr(args, "requests_per_minute", None) or getattr(file_config, "requests_per_minute", None)
+    if pace:
+        n = capability_probe()[0]
+        print(f"the target's pace is {pace:g} requests a minute: the capability probe's {n} queries take up to "
+              f"{_duration((n - 1) * 60 / pace)}", file=sys.stderr)
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a person reads a wait: "40 s", "12 min"."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 def cmd_check(args) -> int:
     """What the target supports, before any document is sent: the app's *Check connection* for the command line.
 
@@ -942,7 +959,7 @@ def cmd_check(args) -> int:
     """
     from audit_core.target.base import TargetError
 
-    _, problem = _checked_target_arguments(args)
+    file_config, problem = _checked_target_arguments(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -957,6 +974,7 @@ def cmd_check(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("asking the target what it supports (a few short queries; no document is sent)...", file=sys.stderr)
+    _say_probe_pace(args, file_config)
     try:
         caps = _target(args).capabilities()
     except (TargetError, ValueError) as exc:
@@ -1058,8 +1076,8 @@ def cmd_canaries_audit(args) -> int:
     return _audit(args, kit.published(), kit.siblings(), "canaries")
 
 
-def _at_least(least: int, unit: str = ""):
-    """An argparse type: a whole number (of ``unit``) that is ``least`` or more."""
+def _at_least(least: int, unit: str = "", most: int | None = None):
+    """An argparse type: a whole number (of ``unit``) that is ``least`` or more (and ``most`` or less)."""
     def parse(value: str) -> int:
         try:
             n = int(value)
@@ -1067,6 +1085,8 @@ def _at_least(least: int, unit: str = ""):
             raise argparse.ArgumentTypeError(f"{value!r} is not a whole number{unit}") from None
         if n < least:
             raise argparse.ArgumentTypeError(f"it must be {least} or more")
+        if most is not None and n > most:
+            raise argparse.ArgumentTypeError(f"it must be {most} or less")
         return n
     return parse
 
@@ -1142,7 +1162,7 @@ def retrieval_flag(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from audit_core.evidence.canaries import MIN_CANARIES
+    from audit_core.evidence.canaries import MAX_CANARIES, MIN_CANARIES
 
     ap = argparse.ArgumentParser(
         prog="rpa", description="RAG Provenance Auditor command line",
@@ -1222,8 +1242,8 @@ def main(argv: list[str] | None = None) -> int:
     csub = c.add_subparsers(dest="canaries_cmd", required=True)
     cm = csub.add_parser("make", help="make a kit: canaries to publish and a private seed file")
     cm.add_argument("--kit", required=True, help="where to write the kit (keep it private: it holds the seed)")
-    cm.add_argument("--n", type=_at_least(MIN_CANARIES), default=20,
-                    help=f"canaries to publish, at least {MIN_CANARIES} (as many siblings stay unpublished; 20 or "
+    cm.add_argument("--n", type=_at_least(MIN_CANARIES, most=MAX_CANARIES), default=20,
+                    help=f"canaries to publish, {MIN_CANARIES} to {MAX_CANARIES} (as many siblings stay unpublished; 20 or "
                          "more let each canary be called at a 5%% false-positive rate)")
     cm.add_argument("--out", help="write the canaries to publish here (default: print them)")
     cm.add_argument("--force", action="store_true", help="replace an existing kit file")

@@ -122,6 +122,9 @@ def canary_text(seed: str, index: int) -> str:
 #: p-value of n published against n siblings is 1 / C(2n, n): 0.17 at n = 2), and each canary is called
 #: at 5% only from 19 siblings on
 MIN_CANARIES = 10
+#: the most: each canary is a document to publish and to audit with its sibling (2n texts, each probed); more
+#: is no audit anyone runs, and 10^11 filled the memory before a line was written
+MAX_CANARIES = 10_000
 
 
 @dataclass(frozen=True)

@@ -175,16 +175,21 @@ def client_options(url: str) -> dict[str, Any]:
 
 #: the fastest pace a target may set: faster than this is no pace at all
 MAX_REQUESTS_PER_MINUTE = 60_000.0
+#: the slowest pace: one request every 100 minutes. Slower is no quota anyone sets, and 1e-300 a minute made a
+#: wait past what the clock holds ("timestamp out of range", an ended audit)
+MIN_REQUESTS_PER_MINUTE = 0.01
 
 
 def check_pace(value: Any) -> None:
-    """A ``requests_per_minute``: None (no pace) or a number above 0 and at most ``MAX_REQUESTS_PER_MINUTE``."""
+    """A ``requests_per_minute``: None (no pace) or a number from ``MIN_REQUESTS_PER_MINUTE`` to
+    ``MAX_REQUESTS_PER_MINUTE``."""
     if value is None:
         return
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or not 0 < value <= MAX_REQUESTS_PER_MINUTE):
-        raise ValueError("requests_per_minute must be a positive number (for example 20), at most "
-                         f"{MAX_REQUESTS_PER_MINUTE:.0f}; leave it out for no pace")
+            or not MIN_REQUESTS_PER_MINUTE <= value <= MAX_REQUESTS_PER_MINUTE):
+        raise ValueError(f"requests_per_minute must be a number from {MIN_REQUESTS_PER_MINUTE:g} (one request every "
+                         f"{1 / MIN_REQUESTS_PER_MINUTE:.0f} minutes) to {MAX_REQUESTS_PER_MINUTE:.0f}, for example "
+                         "20; leave it out for no pace")
 
 
 class Pacer:

@@ -84,3 +84,19 @@ def test_the_estimate_before_the_probe_counts_the_dearest_choice_and_says_each(c
     assert main(["audit", "--target", "demo", "--docs", str(docs), "--estimate-only"]) == 0
     err = capsys.readouterr().err
     assert "by what the probe finds" not in err and f"{_named('srag')}:" in err and f"{_named('mba')}:" in err
+
+
+def test_a_slow_pace_says_how_long_the_probe_takes_and_method_names_may_have_spaces(capsys, monkeypatch):
+    """At 0.5 requests a minute the probe's queries took minutes with nothing on screen (a review's finding);
+    "srag, mba" as typed was refused as the unknown method ' mba'."""
+    import app.cli
+    from app.cli import _audit_config
+
+    with FakeOpenAIServer(models=["m"]) as srv:
+        assert main(["check", "--target", srv.base_url, "--model", "m", "--method", "srag, mba",
+                     "--requests-per-minute", "60000"]) == 0
+    assert "the target's pace is 60000 requests a minute: the capability probe's" in capsys.readouterr().err
+    parsed = []
+    monkeypatch.setattr(app.cli, "cmd_check", lambda args: parsed.append(_audit_config(args)) or 0)
+    main(["check", "--target", "demo", "--method", " srag ,mba,"])
+    assert parsed[0].methods == ["srag", "mba"]

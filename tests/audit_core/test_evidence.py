@@ -1317,3 +1317,14 @@ def test_the_power_table_says_a_shadow_too_small_to_clear_rather_than_blaming_it
     assert "too low too often" not in text
     low = C.apply_evidence(Calibration("x"), C.fit_evidence([0.0] * 5 + members * 2, nonmembers, source="test"))
     assert "too low too often" in cleared_text(method_power({"x": low})["x"])
+
+
+def test_a_canary_kit_of_more_canaries_than_any_audit_runs_is_refused_before_it_is_made(tmp_path, capsys):
+    """``--n 99999999999`` filled the memory ("unexpected failure (MemoryError)")."""
+    from app import cli
+    from audit_core.evidence.canaries import MAX_CANARIES
+
+    with pytest.raises(SystemExit):
+        cli.main(["canaries", "make", "--kit", str(tmp_path / "k.json"), "--n", "99999999999"])
+    assert f"it must be {MAX_CANARIES} or less" in capsys.readouterr().err
+    assert not (tmp_path / "k.json").exists()
