@@ -68,6 +68,8 @@ def _progress_bar():
     from audit_core.progress import ProgressClock
 
     clock = ProgressClock()
+    if not sys.stderr.isatty():
+        return _progress_lines(clock)
     bars: dict[str, tqdm] = {}
 
     def progress(stage: str, done: int, total: int) -> None:
@@ -82,6 +84,33 @@ def _progress_bar():
         bar.refresh()
         if done >= total:
             bar.close()
+
+    return progress
+
+
+#: seconds between two lines of the same stage where stderr is no terminal (a CI log, a file)
+PLAIN_PROGRESS_S = 30.0
+
+
+def _progress_lines(clock, every_s: float = PLAIN_PROGRESS_S):
+    """The progress callback where stderr is no terminal: a line when a stage starts, one at most every
+    ``every_s`` seconds while it runs, and one when it is done.
+
+    tqdm redraws a bar with carriage returns, which a CI log or a file keeps: one audit of 20 documents left
+    over 250 redraws on a few lines there, unreadable and mostly "about 0 s left"."""
+    import time
+
+    said: dict[str, float] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        clock.update(stage, done, total)
+        now, last = time.monotonic(), said.get(stage)
+        finished = bool(total) and done >= total
+        if finished and last == float("inf"):
+            return  # said already
+        if last is None or last == float("inf") or finished or now - last >= every_s:  # inf: a stage begun again
+            print(f"{stage}: {clock.describe(stage)}", file=sys.stderr)
+            said[stage] = float("inf") if finished else now
 
     return progress
 
@@ -936,17 +965,13 @@ def _write_report(result: dict, folder: Path, redact: bool) -> tuple[list[Path],
 def _say_probe_pace(args, file_config=None) -> None:
     """At a slow pace the capability probe's few queries take minutes with nothing on screen: say how long."""
     from audit_core.estimate import capability_probe
+    from audit_core.progress import format_duration
 
     pace = getattr(args, "requests_per_minute", None) or getattr(file_config, "requests_per_minute", None)
     if pace:
         n = capability_probe()[0]
         print(f"the target's pace is {pace:g} requests a minute: the capability probe's {n} queries take up to "
-              f"{_duration((n - 1) * 60 / pace)}", file=sys.stderr)
-
-
-def _duration(seconds: float) -> str:
-    """``seconds`` as a person reads a wait: "40 s", "12 min"."""
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+              f"{format_duration((n - 1) * 60 / pace)}", file=sys.stderr)
 
 
 def cmd_check(args) -> int:

@@ -100,3 +100,16 @@ def test_a_slow_pace_says_how_long_the_probe_takes_and_method_names_may_have_spa
     monkeypatch.setattr(app.cli, "cmd_check", lambda args: parsed.append(_audit_config(args)) or 0)
     main(["check", "--target", "demo", "--method", " srag ,mba,"])
     assert parsed[0].methods == ["srag", "mba"]
+
+
+def test_progress_where_stderr_is_no_terminal_is_a_few_readable_lines(capsys):
+    """tqdm's redraws, kept by a CI log, made one line of hundreds of carriage returns."""
+    from app.cli import _progress_bar
+
+    progress = _progress_bar()  # capsys: stderr is no terminal
+    for done in range(0, 121):
+        progress("MBA: calibrating", done, 120)
+    progress("MBA: calibrating", 120, 120)  # a stage reported done twice is said once
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    assert err.splitlines() == ["MBA: calibrating: 0 / 120 · measuring the rate...", "MBA: calibrating: 120 / 120 · done"]
