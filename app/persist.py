@@ -10,7 +10,7 @@ an app set one): its bytes are kept beside it instead (app.tab_documents, app.ta
 """
 from __future__ import annotations
 
-from typing import MutableMapping
+from typing import MutableMapping, Sequence
 
 #: the widgets whose values are kept (the texts, and the endpoint's pace and reuse policy, drawn only for an
 #: endpoint), and the prefixes of the target file's secret widgets. A kept widget is drawn without a ``value``
@@ -25,3 +25,36 @@ def keep_typed_inputs(state: MutableMapping) -> None:
     for key in list(state):
         if key in KEPT or str(key).startswith(KEPT_PREFIXES):
             state[key] = state[key]
+
+
+def _forget_kept(key: str, kept: str) -> None:
+    """The uploader's own remove button: the file is gone for good (not kept for a later switch back)."""
+    import streamlit as st
+
+    if st.session_state.get(key) is None:
+        st.session_state.pop(kept, None)
+
+
+def kept_upload(label: str, key: str, kept: str, forget: str, types: Sequence[str],
+                help: str) -> tuple[str, bytes] | None:
+    """The file (name, bytes) of uploader ``key``, or the one uploaded there before a switch hid the uploader.
+
+    Streamlit forgets an upload whose widget is not drawn in a run, so switching the documents' Source to
+    "Paste text" and back, or the target to the demo and back, lost the file; it is kept in this session's
+    memory under ``kept`` until the user removes it (the uploader's x, or the Remove button ``forget``).
+    """
+    import streamlit as st
+
+    up = st.file_uploader(label, type=list(types), key=key, on_change=_forget_kept, args=(key, kept), help=help)
+    if up is not None:
+        st.session_state[kept] = (up.name, up.getvalue())
+        return st.session_state[kept]
+    file = st.session_state.get(kept)
+    if file is None:
+        return None
+    c1, c2 = st.columns([4, 1])
+    c1.caption(f"Using {file[0]}, uploaded earlier in this session.")
+    if c2.button("Remove", key=forget):
+        st.session_state.pop(kept, None)
+        st.rerun()
+    return file

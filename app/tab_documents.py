@@ -72,33 +72,11 @@ _KEPT_CONTROLS = "_controls_upload_kept"
 _TABLE_TYPES = ["csv", "tsv", "txt", "jsonl"]
 
 
-def _forget_upload(key: str, kept: str) -> None:
-    """The uploader's own remove button: the file is gone for good (not kept for a later switch back)."""
-    if st.session_state.get(key) is None:
-        st.session_state.pop(kept, None)
-
-
 def _kept_file(label: str, key: str, kept: str, forget: str, help: str) -> tuple[str, bytes] | None:
-    """The file of uploader ``key``, or the one uploaded there before the Source switch hid the uploader.
+    """A table uploader whose file survives a switch of the Source (``persist.kept_upload``)."""
+    from app.persist import kept_upload
 
-    Streamlit forgets an upload whose widget is not drawn in a run, so switching
-    to "Paste text" (or a canary kit) and back lost the file; it is kept in this
-    session's memory under ``kept`` until the user removes it (the uploader's x,
-    or the Remove button ``forget``).
-    """
-    up = st.file_uploader(label, type=_TABLE_TYPES, key=key, on_change=_forget_upload, args=(key, kept), help=help)
-    if up is not None:
-        st.session_state[kept] = (up.name, up.getvalue())
-        return st.session_state[kept]
-    file = st.session_state.get(kept)
-    if file is None:
-        return None
-    c1, c2 = st.columns([4, 1])
-    c1.caption(f"Using {file[0]}, uploaded earlier in this session.")
-    if c2.button("Remove", key=forget):
-        st.session_state.pop(kept, None)
-        st.rerun()
-    return file
+    return kept_upload(label, key, kept, forget, _TABLE_TYPES, help)
 
 
 def _kept_upload() -> tuple[str, bytes] | None:

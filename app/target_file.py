@@ -57,12 +57,6 @@ _KEPT_UPLOAD = "_target_file_upload_kept"
 SECRET_PREFIXES = ("tf_secret_", "tf_env_")
 
 
-def _forget_upload() -> None:
-    """The uploader's own remove button: the file is gone for good, and so are the secrets given for it."""
-    if st.session_state.get("target_file_upload") is None:
-        st.session_state.pop(_KEPT_UPLOAD, None)
-
-
 def _forget_secrets() -> None:
     """Drops every secret typed or allowed for a target file: none may wait in the session for the next file."""
     for key in [k for k in st.session_state if str(k).startswith(SECRET_PREFIXES)]:
@@ -70,29 +64,15 @@ def _forget_secrets() -> None:
 
 
 def _kept_upload() -> tuple[str, bytes] | None:
-    """The target file: the uploader's, or the one uploaded before a switch to another target kind.
+    """The target file: the uploader's, or the one uploaded before a switch to another target kind
+    (``persist.kept_upload``: the demo and back lost the file while its typed secret stayed)."""
+    from app.persist import kept_upload
 
-    Streamlit forgets an upload whose widget is not drawn in a run, so the demo
-    and back lost the file while its typed secret stayed; it is kept in this
-    session's memory until the user removes it (the uploader's x, or Remove).
-    """
-    up = st.file_uploader("Target file (YAML or JSON)", type=["yaml", "yml", "json"], key="target_file_upload",
-                          on_change=_forget_upload,
-                          help="Describes the API: url, headers (secrets as $VARIABLE), a body template with "
-                               "{{prompt}}, and a JSONPath to the answer (or response_json: false for a service "
-                               "that answers in plain text). See README 'Auditing any HTTP API'.")
-    if up is not None:
-        st.session_state[_KEPT_UPLOAD] = (up.name, up.getvalue())
-        return st.session_state[_KEPT_UPLOAD]
-    kept = st.session_state.get(_KEPT_UPLOAD)
-    if kept is None:
-        return None
-    c1, c2 = st.columns([4, 1])
-    c1.caption(f"Using {kept[0]}, uploaded earlier in this session.")
-    if c2.button("Remove", key="target_file_forget"):
-        st.session_state.pop(_KEPT_UPLOAD, None)
-        st.rerun()
-    return kept
+    return kept_upload("Target file (YAML or JSON)", "target_file_upload", _KEPT_UPLOAD, "target_file_forget",
+                       ["yaml", "yml", "json"],
+                       "Describes the API: url, headers (secrets as $VARIABLE), a body template with {{prompt}}, "
+                       "and a JSONPath to the answer (or response_json: false for a service that answers in plain "
+                       "text). See README 'Auditing any HTTP API'.")
 
 
 def target_file_section() -> tuple[str, str]:
