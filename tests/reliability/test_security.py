@@ -7,8 +7,11 @@ its headers, so "the key was not sent" is read from what arrived, not assumed.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -54,31 +57,36 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
-@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from /proc (Linux)")
-def test_the_app_started_as_run_app_starts_it_listens_on_loopback_only(tmp_path):
-    import socket
-    import time
-    import urllib.request
-
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def _wait_until_the_app_answers(proc: subprocess.Popen, port: int, limit_s: float = 90) -> None:
+    """Until the Streamlit server started as ``proc`` answers its health check (it fails if it stops first)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "the app did not start"
+        time.sleep(0.5)
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from /proc (Linux)")
+def test_the_app_started_as_run_app_starts_it_listens_on_loopback_only(tmp_path):
+    port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLIT_")}
     env.update(RPA_AUDIT_DB=str(tmp_path / "audits.sqlite"), RPA_CACHE_DIR=str(tmp_path / "cache"))
     # what ./run app runs, with only the port chosen so that the test does not collide with anything
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the app did not start"
-            time.sleep(0.5)
+        _wait_until_the_app_answers(proc, port)
         listening = _listening_addresses(port)
     finally:
         proc.terminate()
@@ -91,17 +99,12 @@ def test_the_app_started_from_another_folder_stops_before_serving_its_page(tmp_p
     elsewhere listened on every interface (a review's finding). The first page says why and the server stops;
     nothing of the app (History, the key fields) is drawn."""
     import asyncio
-    import socket
-    import time
-    import urllib.request
 
     import websockets
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLIT_")}
     env.update(RPA_AUDIT_DB=str(tmp_path / "audits.sqlite"), RPA_CACHE_DIR=str(tmp_path / "cache"), RPA_WARMUP="0",
                HOME=str(tmp_path))  # no user config of Streamlit's either
@@ -125,16 +128,7 @@ def test_the_app_started_from_another_folder_stops_before_serving_its_page(tmp_p
                 return "\n".join(shown)
 
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the app did not start"
-            time.sleep(0.5)
+        _wait_until_the_app_answers(proc, port)
         page = asyncio.run(first_page())
         proc.wait(timeout=30)  # it stops by itself
     finally:
