@@ -479,9 +479,8 @@ def _aux_corpus() -> str:
     data = up.getvalue()
     suffix = ".csv" if up.name.lower().endswith(".csv") else ".jsonl"
     path = cache_dir() / "uploads" / (hashlib.sha256(data).hexdigest()[:20] + suffix)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_private_bytes(path, data)  # 0600: the cache's copy of the user's corpus, whatever the umask
+    if not path.exists():  # the folder is made 0700 on the way
+        write_private_bytes(path, data, follow_links=False)  # 0600, the cache's own file: a link there is replaced
     from shadow.corpus import CorpusError, load_corpus
     from shadow.prepare import ShadowConfig
 

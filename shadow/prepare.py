@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 
 from audit_core.documents import Document
 from audit_core.evidence.answers import READER_REVISION
+from audit_core.io import private_dir
 from audit_core.methods.base import Calibration, MembershipMethod, Observation
 from audit_core.models import cache_dir
 from audit_core.progress import steps_of
@@ -218,7 +219,7 @@ def prepare_shadow(
     from shadow.shipped import read_shipped_preparation
 
     cfg = cfg or ShadowConfig()
-    root = Path(root) if root else cache_dir() / "shadow"
+    root = Path(root) if root else private_dir(cache_dir() / "shadow")
     docs = cfg.corpus_docs()
     chash = corpus_hash(docs)
     # D_s,i (knowledge base of the shadow) and D_s,o (never in it): seeded halves
@@ -249,22 +250,23 @@ def prepare_shadow(
         shipped_reader = _reading(progress, shipped_stage := f"{method_label(method.name)}: reading the shipped "
                                                              "shadow observations", extra=1)
         raw = _read_observations(obs_file, cached_reader, expected)
-        if raw is None and cached_reader is not None:
+        cached = (None if raw is None else
+                  _cached_observations(raw, obs_file, min(n_m, len(kb)), min(n_n, len(outside))))
+        if cached is None and cached_reader is not None:
             cached_reader.close()  # a file that could not be read leaves no bar standing half-way
         shipped = (read_shipped_preparation(key, progress=shipped_reader, total=expected)
-                   if raw is None and use_shipped and not force else None)
+                   if cached is None and use_shipped and not force else None)
         if shipped is None and shipped_reader is not None:
             shipped_reader.close()  # a file for another key was parsed, then refused
-        if raw is not None:
-            mem = [Observation.from_json(o) for o in raw["members"]]
-            non = [Observation.from_json(o) for o in raw["nonmembers"]]
+        if cached is not None:
+            mem, non = cached
             digest = _digest_as_written(raw["members"], raw["nonmembers"])
             prep.from_cache[method.name] = True
         elif shipped is not None:
             raw_mem, raw_non, shipped_cal = shipped
             mem = [Observation.from_json(o) for o in raw_mem]
             non = [Observation.from_json(o) for o in raw_non]
-            folder.mkdir(parents=True, exist_ok=True)
+            private_dir(folder)
             digest = _digest_as_written(raw_mem, raw_non)
             if digest is not None:  # as written: serialising the Observations again would give the same bytes
                 _write_json(obs_file, {"members": raw_mem, "nonmembers": raw_non})
@@ -278,7 +280,7 @@ def prepare_shadow(
             prep.from_cache[method.name] = True
         elif probe_key in probed:  # a sibling method sent the very same probes
             mem, non = probed[probe_key]
-            folder.mkdir(parents=True, exist_ok=True)
+            private_dir(folder)
             _write_observations(obs_file, mem, non)
             prep.from_cache[method.name] = False
         else:
@@ -310,7 +312,7 @@ def prepare_shadow(
             with method.probing_collection([d.text for d in [*mem_docs, *non_docs]]):
                 mem = _probe(method, mem_docs, rag, cfg, tick, stage_of(0))
                 non = _probe(method, non_docs, rag, cfg, tick, stage_of(len(mem_docs)))
-            folder.mkdir(parents=True, exist_ok=True)
+            private_dir(folder)
             _write_observations(obs_file, mem, non)
             prep.from_cache[method.name] = False
         probed[probe_key] = (mem, non)
@@ -381,6 +383,29 @@ def _read_observations(obs_file: Path, step: Callable[[int, int], None] | None =
         log.warning("%s could not be read; the shadow is prepared again", obs_file)
         return None
     return raw if isinstance(raw, dict) and "members" in raw and "nonmembers" in raw else None
+
+
+def _cached_observations(raw: dict, obs_file: Path, n_members: int,
+                         n_nonmembers: int) -> tuple[list[Observation], list[Observation]] | None:
+    """The observations of a cached file read as JSON, or None where they are not what this configuration
+    probes (the shadow is then prepared again, and the file replaced).
+
+    A member that is no observation (a number, a dict with a field more or less: a file edited, damaged, or
+    written by another version) had ended every later audit with this key as an "unexpected failure"; a
+    file with fewer observations than the configuration probes (cut down by hand, or left by an older
+    version's smaller sizes under the same key) was reused for ever, its calibration fitted on them.
+    """
+    try:
+        mem = [Observation.from_json(o) for o in raw["members"]]
+        non = [Observation.from_json(o) for o in raw["nonmembers"]]
+    except (TypeError, KeyError, AttributeError, ValueError) as exc:
+        log.warning("%s could not be read (%s: %s); the shadow is prepared again", obs_file, type(exc).__name__, exc)
+        return None
+    if (len(mem), len(non)) != (n_members, n_nonmembers):
+        log.warning("%s holds %d member and %d non-member observations where %d and %d are probed; the shadow "
+                    "is prepared again", obs_file, len(mem), len(non), n_members, n_nonmembers)
+        return None
+    return mem, non
 
 
 def _write_observations(obs_file: Path, mem: Sequence[Observation], non: Sequence[Observation]) -> None:
@@ -468,10 +493,17 @@ def _calibrate(method, mem, non, folder: Path, digest: str | None = None) -> Cal
         if (isinstance(saved, dict) and saved.pop("observations_sha256", None) == digest
                 and saved.pop("scoring_revision", "") == method.scoring_revision
                 and saved.pop("reader_revision", "") == READER_REVISION):
-            cal = method.restore(saved, mem, non)
-            if cal.to_json() != saved:  # restored in a newer form (S-RAG's scorer chosen since): the file follows
-                _write_json(cal_file, saved_calibration(cal, mem, non, digest))
-            return cal
+            try:
+                cal = method.restore(saved, mem, non)
+            except (TypeError, KeyError, AttributeError, ValueError) as exc:
+                # a key it does not know, a value of another type: fitted again (a fault of the fit itself
+                # then recurs in ``prepare`` below, and is reported as what it is)
+                log.warning("%s could not be read (%s: %s); the calibration is fitted again", cal_file,
+                            type(exc).__name__, exc)
+            else:
+                if cal.to_json() != saved:  # restored in a newer form (S-RAG's scorer chosen since): the file follows
+                    _write_json(cal_file, saved_calibration(cal, mem, non, digest))
+                return cal
     cal = method.prepare(mem, non)
     _write_json(cal_file, saved_calibration(cal, mem, non, digest))
     return cal

@@ -316,15 +316,23 @@ _CLIENTS_LOCK = threading.Lock()
 
 
 def _client(path: Path):
-    """One chromadb client per directory (chromadb refuses two with different settings)."""
+    """One chromadb client per directory (chromadb refuses two with different settings).
+
+    The directory holds the owner's documents: made 0700, with what chromadb writes there 0600
+    (``private_umask``; it takes no mode of its own) and what an older version left open taken private.
+    """
     import chromadb
+
+    from audit_core.io import make_tree_private, private_dir, private_umask
 
     key = str(path.resolve())
     with _CLIENTS_LOCK:
         c = _CLIENTS.get(key)
         if c is None:
-            path.mkdir(parents=True, exist_ok=True)
-            c = chromadb.PersistentClient(path=key, settings=chromadb.Settings(anonymized_telemetry=False))
+            private_dir(path)
+            make_tree_private(path)
+            with private_umask():
+                c = chromadb.PersistentClient(path=key, settings=chromadb.Settings(anonymized_telemetry=False))
             _CLIENTS[key] = c
         return c
 
@@ -412,9 +420,24 @@ class RagSystem(Target):
         return Path(self.config.persist_dir) if self.config.persist_dir else cache_dir() / "chroma"
 
     def _open_or_build(self, docs: list[Document], progress):
-        from chromadb.errors import NotFoundError
+        """The collection of ``docs``: reused where complete, else built, under a lock per collection.
+
+        Two processes building the same knowledge base at once (two audits, the app and the CLI) raced: the
+        second found the first's collection incomplete and deleted it, and the first failed (NotFoundError).
+        The lock file (``<persist_dir>.locks/<collection>.lock``, beside the chromadb folder, not inside what
+        chromadb manages) makes the second wait for the first's build and then reuse it.
+        """
+        from audit_core.io import file_lock, private_umask
 
         client = _client(self.persist_dir)
+        persist = self.persist_dir.resolve()  # "." has no name to put ".locks" after
+        lock = persist.with_name(persist.name + ".locks") / f"{self.collection_name}.lock"
+        with file_lock(lock), private_umask():
+            return self._open_or_build_locked(client, docs, progress)
+
+    def _open_or_build_locked(self, client, docs: list[Document], progress):
+        from chromadb.errors import NotFoundError
+
         meta = {"content_hash": self.content_hash, "embedder": self.config.embedder,
                 "n_docs": len(docs), "format": _KB_FORMAT}
         try:

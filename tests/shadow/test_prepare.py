@@ -49,9 +49,9 @@ def test_a_changed_probe_configuration_is_probed_again(tmp_path, monkeypatch):
     assert [name for name, _ in calls] == ["s2mia_t", "s2mia_t", "s2mia_m", "s2mia_m"]
 
 
-def test_a_cached_srag_calibration_refits_only_the_final_model(tmp_path, monkeypatch):
-    """Loading a preparation fits one classifier (the stored out-of-fold scores are reused), never k + 1;
-    a calibration file written for other observations is not trusted."""
+def srag_with_a_logistic_classifier(monkeypatch):
+    """S-RAG whose classifier is a logistic fit of one feature, over 30 + 30 shadow observations that separate:
+    (method, observations, sizes of the tables it was fitted on). Its calibration runs in a second."""
     import numpy as np
     import pandas as pd
     from sklearn.linear_model import LogisticRegression
@@ -74,7 +74,13 @@ def test_a_cached_srag_calibration_refits_only_the_final_model(tmp_path, monkeyp
     monkeypatch.setattr(srag, "_mean_hist", lambda df, label, bins: [])
     method = srag.SragMethod()
     monkeypatch.setattr(method, "features", lambda o: (o.data["f"], None, []))
+    return method, obs, fits
 
+
+def test_a_cached_srag_calibration_refits_only_the_final_model(tmp_path, monkeypatch):
+    """Loading a preparation fits one classifier (the stored out-of-fold scores are reused), never k + 1;
+    a calibration file written for other observations is not trusted."""
+    method, obs, fits = srag_with_a_logistic_classifier(monkeypatch)
     from audit_core.progress import steps_of
 
     steps: list[tuple[int, int]] = []
