@@ -582,9 +582,10 @@ def _audit_config(args):
     if unknown:  # cmd_audit reports it as a plain 'error: ...'
         raise ValueError(f"unknown method(s) in --run-without-signal: {', '.join(unknown)}; "
                          f"choose from {', '.join(METHODS)}")
-    # the shadow answers, and S-RAG reads, in the target's style: this one, or the capability probe's finding
     # "srag, mba" as a person types it: the names without their spaces
-    return AuditConfig(methods=[m.strip() for m in args.method.split(",") if m.strip()], shadow=shadow, method_params=params, run_without_signal=insist,
+    methods = [m.strip() for m in args.method.split(",") if m.strip()]
+    # the shadow answers, and S-RAG reads, in the target's style: this one, or the capability probe's finding
+    return AuditConfig(methods=methods, shadow=shadow, method_params=params, run_without_signal=insist,
                        fpr=args.fpr, target_style=getattr(args, "target_style", None),
                        verdict=VerdictConfig(retrieval_as_sent=_retrieval_as_sent(args)))
 
@@ -1268,8 +1269,8 @@ def main(argv: list[str] | None = None) -> int:
     cm = csub.add_parser("make", help="make a kit: canaries to publish and a private seed file")
     cm.add_argument("--kit", required=True, help="where to write the kit (keep it private: it holds the seed)")
     cm.add_argument("--n", type=_at_least(MIN_CANARIES, most=MAX_CANARIES), default=20,
-                    help=f"canaries to publish, {MIN_CANARIES} to {MAX_CANARIES} (as many siblings stay unpublished; 20 or "
-                         "more let each canary be called at a 5%% false-positive rate)")
+                    help=f"canaries to publish, {MIN_CANARIES} to {MAX_CANARIES} (as many siblings stay unpublished; "
+                         "20 or more let each canary be called at a 5%% false-positive rate)")
     cm.add_argument("--out", help="write the canaries to publish here (default: print them)")
     cm.add_argument("--force", action="store_true", help="replace an existing kit file")
     cm.set_defaults(func=cmd_canaries_make)
