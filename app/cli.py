@@ -100,17 +100,23 @@ def _progress_lines(clock, every_s: float = PLAIN_PROGRESS_S):
     over 250 redraws on a few lines there, unreadable and mostly "about 0 s left"."""
     import time
 
-    said: dict[str, float] = {}
+    said: dict[str, float] = {}  # a running stage: when its last line was printed
+    ended: set[str] = set()  # stages whose last line said "done"
 
     def progress(stage: str, done: int, total: int) -> None:
         clock.update(stage, done, total)
-        now, last = time.monotonic(), said.get(stage)
         finished = bool(total) and done >= total
-        if finished and last == float("inf"):
-            return  # said already
-        if last is None or last == float("inf") or finished or now - last >= every_s:  # inf: a stage begun again
+        if finished and stage in ended:
+            return
+        now = time.monotonic()
+        if finished or stage not in said or now - said[stage] >= every_s:
             print(f"{stage}: {clock.describe(stage)}", file=sys.stderr)
-            said[stage] = float("inf") if finished else now
+            said[stage] = now
+        if finished:
+            ended.add(stage)
+            said.pop(stage)  # begun again, it is said again
+        else:
+            ended.discard(stage)
 
     return progress
 

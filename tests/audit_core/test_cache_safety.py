@@ -22,6 +22,26 @@ from audit_core import models
 from audit_core.io import write_private_atomic, write_private_bytes
 
 
+def _second_while_the_first_runs(call, first_under_way: threading.Event, start_s: float,
+                                 finish_s: float) -> dict[str, object]:
+    """``call`` in a thread ("first") and, once that one is under way, here ("second"): what each returned or
+    raised, as two processes starting the same work at once would see it."""
+    got: dict[str, object] = {}
+
+    def run(who: str) -> None:
+        try:
+            got[who] = call()
+        except Exception as exc:  # noqa: BLE001 -- what the test reports
+            got[who] = exc
+
+    first = threading.Thread(target=run, args=("first",))
+    first.start()
+    assert first_under_way.wait(start_s)
+    run("second")
+    first.join(finish_s)
+    return got
+
+
 def _mode(p: Path) -> int:
     return stat.S_IMODE(os.lstat(p).st_mode)
 
@@ -332,19 +352,7 @@ def test_a_second_build_of_the_same_knowledge_base_waits_for_the_first_and_reuse
     encoded = _fake_embeddings(monkeypatch, 1.5, started)
     docs = [Document(f"d{i}", f"document number {i} about topic {i % 3}") for i in range(12)]
     cfg = RagConfig(persist_dir=str(tmp_path / "chroma"), embed_batch_size=4)
-    got: dict[str, object] = {}
-
-    def build(who: str) -> None:
-        try:
-            got[who] = RagSystem(docs, cfg)
-        except Exception as exc:  # noqa: BLE001 -- what the test reports
-            got[who] = exc
-
-    first = threading.Thread(target=build, args=("first",))
-    first.start()
-    assert started.wait(30)
-    build("second")
-    first.join(60)
+    got = _second_while_the_first_runs(lambda: RagSystem(docs, cfg), started, 30, 60)
     assert isinstance(got["first"], RagSystem), got["first"]
     assert isinstance(got["second"], RagSystem), got["second"]
     assert got["second"].reused_collection and got["second"]._collection.count() == len(docs)
@@ -403,19 +411,7 @@ def test_two_processes_assembling_the_gemma_file_at_once_both_get_it(tmp_path, m
 
     monkeypatch.setattr(pkg, "chunk_paths", lambda: [SlowPart(p) for p in parts])
     monkeypatch.setattr(pkg, "EXPECTED_SHA256", hashlib.sha256(b"".join(parts)).hexdigest())
-    got: dict[str, object] = {}
-
-    def locate(who: str) -> None:
-        try:
-            got[who] = models._locate_gemma()
-        except Exception as exc:  # noqa: BLE001 -- what the test reports
-            got[who] = exc
-
-    first = threading.Thread(target=locate, args=("first",))
-    first.start()
-    assert first_part_read.wait(10)
-    locate("second")
-    first.join(30)
+    got = _second_while_the_first_runs(models._locate_gemma, first_part_read, 10, 30)
     out = tmp_path / "cache" / "gguf" / pkg.MODEL_NAME
     assert got == {"first": out, "second": out}
     assert out.read_bytes() == b"".join(parts) and _mode(out) == 0o600 and _mode(out.parent) == 0o700
