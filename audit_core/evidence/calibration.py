@@ -178,7 +178,13 @@ def fit_platt(member_raw: Sequence[float], nonmember_raw: Sequence[float]) -> di
     share of members), as one whose scores are all equal does. A decreasing fit came from noise on the
     shipped shadows (Entailment on the standard completion shadow: shadow AUC 0.48 and a = -53 from one
     copying non-member), and it turned the method's ranking around on the target (BENCHMARKS.md,
-    session 44). Such a shadow shows no signal, so the method abstains either way.
+    session 44). Such a shadow shows no signal, so the method abstains either way. A decreasing fit can also
+    come from a few far-out scores beside a ranking with signal; the scores are then held inside the shadow's
+    central 90% and fitted again (``lo`` and ``hi``), and only if that fit falls too is it flat.
+
+    ``prior_log_odds`` is log(members / non-members) of the shadow the fit saw: a * raw + b is the posterior
+    log-odds under that share, and a * raw + b - prior_log_odds the log likelihood ratio the collection test
+    weighs with (``collection.mixture_weights``), whatever share of the shadow's answers were usable.
     """
     if not member_raw or not nonmember_raw:
         return None
@@ -186,19 +192,40 @@ def fit_platt(member_raw: Sequence[float], nonmember_raw: Sequence[float]) -> di
 
     x = np.asarray(list(member_raw) + list(nonmember_raw), dtype=float).reshape(-1, 1)
     y = np.r_[np.ones(len(member_raw)), np.zeros(len(nonmember_raw))]
-    flat = {"a": 0.0, "b": float(math.log(len(member_raw) / len(nonmember_raw)))}
+    prior = float(math.log(len(member_raw) / len(nonmember_raw)))
+    flat = {"a": 0.0, "b": prior, "prior_log_odds": prior}
     if np.ptp(x) == 0:
         return flat
     lr = LogisticRegression(C=1e4, max_iter=1000).fit(x, y)
-    if lr.coef_[0, 0] < 0:
-        return flat
-    return {"a": float(lr.coef_[0, 0]), "b": float(lr.intercept_[0])}
+    if lr.coef_[0, 0] >= 0:
+        return {"a": float(lr.coef_[0, 0]), "b": float(lr.intercept_[0]), "prior_log_odds": prior}
+    # a few far-out scores can turn the fit of a ranking with signal around: fit again with every score held
+    # inside the shadow's central 90% (the same bounds then hold each audited score: ``platt_log_odds``)
+    lo, hi = (float(q) for q in np.quantile(x, [WINSOR_SHARE, 1 - WINSOR_SHARE]))
+    if hi > lo:
+        lr = LogisticRegression(C=1e4, max_iter=1000).fit(np.clip(x, lo, hi), y)
+        if lr.coef_[0, 0] >= 0:
+            return {"a": float(lr.coef_[0, 0]), "b": float(lr.intercept_[0]), "prior_log_odds": prior,
+                    "lo": lo, "hi": hi}
+    return flat
+
+
+#: the share of shadow scores at each end that a refitted Platt scaling holds at the bounds (``fit_platt``)
+WINSOR_SHARE = 0.05
+
+
+def platt_log_odds(raw, platt: dict[str, float]):
+    """a * raw + b, the raw score (a number or an array) first held inside the fit's bounds where it has them."""
+    x = np.asarray(raw, dtype=float)
+    if "lo" in platt:
+        x = np.clip(x, platt["lo"], platt["hi"])
+    return platt["a"] * x + platt["b"]
 
 
 def platt_probability(raw: float, platt: dict[str, float] | None) -> float:
     if platt is None:
         return float(raw)
-    z = platt["a"] * float(raw) + platt["b"]
+    z = float(platt_log_odds(float(raw), platt))
     return float(1.0 / (1.0 + math.exp(-z))) if z > -700 else 0.0
 
 

@@ -17,7 +17,7 @@ methods (that would inflate false positives by the number of methods).
 The statistic is the sum, over the owner's documents, of
 ``log(1 - s + s * LR(x))``, where LR is the likelihood ratio member /
 non-member of the score x as the method's shadow estimated it (the odds of
-its Platt fit on out-of-fold scores of a balanced shadow) and s =
+its Platt fit on out-of-fold shadow scores, over the shadow's prior odds) and s =
 ``MIXTURE_SHARE`` = 1/4 (``mixture_weights``). That is the log-likelihood
 ratio of "a quarter of these documents are members" against "none are"; by
 the Neyman-Pearson lemma, among permutation tests it is the most powerful
@@ -75,6 +75,8 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
+
+from audit_core.evidence.calibration import platt_log_odds
 
 #: how strong each kind of control is, strongest first (module docstring)
 CONTROL_KINDS: dict[str, str] = {
@@ -190,14 +192,19 @@ def weights_kind(platt: dict[str, float] | None) -> str:
 
 
 def mixture_weights(pooled: np.ndarray, platt: dict[str, float], share: float = MIXTURE_SHARE) -> np.ndarray:
-    """log(1 - share + share * LR(x)) per score, LR = the Platt fit's odds (a balanced shadow: prior odds 1).
+    """log(1 - share + share * LR(x)) per score, LR = the Platt fit's odds over the shadow's prior odds.
 
     Summed over the owner's documents this is the log-likelihood ratio of "a
     ``share`` of them are members" against "none are"; it is bounded below
     by log(1 - share), so a low-scoring document costs little, and grows
-    like log LR for a clearly member-like one.
+    like log LR for a clearly member-like one. The fit's odds are a posterior
+    under the shadow's own member share (``fit_platt``'s ``prior_log_odds``,
+    absent from fits stored before it: prior odds 1, a balanced shadow); a
+    shadow that kept 40 usable members of 50 beside 50 non-members would
+    otherwise weigh every document as if its LR were 0.8 times what it is.
     """
-    z = np.clip(platt["a"] * np.asarray(pooled, dtype=float) + platt["b"], -MAX_LOG_ODDS, MAX_LOG_ODDS)
+    z = platt_log_odds(pooled, platt) - float(platt.get("prior_log_odds", 0.0))
+    z = np.clip(z, -MAX_LOG_ODDS, MAX_LOG_ODDS)
     return np.log1p(share * np.expm1(z))
 
 

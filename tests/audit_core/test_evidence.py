@@ -149,10 +149,32 @@ def test_a_shadow_whose_scores_run_the_other_way_gets_a_flat_fit_never_a_reverse
     """Members scoring lower on the shadow must not make a higher raw score read as a lower probability."""
     m, n = _separated(60, shift=1.0)
     flat = C.fit_platt(n, m)  # the shadow's members are the low scorers
-    assert flat == {"a": 0.0, "b": pytest.approx(0.0)}
+    assert flat == {"a": 0.0, "b": pytest.approx(0.0), "prior_log_odds": pytest.approx(0.0)}
     assert C.platt_probability(-3.0, flat) == C.platt_probability(4.0, flat) == pytest.approx(0.5)
     assert C.fit_platt(n[:30], m)["b"] == pytest.approx(math.log(30 / 60))  # the shadow's share of members
     assert C.fit_platt(m, n)["a"] > 0  # the usual direction is fitted as before
+
+
+def test_a_few_far_out_non_members_do_not_flatten_the_probabilities_of_a_shadow_with_signal():
+    """Two non-members 1,000 units out turn the plain fit around although the ranking has signal (AUC ~0.9);
+    the refit inside the shadow's central 90% rises with the score, and the same bounds hold audited scores."""
+    m, n = _separated(60, shift=2.0, seed=3)
+    n = n[:-2] + [1000.0, 1200.0]
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.r_[m, n].reshape(-1, 1)
+    plain = LogisticRegression(C=1e4, max_iter=1000).fit(x, np.r_[np.ones(60), np.zeros(60)])
+    assert plain.coef_[0, 0] < 0  # the case this guards: without the refit the fit would be flat
+    ev = C.fit_evidence(m, n, source="test")
+    assert ev["signal"]
+    platt = ev["platt"]
+    assert platt["a"] > 0 and platt["lo"] < platt["hi"] < 1000
+    probs = [C.platt_probability(v, platt) for v in (-2.0, 0.0, 1.0, 2.0, 4.0)]
+    assert all(a < b for a, b in zip(probs, probs[1:]))
+    assert C.platt_probability(1000.0, platt) == C.platt_probability(platt["hi"], platt)  # held at the bound
+    from audit_core.evidence.collection import weights_kind
+
+    assert weights_kind(platt) == "likelihood ratio"
 
 
 def test_calibration_never_sees_an_audited_document():
@@ -683,6 +705,25 @@ def test_the_mixture_weights_are_the_log_likelihood_ratio_of_a_quarter_member_co
     assert kind == "savage"
     assert statistic_weights(np.array([0.1, 0.9]), None)[1] == "savage"
     assert statistic_weights(np.array([0.1, 0.9]), {"a": 2.0, "b": -1.0})[1] == "likelihood ratio"
+
+
+def test_the_mixture_weights_take_the_shadows_member_share_out_of_the_platt_odds():
+    """A shadow with 40 usable members beside 80 non-members: the fit's odds are a posterior at prior 1/2, and the
+    collection test weighs the likelihood ratio, so the same scores get the weights a balanced shadow gives them."""
+    from audit_core.evidence.collection import mixture_weights
+
+    m, n = _separated(80, shift=1.5, seed=7)
+    unbalanced, balanced = C.fit_platt(m[:40], n), C.fit_platt(m, n)
+    assert unbalanced["prior_log_odds"] == pytest.approx(math.log(40 / 80))
+    assert balanced["prior_log_odds"] == pytest.approx(0.0)
+    xs = np.linspace(-2, 3, 11)
+    # the posterior log-odds differ by about the prior; the likelihood ratios they imply agree far better
+    assert np.mean(unbalanced["a"] * xs + unbalanced["b"] - (balanced["a"] * xs + balanced["b"])) < -0.4
+    want = mixture_weights(xs, balanced)
+    corrected = np.abs(mixture_weights(xs, unbalanced) - want).mean()
+    as_before = np.abs(mixture_weights(xs, {k: v for k, v in unbalanced.items() if k != "prior_log_odds"})
+                       - want).mean()
+    assert corrected < as_before / 3
 
 
 def test_the_likelihood_ratio_statistic_finds_a_quarter_member_collection_more_often_than_ranks():
