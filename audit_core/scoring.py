@@ -14,6 +14,7 @@ Rules that the rest of the code relies on:
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -95,11 +96,32 @@ def split_words(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(), m.start(), m.end()) for m in _WORD_RE.finditer(text)]
 
 
+#: typographic variants a model's copy may swap for the document's (or the other way round): curly quotes
+#: and apostrophes become straight ones, dashes and a no-break space a space between words
+_TYPOGRAPHY = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u201c": '"', "\u201d": '"',
+                             "\u2012": " ", "\u2013": " ", "\u2014": " ", "\u2015": " ", "\u00a0": " "})
+
+
+def _strip_ends(word: str) -> str:
+    """``word`` without the characters at its ends that are not letters, combining marks or digits.
+
+    Combining marks stay: Devanagari's vowel signs are marks, and ``\\W`` would have cut "नहीं" to "नह"."""
+    i, j = 0, len(word)
+    while i < j and unicodedata.category(word[i])[0] not in "LMN":
+        i += 1
+    while j > i and unicodedata.category(word[j - 1])[0] not in "LMN":
+        j -= 1
+    return word[i:j]
+
+
 def norm_words(text: str) -> list[str]:
-    """The words of ``text`` lower-cased, punctuation stripped from their ends (empty ones dropped): for overlap counts."""
+    """The words of ``text`` for overlap counts: NFKC-normalised, lower-cased, curly quotes made straight and
+    dashes made spaces (``_TYPOGRAPHY``), punctuation stripped from their ends, empty ones dropped. A copy
+    that writes "don't" for the document's "don’t" or "fever - cough" for "fever—cough" is the same copy."""
+    text = unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHY)
     out = []
     for w, _, _ in split_words(text):
-        w = re.sub(r"^\W+|\W+$", "", w.lower())
+        w = _strip_ends(w.lower())
         if w:
             out.append(w)
     return out

@@ -25,20 +25,23 @@ import re
 #: the shipped calibrations again (``scripts/build_default_preparation.py --recalibrate``) and record the
 #: reader's new fingerprint in tests/audit_core/test_non_answers.py; tests fail until both are done.
 #: "1": the reader of ef0fd3a (nine languages, empty replies); "2": session 55's (wider English refusal
-#: openings, e.g. "I'm unable to", "I apologize, but"; "I apologize to my family" an answer again).
-READER_REVISION = "2"
+#: openings, e.g. "I'm unable to", "I apologize, but"; "I apologize to my family" an answer again); "3": session
+#: 60's (refusals to quote, repeat, find or recall, "I do not have the rest of that message", "I couldn't find",
+#: "no idea", "idk", a bare "Sorry!"; "I declined the surgery" and "Apologize to your partner" answers again).
+READER_REVISION = "3"
 
 #: the reply opens with (or, when short, consists of) one of these
 _REFUSAL = re.compile(
     r"^\W*(?:"
-    r"i(?:'|\u2019)?m sorry|i am sorry|sorry,|apologi[sz]e|(?:i apologi[sz]e|my apologies),? (?:but|for)"
+    r"i(?:'|\u2019)?m sorry|i am sorry|sorry,|sorry\W*$|apologies[,.!]|(?:i apologi[sz]e|my apologies),? (?:but|for)"
     r"|unfortunately,? i"
     # "I'm unable to" was once written "i (?:'m unable to)", which needs a space before the apostrophe
     r"|(?:sorry\W+(?:but )?|i(?:'|\u2019)?m afraid,? |i am afraid,? )?"
     r"i(?: can(?:'|\u2019)?t| cannot| am unable to| won(?:'|\u2019)?t(?: be able to)?"
     r"| am not able to|(?:'|\u2019)?m (?:unable|not able) to)"
-    r" (?:help|assist|provide|answer|share|comply|complete|fulfil|continue|do that|disclose|reveal|reproduce)"
-    r"|as an ai\b|i must decline|i decline"
+    r" (?:help|assist|provide|answer|share|comply|complete|fulfil|continue|do that|disclose|reveal|reproduce"
+    r"|quote|repeat|recite|find|locate|recall|access|retrieve)"
+    r"|as an ai\b|i must decline|i decline\b"
     # the same openings in the languages an owner's documents (and so the target's replies) are most often in:
     # Spanish, French, German, Italian, Portuguese, Dutch, Russian, Chinese, Japanese
     r"|lo siento|no puedo (?:ayudar|proporcionar|responder|compartir|continuar)"
@@ -59,6 +62,10 @@ _IGNORANCE = re.compile(
     r"|(?:the )?(?:provided |given )?(?:context|documents?|information|text)(?: provided| given)?"
     r" (?:does not|do not|doesn(?:'|\u2019)?t|don(?:'|\u2019)?t) (?:contain|mention|say|include)"
     r"|i (?:do not|don(?:'|\u2019)?t) have (?:any |enough |the )?(?:information|access)\b"
+    r"|i (?:do not|don(?:'|\u2019)?t) have (?:the rest of |the full |the complete )?(?:that|this|the|your) "
+    r"(?:message|text|document|passage|quote)\b"
+    r"|i (?:could not|couldn(?:'|\u2019)?t|was unable to|was not able to) (?:find|locate)\b"
+    r"|(?:i have )?no idea(?:\W*$|[,.!])|idk\b|i(?:'|\u2019)?m not certain|i am not certain"
     r"|(?:that |this |the |such )?information is not available(?: in the (?:context|documents?|text))?\W*$"
     r"|there is no (?:information|mention)|no information\b|n/?a\W*$"
     r"|no lo s[ée]\b|no sé\b|no se\W*$|no estoy segur[oa]|no (?:tengo|hay) (?:informaci[óo]n|datos)"

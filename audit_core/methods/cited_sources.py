@@ -124,6 +124,7 @@ class _Collection:
 class CitedSourcesMethod(ThresholdTextMethod):
     name = "cited_sources"
     version = "2"
+    scoring_revision = "1"  # session 60: words compared after Unicode and typographic normalisation (norm_words)
     requires_sources = True
     min_words = 8  # each question needs a few words of its own to retrieve by
     collection_takes_controls = False  # leads are other audited documents, never a never-published control

@@ -98,7 +98,9 @@ class EntailmentMethod(QuestionMethod):
     version = "1"
     #: 2, session 48: non-answers are no score; 3, session 49: a reply that opens as a
     #: non-answer (in any of nine languages) is "I don't know", even after a leading "no"
-    scoring_revision = "4"  # session 51: "No idea" is "I don't know", not "no"
+    #: 4, session 51: "No idea" is "I don't know", not "no"; 5, session 60: words compared after Unicode and
+    #: typographic normalisation (norm_words)
+    scoring_revision = "5"
     kind = "broad"
 
     @property

@@ -151,6 +151,7 @@ def _evidence(f: S2miaFeatures, obs: Observation) -> dict:
 
 class _S2miaBase(MembershipMethod):
     version = "1"
+    scoring_revision = "1"  # session 60: words compared after Unicode and typographic normalisation (norm_words)
     requires_logprobs = False
     shared_probe_scope = "s2mia"  # both variants send the same request
 

@@ -344,6 +344,10 @@ def _text_of(obs: Observation) -> str:
 class VerbatimMethod(ThresholdTextMethod):
     name = "verbatim"
     version = "1"
+    #: session 60: a reply that copies the unseen part is an answer however it opens ("I don't know what to do
+    #: ..." is how many documents begin); no member call rests on the tie-break; words compared after Unicode
+    #: and typographic normalisation (``scoring.norm_words``)
+    scoring_revision = "2"
 
     def __init__(self, config: VerbatimConfig | None = None) -> None:
         self.config = config or VerbatimConfig()
@@ -419,10 +423,14 @@ class VerbatimMethod(ThresholdTextMethod):
                                                              d.get("remainders", []), leads,
                                                              answers(obs)[-n:] if n else [])):
             kind = "target error" if a is None else non_answer(a)
+            # words the honest questions carried are no more a copy than the quote's own
+            copied = None if a is None else reproduction(a, f"{lead} {query}", rest, self.config.ngram, self._shared)
+            if kind not in (None, "target error", "empty") and copied["ngrams"] > 0:
+                kind = None  # a copy of the unseen part that opens as the document does ("I don't know if ...")
             kinds.append(kind)
             row: dict[str, Any] = {"probe": i, "template": tmpl, "answer": a, "non_answer": kind}
-            if kind is None:  # words the honest questions carried are no more a copy than the quote's own
-                row.update(reproduction(a, f"{lead} {query}", rest, self.config.ngram, self._shared))
+            if kind is None:
+                row.update(copied)
             rows.append(row)
         ev: dict[str, Any] = {"probes": rows}
         if not rows:
@@ -440,6 +448,8 @@ class VerbatimMethod(ThresholdTextMethod):
         ev["reproduced_share"] = best["share"]
         ev["reproduced_ngrams"] = best["ngrams"]
         ev["longest_reproduction"] = best["longest"]
+        untied = float(best[reading]) / (1 + TIE_WEIGHT) if reading == "share" else float(best[reading])
+        ev["score_without_tie_break"] = untied
         if self.config.tie_break == "none":
             return float(best[reading]), ev, None
         similarity = self._closest_meaning(usable, d)
@@ -451,11 +461,16 @@ class VerbatimMethod(ThresholdTextMethod):
         """As every thresholded method decides, except that no member call rests on the tie-break alone:
         a threshold fitted on a shadow whose non-members never copied lies among the tied scores."""
         res = super().score(obs, calibration)
-        if res.decision is True and res.evidence.get("reproduced_share") == 0:
+        ev = res.evidence
+        if res.decision is not True or self.config.tie_break == "none":
+            return res
+        untied, at = ev.get("score_without_tie_break"), ev.get("threshold_raw")
+        if ev.get("reproduced_share") == 0 or (untied is not None and at is not None and untied < at):
+            copied = ("the target reproduced no run of words from the unseen part" if ev.get("reproduced_share") == 0
+                      else f"its {ev.get('reproduced_ngrams')} reproduced run(s) of words alone stay under it")
             return replace(res, decision=None, reason=(
                 f"{NOT_CLEARED}: above the member threshold only by the closeness in meaning that orders "
-                "documents that reproduced the same amount; the target reproduced no run of words from the "
-                "unseen part"))
+                f"documents that reproduced the same amount; {copied}"))
         return res
 
     def _closest_meaning(self, usable: list[dict[str, Any]], data: dict[str, Any]) -> float:

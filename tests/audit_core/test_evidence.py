@@ -422,6 +422,16 @@ def test_abstain_rule_uses_the_lower_bound_of_the_shadow_auc():
     ("I apologize to my family every day for the pain", None), ("My apologies to the nurse were sincere", None),
     ("Information is not available for patients under 12, so ask your doctor", None),
     ("I don't have any details yet, but the scan showed a cyst", None),
+    # session 60: refusals of the very requests Verbatim sends, and short ignorance, were read as answers
+    ("I'm unable to quote that text.", "refusal"), ("I cannot repeat the document.", "refusal"),
+    ("I can't recall the rest of it.", "refusal"), ("I do not have the rest of that message.", "I don't know"),
+    ("I couldn't find any information about that.", "I don't know"),
+    ("I could not find that in the provided context.", "I don't know"), ("Idk", "I don't know"),
+    ("No idea.", "I don't know"), ("I have no idea.", "I don't know"), ("I'm not certain.", "I don't know"),
+    ("Apologies, I can't help.", "refusal"), ("Sorry!", "refusal"),
+    # ... and these openings of a patient's own words were read as refusals
+    ("I declined the surgery last spring", None), ("Apologize to your partner and rest", None),
+    ("No idea why my back hurts so much at night", None),
 ])
 def test_non_answer_detector(text, kind):
     assert non_answer(text) == kind

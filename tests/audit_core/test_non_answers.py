@@ -91,7 +91,8 @@ def test_srag_reads_an_empty_reply_as_a_non_answer_not_as_missing_logprobs():
 
 
 #: the fingerprint of the non-answer reader at each READER_REVISION (``_reader_fingerprint``)
-READER_FINGERPRINTS = {"2": "d50a604666fcb3033f4adcf19c4321d0d738da7679e7ef9f5f5d79ed75018eee"}
+READER_FINGERPRINTS = {"2": "d50a604666fcb3033f4adcf19c4321d0d738da7679e7ef9f5f5d79ed75018eee",
+                       "3": "56b0761927ef9c3b83712ba5db184f9fec862aa7adf12713f5a477c2ac064f6e"}
 
 
 def _reader_fingerprint() -> str:

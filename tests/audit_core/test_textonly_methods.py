@@ -676,9 +676,52 @@ def test_verbatim_calls_no_member_on_the_tie_break_and_clears_nothing():
     above = m.score(m.probe(TIED_DOC, Says(near)), cal)
     assert above.evidence["reproduced_share"] == 0.0 and above.decision is None
     assert above.reason.startswith(NOT_CLEARED) and "reproduced" in above.reason
-    below = m.score(m.probe(TIED_DOC, Says("No idea, sorry, I cannot say what it was about.")), cal)
+    below = m.score(m.probe(TIED_DOC, Says("It was about the weather and the garden, as far as I can tell.")), cal)
     assert below.decision is None and below.reason.startswith(NOT_CLEARED)
     assert m.score(m.probe(TIED_DOC, Says(copy)), cal).decision is True
+
+
+def test_verbatim_calls_no_member_on_the_tie_break_among_documents_that_copied_the_same_runs():
+    """Every shadow non-member copied the same two runs, so the threshold lies inside that tie band: a document that
+    copied the same one run is above it only by the closeness in meaning, and is not called a member."""
+    from audit_core.evidence.calibration import NOT_CLEARED
+
+    m = create_method("verbatim", style="completion")
+    one = "It says the cardiologist wants an echo soon."  # two runs of four words: "the cardiologist wants an echo"
+    many = "an inhaler with steroids, and a chest x-ray showed mild fluid near the left lung"
+    closeness: dict[str, float] = {}
+    m._closest_meaning = lambda usable, data: closeness[data["queries"][0] + data.get("_id", "")]
+
+    def probe(i: str, answer: str, sim: float):
+        obs = m.probe(Document(i, TIED_DOC.text), Says(answer))
+        obs.data["_id"] = i
+        closeness[obs.data["queries"][0] + i] = sim
+        return obs
+
+    cal = m.prepare([probe(f"m{i}", many, 0.5) for i in range(20)],
+                    [probe(f"n{i}", one, 0.30 + 0.01 * i) for i in range(20)])
+    at = cal.params["evidence"]["at_fpr"]["0.05"]["threshold_raw"]
+    assert 2 < at < 3  # among the scores of two copied runs
+    res = m.score(probe("t", one, 0.9), cal)
+    assert res.evidence["reproduced_ngrams"] == 2 and res.evidence["raw_score"] >= at
+    assert res.decision is None and res.reason.startswith(NOT_CLEARED) and "alone stay under it" in res.reason
+    assert m.score(probe("t2", many, 0.1), cal).decision is True
+
+
+@pytest.mark.parametrize("opening", ["I don't know what to do anymore.", "I'm not sure what is wrong with my knee.",
+                                     "Unfortunately, I was diagnosed with diabetes last year.",
+                                     "Sorry, long post ahead."])
+def test_verbatim_reads_a_copy_as_an_answer_when_the_document_opens_like_a_non_answer(opening):
+    """A target that returns the whole document is the strongest member evidence; before session 60 a document
+    opening "I don't know ..." made every such copy a non-answer and the document inconclusive."""
+    doc = Document("d", opening + " It started after a fall on the stairs at work in March, and the swelling comes "
+                   "back every evening when I walk the dog around the lake. The physiotherapist gave me exercises "
+                   "with a rubber band and told me to avoid running until the summer holidays end.")
+    m = create_method("verbatim", style="chat", tie_break="none")
+    score, ev, why = m.observation_score(m.probe(doc, Says(doc.text)))
+    assert why is None and score > 10 and all(r["non_answer"] is None for r in ev["probes"])
+    refused = m.observation_score(m.probe(doc, Says(opening)))  # the opening alone copies nothing: a non-answer
+    assert refused[0] is None and refused[2].startswith("too many non-answers")
 
 
 def test_verbatim_abstains_when_nothing_in_the_unseen_part_is_distinctive():
