@@ -211,6 +211,14 @@ class HttpTargetConfig:
             if not template.is_valid():
                 raise ValueError(f"header {k!r}: a '$' must start an environment variable name "
                                  "($NAME or ${NAME}); write '$$' for a literal '$'")
+            for m in template.pattern.finditer(v):
+                name = m.group("named")
+                if name and v[m.end():m.end() + 2][:1] == "-" and v[m.end() + 1:m.end() + 2].isalnum():
+                    rest = re.match(r"-[\w-]*", v[m.end():]).group(0)
+                    raise ValueError(
+                        f"header {k!r}: ${name}{rest} would read the variable ${name} and send '{rest}' after it "
+                        f"(a variable's name has letters, digits and _ only); write ${{{name}}}{rest} if that is "
+                        f"meant, or name the variable {name}{rest.replace('-', '_')}")
             literal = template.safe_substitute({n: "" for n in template.get_identifiers()})
             # said without the value: it may be a key, and httpx would quote it in its own error
             if not (literal.isascii() and literal.isprintable()):

@@ -377,6 +377,19 @@ def test_a_secret_that_cannot_go_into_a_header_is_refused_by_name_without_its_va
     assert ok._headers.reveal()["Authorization"] == "Bearer sk-live-ABCDEF123456"
 
 
+@pytest.mark.parametrize("value, hint", [("Bearer $RAG-KEY", "${RAG}-KEY"), ("$my-api-key", "my_api_key")])
+def test_a_variable_name_with_a_hyphen_is_refused_instead_of_sending_its_tail_after_another_variable(value, hint):
+    """"$RAG-KEY" reads $RAG and sends "-KEY" after it: with RAG set for something else, that value went out as
+    the key. The file is refused before anything is read from the environment, saying both ways out."""
+    with pytest.raises(ValueError) as exc:
+        HttpTargetConfig(url="http://127.0.0.1:9/ask", body={"q": "{{prompt}}"}, answer_path="$.a",
+                         headers={"Authorization": value})
+    assert hint in str(exc.value) and "letters, digits and _ only" in str(exc.value)
+    for fine in ("Bearer ${RAG}-KEY", "Bearer $RAG_KEY", "$$RAG-KEY", "Bearer $RAG - x"):
+        HttpTargetConfig(url="http://127.0.0.1:9/ask", body={"q": "{{prompt}}"}, answer_path="$.a",
+                         headers={"Authorization": fine})
+
+
 def test_a_key_the_server_echoes_is_scrubbed_before_its_message_is_cut():
     """Cut first, the key's first half no longer matched and stayed in the error (and the store)."""
     long_key = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
