@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
@@ -72,6 +72,14 @@ class ParaphraseResult:
     #: False when the generator produced nothing usable; the original query is
     #: then retrieved with, and the retrieval record says so
     acted: bool
+    #: why the query was not rewritten, where that was not the rewrite's fault
+    note: str | None = None
+
+
+#: the longest query (in the paraphraser's tokens) that is rewritten: a longer one is retrieved with as sent.
+#: Without a cap one request of a megabyte held the server's one model for minutes before the generator's own
+#: context refused it; the benchmark's longest probes are a few hundred tokens.
+MAX_PARAPHRASE_QUERY_TOKENS = 1024
 
 
 class QueryParaphraser:
@@ -132,6 +140,10 @@ class QueryParaphraser:
         from audit_core.scoring import generate_greedy_many
 
         todo = list(dict.fromkeys(q for q in queries if q not in self._memo))
+        long = [q for q in todo if len(self.lm.tokenizer(q, add_special_tokens=False)["input_ids"])
+                > MAX_PARAPHRASE_QUERY_TOKENS]
+        for q in long:  # not memoised: never decoded, and cheap to recognise again
+            todo.remove(q)
         for b in range(0, len(todo), batch_size):
             chunk = todo[b : b + batch_size]
             gens = generate_greedy_many(self.lm, [self.prompt_ids(q) for q in chunk],
@@ -143,7 +155,10 @@ class QueryParaphraser:
                     self._memo.pop(next(iter(self._memo)))
                 self._memo[q] = ParaphraseResult(q, text, acted=bool(text) and text != q.strip())
         # a batch larger than the memo may have evicted its own first rewrites: those are computed again
-        return [self._memo[q] if q in self._memo else self.paraphrase_many([q])[0] for q in queries]
+        too_long = ParaphraseResult("", "", False, f"the query is longer than the {MAX_PARAPHRASE_QUERY_TOKENS} "
+                                                   "tokens the paraphraser rewrites; the original query was used")
+        return [replace(too_long, query=q) if q in long else
+                self._memo[q] if q in self._memo else self.paraphrase_many([q])[0] for q in queries]
 
 
 # --------------------------------------------------------------------------- Mirabel

@@ -518,11 +518,14 @@ class RagSystem(Target):
         retrieval_queries = list(queries)
         paraphrased: list[bool] = [False] * len(queries)
         unlike: dict[int, tuple[float, str]] = {}  # rewrites dropped by the check: (similarity to the query, rewrite)
+        notes: dict[int, str] = {}
         if defense == "paraphrase":
             p = self._paraphraser_obj()
             for i, res in enumerate(p.paraphrase_many(queries, self.config.decode_batch_size)):
                 if res.acted:
                     retrieval_queries[i], paraphrased[i] = res.paraphrase, True
+                elif res.note:
+                    notes[i] = res.note
         emb = _encode(self.config.embedder, retrieval_queries)
         rewritten = [i for i, acted in enumerate(paraphrased) if acted]
         if rewritten and self.config.paraphrase_min_similarity > 0:
@@ -547,7 +550,8 @@ class RagSystem(Target):
                                            f"{self.config.paraphrase_min_similarity:g}); the original query was used",
                                       dropped_rewrite=dropped)
                 elif not paraphrased[i]:
-                    rec.detail["note"] = "the paraphrase was empty or identical; the original query was used"
+                    rec.detail["note"] = notes.get(i, "the paraphrase was empty or identical; the original query "
+                                                      "was used")
             if self._mirabel is not None:
                 ids, mat = self._kb_embeddings()
                 sims = mat @ emb[i]  # unit vectors: dot product = cosine similarity

@@ -14,7 +14,9 @@ Endpoints (OpenAI's request/response JSON):
 * ``POST /v1/chat/completions`` -- non-streaming chat completions with
   ``logprobs`` / ``top_logprobs`` (at most 20), ``usage`` including
   ``prompt_tokens_details.cached_tokens`` (tokens whose key/value states were
-  reused from a recent request, as production servers report);
+  reused from a recent request, as production servers report; 0 when the
+  server has several keys, since its one cache would tell one client that
+  another asked the same);
 * ``GET /v1/models`` and ``GET /v1/models/{id}``;
 * vendor extension for the benchmark only: every chat.completion carries
   ``"rpa_retrieval": {"doc_ids", "distances", "retrieval_query", "defense",
@@ -114,6 +116,8 @@ _UNSUPPORTED_DEFAULTS: dict[str, Any] = {
     "n": 1, "stream": False, "stop": None, "top_p": 1, "presence_penalty": 0, "frequency_penalty": 0,
     "logit_bias": None, "tools": None, "tool_choice": None, "response_format": None,
 }
+#: the defaults as a client may spell them out
+_SPELLED_DEFAULTS: dict[str, Any] = {"response_format": {"type": "text"}, "tool_choice": "none"}
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -131,9 +135,9 @@ def _content_text(content: Any, idx: int) -> str:
 
 
 def _int_field(body: dict, name: str, lo: int, hi: int, default: int | None) -> int | None:
-    v = body.get(name, default)
-    if v is None:
-        return None
+    v = body.get(name)
+    if v is None:  # absent or null: the default
+        return default
     if isinstance(v, bool) or not isinstance(v, int):
         raise ApiError(400, f"'{name}' must be an integer", param=name)
     if not lo <= v <= hi:
@@ -149,8 +153,13 @@ def parse_chat_request(body: Any, limits: ServeLimits) -> tuple[str, ChatRequest
     if not isinstance(model, str) or not model:
         raise ApiError(400, "'model' is required", param="model")
     for name, allowed in _UNSUPPORTED_DEFAULTS.items():
-        # an empty list or object ("stop": [], "tools": []) asks for nothing, as the default does
-        if name in body and body[name] not in (None, [], {}) and body[name] != allowed:
+        # an empty list, object or string ("stop": [], "stop": "", "tools": []) asks for nothing, as the default
+        # does, and so do the defaults spelled out ("response_format": {"type": "text"}, "tool_choice": "none");
+        # a bool is no number ("n": true equals 1 in Python, not in JSON)
+        v = body.get(name)
+        if v in (None, [], {}, "") or v == _SPELLED_DEFAULTS.get(name):
+            continue
+        if isinstance(v, bool) != isinstance(allowed, bool) or v != allowed:
             raise ApiError(400, f"'{name}' is not supported by this server", param=name, code="unsupported_parameter")
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
@@ -346,7 +355,8 @@ def create_app(rag: RagSystem, api_key: str | Sequence[str] | None, model_name: 
                            code=exc.reason) from exc
         if not logprobs:
             comp = dataclasses.replace(comp, tokens=None)
-        body = completion_json(comp, model_name, timings["cached_tokens"])
+        # one cache serves every client: with several keys, its hits would tell one client what another asked
+        body = completion_json(comp, model_name, timings["cached_tokens"] if len(expected) <= 1 else 0)
         if expose_retrieval and rec is not None:
             body["rpa_retrieval"] = {k: v for k, v in rec.items() if k != "query"}
         if debug_retrieval:
@@ -498,9 +508,10 @@ def main(argv: list[str] | None = None) -> None:
                    help="serve GET /v1/rpa/last_retrieval (each client sees its own last request only)")
     p.epilog = (f"API keys: set {API_KEY_ENV} (comma-separated for several clients). There is no command-line "
                 "option for them: other users of the machine can read command lines.")
-    p.add_argument("--api", choices=["openai", "custom"], default="openai",
-                   help="openai: /v1/chat/completions; custom: the http-custom profile, POST /ask with the key "
-                        "in X-Api-Key (see shadow.serve_custom and assets/targets/http_custom.yaml)")
+    p.add_argument("--api", choices=["openai", "custom"], default=None,
+                   help="openai (the default): /v1/chat/completions; custom: the http-custom profile, POST /ask "
+                        "with the key in X-Api-Key (see shadow.serve_custom and assets/targets/http_custom.yaml); "
+                        "with --profile, the profile's own")
     p.add_argument("--generation-memo", default=None, metavar="SQLITE",
                    help="keep generations in this file and answer a repeated prompt from it "
                         "(the benchmark's servers share one per run; shadow.generation_memo)")
@@ -509,6 +520,9 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     if a.max_batch < 1:
         p.error("--max-batch must be at least 1")
+    if a.hide_retrieval and a.debug_retrieval:
+        p.error("--hide-retrieval and --debug-retrieval contradict each other: the debug endpoint shows the "
+                "retrieval that --hide-retrieval hides")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if a.exit_with_parent is not None:
         exit_with_parent(a.exit_with_parent)
@@ -530,10 +544,14 @@ def main(argv: list[str] | None = None) -> None:
         from shadow.profiles import get_profile
 
         prof = get_profile(a.profile)
+        if a.api is not None and a.api != prof.api:
+            p.error(f"--profile {a.profile} serves the {prof.api} API; leave --api out, or choose a profile "
+                    f"of the {a.api} API")
         config, with_logprobs, a.api = prof.rag_config(a.defense, **cache), prof.logprobs, prof.api
         rag = RagSystem(prof.knowledge_base(load_corpus(a.corpus)), config)
         a.model = config.generator
     else:
+        a.api = a.api or "openai"
         config = RagConfig(generator=a.model, top_k=a.top_k, defense=a.defense, **cache)
         rag = RagSystem.from_corpus(a.corpus, config)
     if a.generation_memo:

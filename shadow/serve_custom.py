@@ -72,11 +72,13 @@ def parse_ask(body: Any, limits: ServeLimits) -> tuple[ChatRequest, bool]:
         raise ApiError(400, "'system' must be a string", param="system")
     flags = {}
     for name in ("logprobs", "stream"):
-        v = body.get(name, False)
+        v = body.get(name)
+        v = False if v is None else v  # null is the default, as for every optional field
         if not isinstance(v, bool):
             raise ApiError(400, f"'{name}' must be true or false", param=name)
         flags[name] = v
-    temperature = body.get("temperature", 0.0)
+    temperature = body.get("temperature")
+    temperature = 0.0 if temperature is None else temperature
     check_temperature(temperature)
     max_tokens = _int_field(body, "max_tokens", 1, limits.max_tokens, limits.default_max_tokens)
     top = _int_field(body, "top_logprobs", 0, MAX_TOP_LOGPROBS, 0) or 0
@@ -93,10 +95,31 @@ def _sse(obj: Any) -> str:
 
 
 def _pieces(comp: Completion) -> Iterator[dict]:
-    """The stream's answer events: one per generated token (or per word without token data)."""
+    """The stream's answer events: one per generated token (or per word without token data).
+
+    Their answers join to the answer's text. A character whose bytes span several tokens decodes as
+    U+FFFD token by token, so such tokens go out in one event with the next whole one, carrying the
+    text between them; the project's own streaming client joined "こんにちは" as a row of U+FFFD."""
     if comp.tokens:
-        for entry in logprob_entries(comp.tokens):
-            yield {"answer": entry["token"], "logprobs": [entry]}
+        entries, text = logprob_entries(comp.tokens), comp.text
+        if "".join(e["token"] for e in entries) == text:
+            for entry in entries:
+                yield {"answer": entry["token"], "logprobs": [entry]}
+            return
+        pos, pending, events = 0, [], []
+        for entry in entries:
+            pending.append(entry)
+            if "\ufffd" in entry["token"]:
+                continue
+            at = text.find(entry["token"], pos)
+            if at < 0:  # not found as written: the whole answer in one event, every token with it
+                yield {"answer": text, "logprobs": entries}
+                return
+            events.append({"answer": text[pos:at + len(entry["token"])], "logprobs": pending})
+            pos, pending = at + len(entry["token"]), []
+        if pending or pos < len(text):
+            events.append({"answer": text[pos:], "logprobs": pending})
+        yield from events
     else:
         for word in re.findall(r"\s*\S+\s*|\s+", comp.text):
             yield {"answer": word}

@@ -80,3 +80,26 @@ def test_the_benchmark_keeps_answers_apart_by_who_paraphrased():
     # the defense as simulated before the check keeps the identity its stored answers have
     old_chat = replace(chat, rag=replace(chat.rag, paraphrase_min_similarity=0.0))
     assert target_identity(default, "chat", old_chat, "paraphrase").endswith("· paraphrase")
+
+
+def test_a_query_too_long_to_paraphrase_is_retrieved_as_sent_without_decoding_it(monkeypatch):
+    """A 1 MB query was rewritten with a full prefill of ~190k tokens, holding the server's one model for minutes
+    before the generator's context refused it; now it is recognised by its length and never decoded."""
+    import audit_core.scoring as scoring
+    from shadow import defenses
+
+    para = QueryParaphraser(load_causal_lm("smollm2-135m-instruct"), 8)
+    decoded: list[int] = []
+    real = scoring.generate_greedy_many
+
+    def counting(lm, prompts, *args, **kwargs):
+        decoded.extend(len(p) for p in prompts)
+        return real(lm, prompts, *args, **kwargs)
+
+    monkeypatch.setattr(scoring, "generate_greedy_many", counting)
+    long = "heel pain in the morning " * (defenses.MAX_PARAPHRASE_QUERY_TOKENS // 3)
+    short = "What helps heel pain in the morning?"
+    out = para.paraphrase_many([long, short])
+    assert out[0].query == long and not out[0].acted and "longer than" in out[0].note
+    assert out[1].query == short and out[1].note is None
+    assert len(decoded) == 1 and decoded[0] < defenses.MAX_PARAPHRASE_QUERY_TOKENS  # only the short one

@@ -253,3 +253,56 @@ def test_the_debug_route_gives_what_was_retrieved_not_what_was_asked(server):
     assert r.status_code == 200
     last = httpx.get(server + "/rpa/last_retrieval", headers=h).json()
     assert last["retrieval"]["doc_ids"] and "Jane Roe" not in json.dumps(last)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--profile", "chat", "--api", "custom"], "serves the openai API"),
+    (["--profile", "http-custom", "--api", "openai"], "serves the custom API"),
+    (["--hide-retrieval", "--debug-retrieval"], "contradict each other"),
+])
+def test_the_reference_server_refuses_options_that_contradict_each_other_before_loading_anything(
+        args, said, capsys, monkeypatch):
+    """`--profile chat --api custom` served the OpenAI API without a word, and `--hide-retrieval` beside
+    `--debug-retrieval` still served every client's retrieval at /v1/rpa/last_retrieval."""
+    import shadow.rag
+    from shadow.serve import main
+
+    monkeypatch.setattr(shadow.rag.RagSystem, "__init__", lambda *a, **k: pytest.fail("loaded a model"))
+    with pytest.raises(SystemExit) as exc:
+        main(["--corpus", "assets/demo_kb.jsonl", *args])
+    assert exc.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_a_server_with_several_keys_does_not_tell_one_client_what_another_asked(tmp_path, smollm):
+    """One prefix cache serves every client: a second key's `cached_tokens` of 573 of 574 told it that someone
+    had just asked the same question. With several keys the count reads 0; with one it is reported as before."""
+    docs = [Document(f"s-{i}", t) for i, t in enumerate(TEXTS)]
+    question = [{"role": "user", "content": AUDIT + " ".join(TEXTS[4].split()[:9])}]
+    seen = {}
+    for keys in (["key-a", "key-b"], ["key-a"]):
+        rag = RagSystem(docs, RagConfig(persist_dir=str(tmp_path), prefix_cache_entries=8))
+        url, stop = serve_in_thread(rag, api_key=keys, model_name=MODEL)
+        try:
+            for who in ("key-a", keys[-1]):
+                r = openai.OpenAI(base_url=url, api_key=who, max_retries=0).chat.completions.create(
+                    model=MODEL, messages=question, max_tokens=1, temperature=0)
+                seen[(len(keys), who)] = r.usage.prompt_tokens_details.cached_tokens
+        finally:
+            stop()
+    assert seen[(2, "key-b")] == 0
+    assert seen[(1, "key-a")] > 0  # a single client sees its own repeated prompt reused
+
+
+def test_the_openai_api_takes_the_defaults_spelled_out_and_refuses_a_bool_for_a_number():
+    """A client that writes its defaults out ("response_format": {"type": "text"}, "tool_choice": "none",
+    "stop": "") got a 400, while "n": true passed as 1."""
+    from shadow.serve import ApiError, parse_chat_request
+
+    base = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for extra in ({"response_format": {"type": "text"}}, {"tool_choice": "none"}, {"stop": ""}, {"n": 1},
+                  {"stream": False}, {"top_p": 1.0}):
+        parse_chat_request({**base, **extra}, ServeLimits())
+    for extra in ({"n": True}, {"n": 2}, {"response_format": {"type": "json_object"}}, {"stop": "\n"},
+                  {"stream": True}, {"tool_choice": "auto"}):
+        with pytest.raises(ApiError):
+            parse_chat_request({**base, **extra}, ServeLimits())

@@ -85,3 +85,29 @@ def test_the_benchmark_serves_and_reaches_the_custom_profile(served):
     got = bench_served.custom_api_client(url, key=KEY).complete(req)
     ref = rag.complete(req)
     assert got.text == ref.text and [t.token for t in got.tokens] == [t.token for t in ref.tokens]
+
+
+def test_streamed_pieces_join_to_the_answer_when_a_character_spans_several_tokens():
+    """Each token of a multi-byte character decodes alone as U+FFFD: streamed one per event, the pieces of
+    "こんにちは" joined to a row of U+FFFD although the answer itself was right."""
+    from audit_core.target.base import Completion, TokenLogprob, Usage
+    from shadow.serve_custom import _pieces
+
+    tokens = [TokenLogprob(t, -0.5, []) for t in ("\ufffd", "\ufffd", "に", "ち", "\ufffd", "\ufffd")]
+    comp = Completion("こんにちは", tokens, Usage(3, 6))
+    events = list(_pieces(comp))
+    assert "".join(e["answer"] for e in events) == "こんにちは"
+    assert sum(len(e["logprobs"]) for e in events) == 6  # every token's logprob still goes out, once
+    assert [e["answer"] for e in events] == ["こんに", "ち", "は"]
+    plain = Completion("Hello there", [TokenLogprob("Hello", -0.1, []), TokenLogprob(" there", -0.2, [])], Usage(3, 2))
+    assert [e["answer"] for e in _pieces(plain)] == ["Hello", " there"]
+
+
+def test_the_custom_api_reads_null_as_the_default_for_every_optional_field():
+    """"max_tokens": null took the default while "temperature": null and "logprobs": null were a 400."""
+    from shadow.serve import ServeLimits
+    from shadow.serve_custom import parse_ask
+
+    req, stream = parse_ask({"question": "hi", "temperature": None, "logprobs": None, "stream": None,
+                             "max_tokens": None, "top_logprobs": None}, ServeLimits())
+    assert req.temperature == 0.0 and req.logprobs is False and stream is False
