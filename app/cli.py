@@ -678,9 +678,9 @@ def cmd_audit(args) -> int:
         return 2
     for p in problems:
         print(f"skipped row {p.row}: {p.message}", file=sys.stderr)
-    controls, same = controls_apart(controls, docs)
-    if same:
-        print(f"note: {controls_apart_note(same)}", file=sys.stderr)
+    controls, same, repeated = controls_apart(controls, docs)
+    if same or repeated:
+        print(f"note: {controls_apart_note(same, repeated)}", file=sys.stderr)
     if not docs:
         print("error: no usable documents", file=sys.stderr)
         return 2
@@ -721,8 +721,14 @@ def _generated_controls(docs) -> list:
 
     print(f"rewriting {len(docs)} documents with a local model as controls (the weakest kind: "
           "a rewrite differs in style from its original)", file=sys.stderr)
+    from audit_core.documents import controls_apart, controls_apart_note
+
     progress = _progress_bar()
-    return generate_controls(docs, progress=lambda done, total: progress("rewriting controls", done, total))
+    made = generate_controls(docs, progress=lambda done, total: progress("rewriting controls", done, total))
+    controls, same, repeated = controls_apart(made, docs)  # a rewrite that echoed its original is no control
+    if same or repeated:
+        print(f"note: {controls_apart_note(same, repeated)}", file=sys.stderr)
+    return controls
 
 
 def _audit(args, docs, controls, controls_kind: str, generate_controls: bool = False) -> int:
@@ -1074,10 +1080,16 @@ def cmd_canaries_make(args) -> int:
             return 2
     kit = new_kit(args.n)
     text = "\n\n".join(d.text for d in kit.published())
-    # the kit first: canaries whose seed was never saved could be published and never audited
+    # the kit first: canaries whose seed was never saved could be published and never audited. It is written
+    # beside the kit file and put in its place only once the canaries are out, so that a failure leaves no new
+    # kit to block the next run and, under --force, the old kit (its seed is its only copy) where it was
+    kit_path = Path(args.kit)
+    pending = kit_path.with_name(f".{kit_path.name}.{os.getpid()}.new")
     try:
-        save_kit(kit, args.kit)
+        save_kit(kit, pending)
     except OSError as exc:
+        with contextlib.suppress(OSError):  # under a path that is no folder, unlinking fails as saving did
+            pending.unlink(missing_ok=True)
         print(f"error: the kit file {args.kit} could not be written: {exc.strerror or exc}; nothing was written",
               file=sys.stderr)
         return 2
@@ -1085,10 +1097,17 @@ def cmd_canaries_make(args) -> int:
         try:
             Path(args.out).write_text(text + "\n")
         except OSError as exc:
-            Path(args.kit).unlink(missing_ok=True)  # no kit left behind to block the next run
-            print(f"error: {args.out} could not be written: {exc.strerror or exc}; the kit was not kept",
+            pending.unlink(missing_ok=True)
+            kept = " (the kit that was there is unchanged)" if kit_path.exists() else ""
+            print(f"error: {args.out} could not be written: {exc.strerror or exc}; the new kit was not kept{kept}",
                   file=sys.stderr)
             return 2
+    try:
+        os.replace(pending, kit_path)
+    except OSError as exc:
+        print(f"error: the kit could not be put in place as {args.kit}: {exc.strerror or exc}; it is in {pending} "
+              "(rename it yourself before publishing any canary)", file=sys.stderr)
+        return 2
     if not args.out:
         print(text)
     print(f"kit {kit.kit_id}: {kit.n} canaries to publish{' written to ' + args.out if args.out else ' above'}; "

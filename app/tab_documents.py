@@ -168,9 +168,9 @@ def _controls_section(in_csv, documents) -> list:
                     "results). Add a column named `control` (yes / 1 / x on the control rows) to your CSV, or "
                     "upload them here. Without controls the results give per-document verdicts only.")
         uploaded = _uploaded_controls()
-    controls, same = controls_apart(list(in_csv or []) + list(uploaded or []), documents)
-    if same:
-        st.warning(controls_apart_note(same))
+    controls, same, repeated = controls_apart(list(in_csv or []) + list(uploaded or []), documents)
+    if same or repeated:
+        st.warning(controls_apart_note(same, repeated))
     if controls:
         st.success(f"{len(controls)} control(s) ready: they are probed after your documents.")
     return controls

@@ -140,8 +140,9 @@ class CanaryKit:
         # canaries and which were published; another spelling of it would give the kit another id
         if not (isinstance(self.seed, str) and re.fullmatch(r"[0-9a-f]{32}", self.seed)):
             raise ValueError("a canary kit's seed is 32 lowercase hex digits")
-        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
-            raise ValueError("a canary kit needs a whole number of canaries to publish, at least one")
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or not 1 <= self.n <= MAX_CANARIES:
+            raise ValueError(f"a canary kit needs a whole number of canaries to publish, from one to "
+                             f"{MAX_CANARIES:,}")
 
     @property
     def check(self) -> str:

@@ -316,6 +316,36 @@ def test_canaries_make_leaves_no_canaries_behind_when_the_kit_cannot_be_saved(tm
     assert cli.main(["canaries", "make", "--kit", str(tmp_path / "kit.json"), "--out", str(pub)]) == 0
 
 
+def test_canaries_make_with_force_keeps_the_old_kit_when_the_canaries_cannot_be_written(tmp_path, capsys,
+                                                                                         monkeypatch):
+    """Under --force the new seed replaced the old kit, then a failed --out deleted the file: the old kit's
+    seed, its only copy, was gone. Now the new kit takes the old one's place only once the canaries are out."""
+    from pathlib import Path
+
+    from app import cli
+
+    kit = tmp_path / "kit.json"
+    assert cli.main(["canaries", "make", "--kit", str(kit), "--n", "10"]) == 0
+    before = kit.read_text()
+    real = Path.write_text
+
+    def failing(self, *a, **k):
+        if self.name == "pub.txt":
+            raise OSError(28, "No space left on device")
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", failing)
+    capsys.readouterr()
+    rc = cli.main(["canaries", "make", "--kit", str(kit), "--n", "10", "--force", "--out", str(tmp_path / "pub.txt")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "the kit that was there is unchanged" in err
+    assert kit.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["kit.json"]
+    monkeypatch.setattr(Path, "write_text", real)
+    assert cli.main(["canaries", "make", "--kit", str(kit), "--n", "10", "--force",
+                     "--out", str(tmp_path / "pub.txt")]) == 0
+    assert kit.read_text() != before and oct(kit.stat().st_mode & 0o777) == "0o600"
+
+
 def test_a_key_no_header_can_carry_is_bad_input_said_without_it(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RPA_TEST_BAD_KEY", "sk-pasted with a space-4711")
     assert main(["audit", "--docs", _docs_csv(tmp_path), "--method", "rag_mia", "--target", "http://127.0.0.1:9/v1",

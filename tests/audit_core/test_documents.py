@@ -313,8 +313,21 @@ def test_a_control_with_the_text_of_an_audited_document_is_left_out_of_the_contr
 
     docs = [Document("a", "the same words here"), Document("b", "other words")]
     controls = as_controls([Document("x", "the  same words here"), Document("y", "never published")])
-    kept, same = controls_apart(controls, docs)
-    assert same == 1 and [c.id for c in kept] == ["control-y"]
+    kept, same, repeated = controls_apart(controls, docs)
+    assert same == 1 and repeated == 0 and [c.id for c in kept] == ["control-y"]
+
+
+def test_a_control_given_twice_is_used_once_and_the_owner_is_told():
+    """The same never-published text in the control column and in the second upload was kept twice under two
+    ids, and the permutation test took the copies for independent controls (its p-value too small)."""
+    from audit_core.documents import Document, as_controls, controls_apart, controls_apart_note
+
+    column = as_controls([Document("doc-3", "a text I never published"), Document("doc-4", "another one")])
+    upload = as_controls([Document("c1", "a text  I never published"), Document("c2", "a third text")])
+    kept, same, repeated = controls_apart(column + upload, [Document("a", "an audited document")])
+    assert (same, repeated) == (0, 1)
+    assert [c.text for c in kept] == ["a text I never published", "another one", "a third text"]
+    assert "1 control(s) repeat the text of another control" in controls_apart_note(same, repeated)
 
 
 def test_controls_merged_from_a_column_and_an_upload_keep_one_id_each():
@@ -323,7 +336,7 @@ def test_controls_merged_from_a_column_and_an_upload_keep_one_id_each():
 
     column = as_controls([Document("doc-5", "first never published text"), Document("doc-6", "second one")])
     upload = as_controls([Document("doc-5", "third never published text"), Document("doc-6", "fourth one")])
-    kept, same = controls_apart(column + upload, [Document("control-doc-6-2", "an audited document")])
+    kept, same, _ = controls_apart(column + upload, [Document("control-doc-6-2", "an audited document")])
     assert same == 0 and [c.text for c in kept] == [c.text for c in column + upload]
     assert [c.id for c in kept] == ["control-doc-5", "control-doc-6", "control-doc-5-2", "control-doc-6-3"]
 

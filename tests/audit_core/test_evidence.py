@@ -1379,3 +1379,33 @@ def test_a_canary_kit_of_more_canaries_than_any_audit_runs_is_refused_before_it_
         cli.main(["canaries", "make", "--kit", str(tmp_path / "k.json"), "--n", "99999999999"])
     assert f"it must be {MAX_CANARIES} or less" in capsys.readouterr().err
     assert not (tmp_path / "k.json").exists()
+
+
+def test_the_power_simulation_counts_every_assignment_where_the_test_does():
+    """3 documents against 3 controls, perfectly apart: the exact test's p is 1/20 = 0.05 and always rejects,
+    while 999 Monte Carlo permutations put p above 0.05 about half the time, so the power read 0.49."""
+    from audit_core.evidence.collection import simulated_power, top_weighted_test
+
+    members, nonmembers = [5.0, 5.1, 5.2, 5.3], [0.0, 0.1, 0.2, 0.3]
+    assert top_weighted_test([5.0, 5.1, 5.2], [0.0, 0.1, 0.2])[1] == pytest.approx(0.05)
+    assert simulated_power(members, nonmembers, 3, 3, n_sim=50) == 1.0
+
+
+def test_an_infinite_platt_slope_falls_back_to_ranks_instead_of_weighing_with_nan():
+    from audit_core.evidence.collection import top_weighted_test, weights_kind
+
+    assert weights_kind({"a": math.inf, "b": 0.0}) == "savage"
+    _, p = top_weighted_test([0.1, 0.2, 0.3], [0.4, 0.5, 0.6], platt={"a": math.inf, "b": 0.0})
+    assert p > 0.5  # documents under every control: no evidence, where NaN weights gave p = 0
+
+
+def test_a_canary_kit_file_with_an_impossible_number_of_canaries_is_refused_in_words(tmp_path):
+    """A kit without its check and n = 10^11 filled the memory ("unexpected failure (MemoryError)")."""
+    import json
+
+    from audit_core.evidence.canaries import MAX_CANARIES, load_kit
+
+    path = tmp_path / "kit.json"
+    path.write_text(json.dumps({"seed": "0" * 32, "n": 10 ** 11}))
+    with pytest.raises(ValueError, match=f"from one to {MAX_CANARIES:,}"):
+        load_kit(path)

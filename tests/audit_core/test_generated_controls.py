@@ -23,3 +23,22 @@ def test_rewriting_controls_reports_zero_of_total_before_the_model_loads(monkeyp
     events.clear()
     controls.generate_controls(docs[:1], lm="given", progress=lambda done, total: events.append((done, total)))
     assert events == [(0, 1), ("rewrite", "given"), (1, 1)]
+
+
+def test_a_rewrite_that_echoes_its_original_or_takes_a_documents_id_is_no_control(monkeypatch, capsys):
+    """Generated controls skipped the checks declared ones get: a rewrite equal to its document became a control
+    identical to it, and a document named control-x collided with the control of document x."""
+    import audit_core.evidence.controls as controls_mod
+    from app.cli import _generated_controls
+    from audit_core.documents import Document
+
+    docs = [Document("x", "my first text about a sore knee"), Document("control-x", "a second text of mine"),
+            Document("y", "a third text")]
+    made = [Document("control-x", "my first text  about a sore knee"),  # an echo of x
+            Document("control-control-x", "another text rewritten"),
+            Document("control-y", "a text rewritten from the third")]
+    monkeypatch.setattr(controls_mod, "generate_controls", lambda docs, progress=None: made)
+    got = _generated_controls(docs)
+    assert [c.text for c in got] == ["another text rewritten", "a text rewritten from the third"]
+    assert not {c.id for c in got} & {d.id for d in docs}
+    assert "same text as a document you audit" in capsys.readouterr().err
