@@ -94,13 +94,42 @@ _CLOSERS = (
 )
 
 
+#: generator 2 (session 60): the same draws, written grammatically. Generator 1 wrote "a organ tuner",
+#: "two ferrets sleeps" and "the honey cake sell out" in about 18% of its canaries, which a reader (or a filter)
+#: can spot; its templates stay as they were, since a kit regenerates the canaries it published with them.
+_MIDDLES_2 = (
+    "{pron} still keeps {num} {objects} in the back room, one for every year {poss} {kin} worked as {a_job}.",
+    "Above the counter hang {num} {objects} that {poss} {kin}, once {a_job}, collected on the coast.",
+    "The shelves hold {num} {objects}, a habit {pron_l} picked up from {poss} {kin}, who was {a_job} for decades.",
+    "{pron} inherited {num} {objects} from {poss} {kin}, a retired {job}, and refuses to sell a single one.",
+)
+_CLOSERS_2 = (
+    "Neighbours say the {food} {food_sell} out before {hour} on {day}.",
+    "On {day} {animal} {animal_sleep} in the window while the {food} {food_cool} on the sill.",
+    "Regulars come on {day} for the {food}, which {pron_l} bakes from a recipe dated {year2}.",
+    "{animal_cap} {animal_guard} the door, and the {food} {food_be} free for anyone who can name the {job}'s old "
+    "boat.",
+)
+#: the generator new kits use; a kit names its own (``CanaryKit.generator``), and kits saved before there was
+#: more than one were made by "1"
+GENERATOR = "2"
+GENERATORS = ("1", "2")
+#: the word lists' singular nouns (every other food and animal is plural)
+_SINGULAR_FOOD = {"honey cake"}
+_PLURAL_ANIMAL = {"two ferrets"}
+
+
 def _rng(seed: str, label: str) -> random.Random:
     digest = hmac.new(bytes.fromhex(seed), label.encode(), hashlib.sha256).digest()
     return random.Random(int.from_bytes(digest, "big"))
 
 
-def canary_text(seed: str, index: int) -> str:
-    """The canary number ``index`` of a seed (deterministic)."""
+def canary_text(seed: str, index: int, generator: str = "1") -> str:
+    """The canary number ``index`` of a seed (deterministic) as ``generator`` writes it (``GENERATORS``).
+
+    Both generators draw the same words in the same order; "2" writes them grammatically."""
+    if generator not in GENERATORS:
+        raise ValueError(f"canary generator {generator!r} is not one this version knows ({', '.join(GENERATORS)})")
     r = _rng(seed, f"canary:{index}")
     she = r.random() < 0.5
     animal = r.choice(_ANIMAL)
@@ -114,7 +143,15 @@ def canary_text(seed: str, index: int) -> str:
         "animal_cap": animal[0].upper() + animal[1:],
         "pron": "She" if she else "He", "pron_l": "she" if she else "he", "poss": "her" if she else "his",
     }
-    parts = (r.choice(_OPENERS), r.choice(_MIDDLES), r.choice(_CLOSERS))
+    if generator == "1":
+        parts = (r.choice(_OPENERS), r.choice(_MIDDLES), r.choice(_CLOSERS))
+        return " ".join(p.format(**slots) for p in parts)
+    one_food, many_animals = slots["food"] in _SINGULAR_FOOD, animal in _PLURAL_ANIMAL
+    slots.update(a_job=("an " if slots["job"][0] in "aeiou" else "a ") + slots["job"],
+                 food_sell="sells" if one_food else "sell", food_cool="cools" if one_food else "cool",
+                 food_be="is" if one_food else "are", animal_sleep="sleep" if many_animals else "sleeps",
+                 animal_guard="guard" if many_animals else "guards")
+    parts = (r.choice(_OPENERS), r.choice(_MIDDLES_2), r.choice(_CLOSERS_2))
     return " ".join(p.format(**slots) for p in parts)
 
 
@@ -134,6 +171,9 @@ class CanaryKit:
     seed: str  # 32 hex digits; secret, stays on this machine
     n: int
     created: str = ""
+    #: which ``canary_text`` generator wrote its canaries: a kit regenerates them with it at audit time (a kit
+    #: file without one was made by "1": ``from_json``)
+    generator: str = GENERATOR
 
     def __post_init__(self) -> None:
         # exactly what new_kit makes: an empty or short seed lets anyone with this code regenerate the
@@ -143,6 +183,9 @@ class CanaryKit:
         if isinstance(self.n, bool) or not isinstance(self.n, int) or not 1 <= self.n <= MAX_CANARIES:
             raise ValueError(f"a canary kit needs a whole number of canaries to publish, from one to "
                              f"{MAX_CANARIES:,}")
+        if self.generator not in GENERATORS:
+            raise ValueError(f"it was made by canary generator {self.generator!r}, which this version of the "
+                             f"auditor does not have ({', '.join(GENERATORS)}); audit it with the version that made it")
 
     @property
     def check(self) -> str:
@@ -162,7 +205,8 @@ class CanaryKit:
         return sorted(idx[: self.n])
 
     def _docs(self, indices: Sequence[int]) -> list[Document]:
-        return [Document(f"canary-{self.kit_id}-{i:04d}", canary_text(self.seed, i)) for i in indices]
+        return [Document(f"canary-{self.kit_id}-{i:04d}", canary_text(self.seed, i, self.generator))
+                for i in indices]
 
     def published(self) -> list[Document]:
         """The canaries to embed in publications."""
@@ -173,16 +217,26 @@ class CanaryKit:
         pub = set(self.published_indices())
         return self._docs([i for i in range(2 * self.n) if i not in pub])
 
+    def published_digest(self) -> str:
+        """SHA-256 of the published canaries' texts, saved with the kit: a change in how the code writes them
+        would otherwise audit texts that were never published, and find nothing."""
+        return hashlib.sha256("\n\x00".join(d.text for d in self.published()).encode()).hexdigest()
+
     def to_json(self) -> dict:
-        return asdict(self) | {"check": self.check}
+        return asdict(self) | {"check": self.check, "published_sha256": self.published_digest()}
 
     @classmethod
     def from_json(cls, d: dict) -> "CanaryKit":
         """A saved kit; one whose ``check`` does not match its seed and n was edited and is refused
-        (kits saved before the check existed have none and are read as they are)."""
-        kit = cls(seed=d["seed"], n=d["n"], created=d.get("created", ""))
+        (kits saved before the check existed have none and are read as they are), and so is one whose
+        canaries this code no longer writes as they were published (``published_digest``; kits saved
+        before it are read as generator 1 made them)."""
+        kit = cls(seed=d["seed"], n=d["n"], created=d.get("created", ""), generator=d.get("generator", "1"))
         if "check" in d and d["check"] != kit.check:
             raise ValueError("its seed or number of canaries was changed after it was made")
+        if "published_sha256" in d and d["published_sha256"] != kit.published_digest():
+            raise ValueError("this version of the auditor writes its canaries otherwise than the version that made "
+                             "it, so it would audit texts that were never published; audit it with that version")
         return kit
 
 

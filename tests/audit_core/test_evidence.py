@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -1408,4 +1409,40 @@ def test_a_canary_kit_file_with_an_impossible_number_of_canaries_is_refused_in_w
     path = tmp_path / "kit.json"
     path.write_text(json.dumps({"seed": "0" * 32, "n": 10 ** 11}))
     with pytest.raises(ValueError, match=f"from one to {MAX_CANARIES:,}"):
+        load_kit(path)
+
+
+def test_generator_one_still_writes_what_old_kits_published_and_new_kits_write_grammatically():
+    """Kits store a seed, not texts: the texts generator 1 wrote must never change (a pinned digest of 200), or an
+    old kit would audit canaries that were never published. New kits use generator 2, which drew the same words
+    but wrote "a organ tuner", "two ferrets sleeps" and "the honey cake sell out" in about 18% of them."""
+    import hashlib
+
+    from audit_core.evidence.canaries import GENERATOR, CanaryKit, canary_text, new_kit
+
+    seed = "0123456789abcdef0123456789abcdef"
+    v1 = "\n".join(canary_text(seed, i) for i in range(200))
+    assert hashlib.sha256(v1.encode()).hexdigest() == "cd46d7028a6c462e88bbc483e2b8fd5d0e8f54cb1bfe304c4d5a9c7233f95804"
+    v2 = [canary_text(seed, i, "2") for i in range(2000)]
+    bad = re.compile(r"\ba (?:organ|old|o)|\btwo ferrets (?:sleeps|guards)|honey cake (?:sell |cool |are )")
+    assert re.search(bad, v1) and not any(bad.search(t) for t in v2)
+    assert new_kit(10).generator == GENERATOR == "2"
+    old = CanaryKit.from_json({"seed": seed, "n": 10})  # saved before generators had names
+    assert old.generator == "1" and old.published()[0].text == canary_text(seed, old.published_indices()[0])
+
+
+def test_a_kit_whose_canaries_this_code_writes_otherwise_is_refused(tmp_path):
+    import json
+
+    from audit_core.evidence.canaries import load_kit, new_kit, save_kit
+
+    kit = new_kit(10)
+    path = save_kit(kit, tmp_path / "kit.json")
+    assert load_kit(path) == kit
+    saved = json.loads(path.read_text())
+    path.write_text(json.dumps(saved | {"published_sha256": "0" * 64}))
+    with pytest.raises(ValueError, match="texts that were never published"):
+        load_kit(path)
+    path.write_text(json.dumps(saved | {"generator": "9"}))
+    with pytest.raises(ValueError, match="generator '9'"):
         load_kit(path)
