@@ -511,6 +511,15 @@ def run_audit(
     for m in methods:
         m.use_collection([d.text for d in [*docs, *(controls if m.collection_takes_controls else ())]])
 
+    from audit_core.evidence.collection import choose_method
+
+    # With controls, the collection test's method is chosen before any document is probed (it depends on the
+    # shadows and the counts only) and probes each document first, before the other methods' queries about it:
+    # the controls get that method's queries alone, so a target that remembers or caches what it was just asked
+    # (an answer cache keyed by meaning, a session) treats a document's and a control's probes alike.
+    coll_method = choose_method([m.name for m in methods], cal.calibrations, cfg.verdict.order(), len(docs),
+                                len(controls)) if controls else None
+    probe_order = sorted(methods, key=lambda m: m.name != coll_method)
     results: dict[str, dict[str, MethodResult]] = {}
     observations: dict[str, dict[str, Observation]] = {}
     verdicts: list[Verdict] = []
@@ -523,13 +532,15 @@ def run_audit(
             break
         if progress:
             progress(AUDIT_STAGE, i, len(docs))
-        results[doc.id], observations[doc.id] = {}, {}
-        for m in methods:
+        got: dict[str, tuple[Observation, MethodResult]] = {}
+        for m in probe_order:
             obs = probe_document(m, doc, target, top_k)
             res = m.score(obs, cal.calibrations[m.name])
-            observations[doc.id][m.name], results[doc.id][m.name] = obs, res
+            got[m.name] = obs, res
             if on_result:
                 on_result(doc.id, m.name, obs, res)
+        observations[doc.id] = {m.name: got[m.name][0] for m in methods}  # in the methods' own order
+        results[doc.id] = {m.name: got[m.name][1] for m in methods}
         for name, why in {**not_run, **skipped}.items():
             results[doc.id][name] = MethodResult(name, doc.id, None, None, reason=why)
         verdicts.append(decide(doc.id, list(results[doc.id].values()), cfg.verdict))
@@ -545,10 +556,9 @@ def run_audit(
             break
     if progress and not cancelled and stopped is None:
         progress(AUDIT_STAGE, len(docs), len(docs))
-    from audit_core.evidence.collection import choose_method
-
-    coll_method = choose_method([m.name for m in methods], cal.calibrations, cfg.verdict.order(), len(results),
-                                len(controls))
+    if not controls:
+        coll_method = choose_method([m.name for m in methods], cal.calibrations, cfg.verdict.order(), len(results),
+                                    0)
     control_results: dict[str, MethodResult] = {}
     if controls and coll_method is not None and not cancelled and stopped is None:
         m = next(x for x in methods if x.name == coll_method)

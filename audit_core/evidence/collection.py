@@ -46,7 +46,14 @@ null (MBA's accuracies tie often, so "outscores" alone would overstate it).
 
 **Validity** needs only that, if none of the documents is in the target, the
 documents' and controls' scores are exchangeable, which is what the controls
-are for. Controls, in order of strength (``CONTROL_KINDS``):
+are for. Texts and probes are the other half of it: the chosen method asks
+about each document before any other method does (``run_audit``), as it asks
+about each control, so a target that caches or remembers what it was just
+asked treats both alike. What is not alike is time: the controls are asked
+after the documents, so a target that changes during the audit (a model or
+knowledge base updated, a throttle that degrades its answers, a service that
+learns from the queries it gets) can move them apart; the result states the
+assumption. Controls, in order of strength (``CONTROL_KINDS``):
 
 1. ``declared``: documents the owner declares were never published (a second
    upload, or a ``control`` column); as strong as that declaration.

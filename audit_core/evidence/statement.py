@@ -22,7 +22,9 @@ def what_this_shows(fpr: float | None, collection: dict | None) -> str:
         "false-positive rate is stated. The strongest evidence is a test of your whole collection against "
         "controls that were never published: canary siblings, for which the false-positive rate holds by "
         "construction (which canaries were published was decided at random), or documents you kept back, for "
-        "which it holds as far as they resemble the documents you published.",
+        "which it holds as far as they resemble the documents you published. Either holds as long as the "
+        "system does not change while it is audited (the controls are asked after your documents), and what "
+        "it shows is that the system saw your publications: in its knowledge base, or in its model's training.",
     ]
     if collection and collection.get("leads_verdicts"):
         held = ("holds by construction on your own kind of text, since which canaries were published was decided "

@@ -274,3 +274,21 @@ def test_the_result_so_far_can_leave_out_the_raw_answers():
     assert set(full["observations"]) == {d.id for d in DOCS} and light["observations"] == {}
     assert {k: v for k, v in full.items() if k != "observations"} == \
         {k: v for k, v in light.items() if k != "observations"}
+
+
+def test_the_collection_tests_method_asks_about_each_document_before_the_other_methods():
+    """Controls are probed by the collection test's method alone; documents were probed by every method, that
+    one not first, so a target that caches or remembers what it was just asked about a text saw documents
+    and controls differently. Now that method asks about each document first, as it asks about each control."""
+    calls: list[tuple[str, str]] = []
+    controls = [Document(f"c{i}", f"Never published {i}: my elbow aches after tennis on cold mornings, and a "
+                                  "brace helps a little on long days at the office.") for i in range(3)]
+    result = run_audit(DOCS, CountingTarget(), AuditConfig(methods=["mink", "rag_mia"]), _prepare(0.9),
+                       capabilities=CAPS, controls=controls, on_result=lambda d, m, o, r: calls.append((d, m)))
+    chosen = result.collection["method"]
+    ran = [m for d, m in calls if d == "d0"]
+    assert set(ran) == {"mink", "rag_mia"} and chosen in ran
+    assert list(result.results["d0"]) == ["mink", "rag_mia"]  # results keep the methods' own order
+    for doc in DOCS:
+        assert [m for d, m in calls if d == doc.id][0] == chosen
+    assert set(result.collection["control_scores"]) == {"c0", "c1", "c2"}
