@@ -102,10 +102,15 @@ _TYPOGRAPHY = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u201
                              "\u2012": " ", "\u2013": " ", "\u2014": " ", "\u2015": " ", "\u00a0": " "})
 
 
+_ASCII_ENDS = re.compile(r"^[\W_]+|[\W_]+$")
+
+
 def _strip_ends(word: str) -> str:
     """``word`` without the characters at its ends that are not letters, combining marks or digits.
 
     Combining marks stay: Devanagari's vowel signs are marks, and ``\\W`` would have cut "नहीं" to "नह"."""
+    if word.isascii():  # the common case, the same result without a loop over characters
+        return _ASCII_ENDS.sub("", word)
     i, j = 0, len(word)
     while i < j and unicodedata.category(word[i])[0] not in "LMN":
         i += 1

@@ -424,8 +424,9 @@ class VerbatimMethod(ThresholdTextMethod):
                                                              answers(obs)[-n:] if n else [])):
             kind = "target error" if a is None else non_answer(a)
             # words the honest questions carried are no more a copy than the quote's own
-            copied = None if a is None else reproduction(a, f"{lead} {query}", rest, self.config.ngram, self._shared)
-            if kind not in (None, "target error", "empty") and copied["ngrams"] > 0:
+            copied = None if kind in ("target error", "empty") else reproduction(
+                a, f"{lead} {query}", rest, self.config.ngram, self._shared)
+            if kind is not None and copied is not None and copied["ngrams"] > 0:
                 kind = None  # a copy of the unseen part that opens as the document does ("I don't know if ...")
             kinds.append(kind)
             row: dict[str, Any] = {"probe": i, "template": tmpl, "answer": a, "non_answer": kind}
