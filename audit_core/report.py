@@ -701,6 +701,9 @@ class ReportOptions:
 _CJK_FONTS = {"han": "STSong-Light", "kana": "HeiseiMin-W3", "hangul": "HYSMyeongJo-Medium"}
 _CJK_RUN = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
                       r"\uff00-\uffef]+|[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]+")
+#: a letter written right to left (Hebrew, Arabic, Syriac, Thaana, N'Ko, Samaritan, Mandaic, the Arabic
+#: presentation forms): text with one is drawn through ``pdf_bidi``
+RTL = re.compile(r"[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]")
 _KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff65-\uff9f]")
 
 
@@ -762,13 +765,38 @@ def _drawable(text: str) -> str:
     return "".join(out)
 
 
+def _markup(drawn: str) -> str:
+    """Drawable text (``_drawable``, in drawing order) as Paragraph markup: escaped, line ends as breaks,
+    Chinese, Japanese and Korean runs in a font that has them."""
+    s = _xml_escape(drawn).replace("\n", "<br/>")
+    return _CJK_RUN.sub(lambda m: f'<font name="{_cjk_font(m.group())}">{m.group()}</font>', s)
+
+
 def esc(text: Any) -> str:
     """User or target text made safe for a reportlab Paragraph: markup escaped, control characters dropped,
-    Chinese, Japanese and Korean runs set in a font that has them and other characters no font has named
-    (``_drawable``): an owner's ids and texts are theirs to read."""
-    s = _drawable(_CONTROL.sub("", "" if text is None else str(text)))
-    s = _xml_escape(s).replace("\n", "<br/>")
-    return _CJK_RUN.sub(lambda m: f'<font name="{_cjk_font(m.group())}">{m.group()}</font>', s)
+    Chinese, Japanese and Korean runs set in a font that has them, Hebrew and Arabic put in drawing order
+    (``pdf_bidi.visual``) and other characters no font has named (``_drawable``): an owner's ids and texts
+    are theirs to read."""
+    drawn = _drawable(_CONTROL.sub("", "" if text is None else str(text)))
+    if RTL.search(drawn):
+        from audit_core.pdf_bidi import visual
+
+        drawn = visual(drawn)
+    return _markup(drawn)
+
+
+def text_block(text: Any, style) -> Any:
+    """A Paragraph of an owner's or a target's text in ``style``; one with Hebrew or Arabic is wrapped to its
+    box before each line is put in drawing order (``pdf_bidi.BidiText``): a long text reordered whole showed
+    a right-to-left paragraph's lines last first."""
+    from reportlab.platypus import Paragraph
+
+    drawn = _drawable(_CONTROL.sub("", "" if text is None else str(text)))
+    if RTL.search(drawn):
+        from audit_core.pdf_bidi import BidiText
+
+        return BidiText(drawn, style, _markup)
+    return Paragraph(_markup(drawn), style)
 
 
 #: the most characters of a document id shown in a table cell: a URL of thousands of characters as an id made
@@ -1559,7 +1587,10 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
         out.append(P(f"<b>Verdict: {esc(verdict.get('verdict'))}.</b> {esc(explain_verdict(verdict, logprobs))}"))
     if text:
         excerpt = text if len(text) <= opt.excerpt_chars else text[: opt.excerpt_chars].rstrip() + " …"
-        out.append(P(f"<i>Text:</i> {esc(excerpt)}", "quote"))
+        if RTL.search(excerpt):
+            out += [P("<i>Text:</i>", "quote"), text_block(excerpt, st["quote"])]
+        else:
+            out.append(P(f"<i>Text:</i> {esc(excerpt)}", "quote"))
     out.append(Spacer(1, 4))
 
     srag = method_result(r, doc_id, "srag")
@@ -1599,7 +1630,7 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
         if isinstance(masked, str) and masked:
             if len(masked) > opt.masked_text_chars:
                 masked = masked[: opt.masked_text_chars].rstrip() + " …"
-            out.append(P(esc(masked), "quote"))
+            out.append(text_block(masked, st["quote"]))
         rows_ev = [x for x in ev.get("rows") or [] if isinstance(x, dict)]
         if rows_ev:
             rows = [["Mask", "Expected", "Target's answer", "Right?"]]
@@ -1655,7 +1686,7 @@ def _verbatim_evidence(r: dict, doc_id: str, st: dict, width: float) -> list:
         return out
     if got["longest"]:
         out.append(P("The longest run the target reproduced:", "small"))
-        out.append(P(esc(got["longest"]), "reproduced"))
+        out.append(text_block(got["longest"], st["reproduced"]))
         out.append(P("Your own words are evidence; a stock phrase that any document of this kind contains is not.",
                      "small"))
         if got.get("ngrams"):

@@ -717,6 +717,34 @@ def test_pdf_shows_chinese_japanese_and_korean_ids_and_texts():
     assert report.esc("a <b> 膝") == 'a &lt;b&gt; <font name="STSong-Light">膝</font>'
 
 
+#: an Arabic and a Hebrew sentence, each long enough to take several lines of the report's text box
+ARABIC = "أعاني من ألم في الركبة اليسرى منذ ثلاثة أسابيع بعد الجري، وطبيبي وصف لي دواء مضادا للالتهاب. "
+HEBREW = "יש לי כאב בברך השמאלית כבר שלושה שבועות אחרי ריצה, והרופא שלי רשם לי תרופה נגד דלקת. "
+
+
+def test_pdf_draws_hebrew_and_arabic_right_to_left_with_joined_letters():
+    """reportlab draws glyphs left to right as given: an Arabic word came out as separate letters and every
+    right-to-left word backwards. pypdf reads right-to-left runs back into logical order, so a text drawn
+    readably reads back as written, and one drawn backwards reads back reversed."""
+    import arabic_reshaper
+    from pypdf import PdfReader
+
+    assert report.esc("שלום עולם (2)") == "(2) םלוע םולש"  # drawing order, brackets mirrored
+    assert report.esc("سلام") == "\ufee1\ufefc\ufeb3"  # joined: final meem, lam-alef, initial seen
+    assert report.esc("knee <pain>") == "knee &lt;pain&gt;" and report.esc("膝") == '<font name="STSong-Light">膝</font>'
+
+    last = "وهذا هو السطر الأخير من النص."
+    r = json.loads(json.dumps(make_result(), ensure_ascii=False).replace("doc-2", "שאלה על הברך"))
+    r["documents"] = [{**d, "text": ARABIC * 2 + last} if d["id"] == "doc-1" else
+                      {**d, "text": HEBREW * 3} if d["id"] == "שאלה על הברך" else d for d in r["documents"]]
+    text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report.pdf_report(r, redact=False))).pages)
+    assert "שאלה על הברך" in text and "יש לי כאב בברך" in text
+    first, end = (text.find(arabic_reshaper.reshape(s)) for s in ("أعاني من ألم", "السطر الأخير"))
+    # the text's first words on the first line it draws (a text reordered whole before wrapping showed its
+    # last line first)
+    assert 0 <= first < end
+
+
 def test_pdf_names_characters_no_font_has_instead_of_drawing_empty_boxes():
     """An emoji DejaVu Sans lacks ("\U0001F44D") was an empty box: the owner could not tell which id it was."""
     from pypdf import PdfReader
