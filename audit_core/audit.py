@@ -23,7 +23,8 @@ from audit_core.methods import create_method
 from audit_core.methods.base import (Calibration, MembershipMethod, MethodResult, Observation, no_signal_reason,
                                      takes_top_logprobs)
 from audit_core.target.base import Capabilities, Target
-from audit_core.verdict import Verdict, VerdictConfig, controls_lead, decide, decide_with_controls
+from audit_core.verdict import (FOR_THE_AUDIT, Verdict, VerdictConfig, controls_lead, decide,
+                                 decide_with_controls)
 
 #: progress(stage, done, total)
 Progress = Callable[[str, int, int], None]
@@ -542,7 +543,7 @@ def run_audit(
         observations[doc.id] = {m.name: got[m.name][0] for m in methods}  # in the methods' own order
         results[doc.id] = {m.name: got[m.name][1] for m in methods}
         for name, why in {**not_run, **skipped}.items():
-            results[doc.id][name] = MethodResult(name, doc.id, None, None, reason=why)
+            results[doc.id][name] = MethodResult(name, doc.id, None, None, reason=why, evidence={FOR_THE_AUDIT: True})
         verdicts.append(decide(doc.id, list(results[doc.id].values()), cfg.verdict))
         fatal = _fatal_error(observations[doc.id])
         if fatal is not None and i + 1 < len(docs):

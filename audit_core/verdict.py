@@ -45,11 +45,11 @@ R5    every voter says not found, but nobody      inconclusive    "not cleared":
                                                                   documents it holds from every method
                                                                   (``REWRITING_EVIDENCE``)
 R6    every voter says not found, but the         inconclusive    "not cleared": that method scored the
-      primary or the second opinion scored the                    document as more than 5% of its shadow's
-      document without clearing it                                members score (or its shadow called it a
-      (``withholds_clearance``); checked before                   member that your controls did not
-      R3 and R5                                                   confirm), so a "not found" would rest on
-                                                                  one method while the other sees a
+      primary, the second opinion or a method                     document as more than 5% of its shadow's
+      ahead of the voter in the voting order                      members score (or its shadow called it a
+      scored the document without clearing it                     member that your controls did not
+      (``withholds_clearance``); checked before                   confirm), so a "not found" would rest on
+      R3 and R5                                                   one method while the other sees a
                                                                   plausible member
 R7    the first voter says member, but a method   inconclusive    "not confirmed": that method scored the
       ahead of it in the voting order scored the                  document below its own member threshold
@@ -69,7 +69,13 @@ called it "not found" while 13% of S-RAG's shadow members score as low as
 it did. On three completion draws (50 + 50 each) the combined verdict
 cleared 7 of 150 members under R1-R5 and 1 under R6; the price was 15 of
 150 non-members inconclusive instead of "not found", and no member call
-changed (BENCHMARKS.md, target zoo, session 33).
+changed (BENCHMARKS.md, target zoo, session 33). Since session 61 the pool
+also holds every method ahead of the voter in the voting order: where S-RAG
+and MBA decided nothing, each text-only method in turn had been a fresh chance
+to clear a member (a review's simulation: 10% of members cleared by the second
+of two methods that each miss 5%, against 0% for S-RAG then MBA). A method of
+the pool that could not read the document (failed calls, non-answers) is named
+in the reason of the "not found" that stands on the others (``no_reading``).
 
 Why R5. Every method's probe is built from the document, and a target may
 change what its retriever sees: query rewriting (common in production RAG;
@@ -265,21 +271,47 @@ def withholds_clearance(result: MethodResult) -> str | None:
     return (result.reason or fallback).removeprefix(f"{NOT_CLEARED}: ")
 
 
+#: evidence flag of the result that stands for a method abstaining for the whole audit (it cannot run on the
+#: target, or its shadow showed no signal: ``audit.run_audit``), as opposed to one that tried this document
+FOR_THE_AUDIT = "abstains_for_the_audit"
+
+
+def no_reading(result: MethodResult) -> str | None:
+    """Why a method got neither a score nor a decision from this document (failed calls, too many
+    non-answers, too short for it), or None: also where it abstains for the whole audit (``FOR_THE_AUDIT``),
+    which the audit says once rather than on every document."""
+    if result.decision is not None or result.score is not None or (result.evidence or {}).get(FOR_THE_AUDIT):
+        return None
+    return result.reason or "no reason recorded"
+
+
+def _threshold_read(result: MethodResult) -> bool:
+    """Whether a method's undecided result was read against a member threshold (its shadow's, or the owner's
+    controls'), as opposed to a member call the method withdrew (``below_member_call``)."""
+    ev = result.evidence or {}
+    return isinstance(ev.get("member_p_value"), (int, float)) or (
+        ev.get("calibrated_on") == "controls" and isinstance(ev.get("control_p_value"), (int, float)))
+
+
 def below_member_call(result: MethodResult) -> str | None:
     """Why a method that scored a document below its member threshold stands against a later member call (R7).
 
     ``member_p_value`` is set only once a score has been set against the
     member threshold and found below it (``evidence.calibration.decide_raw``);
     a call re-decided against the owner's controls above the rate carries
-    ``control_p_value``. An abstention for a reason that does not depend on
-    the score carries neither and passes the vote on.
+    ``control_p_value``; a member call its own method withdrew says "not
+    cleared" (Verbatim, when only its tie-break lifts a score over the
+    threshold). An abstention for a reason that does not depend on the score
+    has none of these and passes the vote on.
     """
     if result.decision is not None or result.score is None:
         return None
-    ev = result.evidence or {}
-    if isinstance(ev.get("member_p_value"), (int, float)) or (
-            ev.get("calibrated_on") == "controls" and isinstance(ev.get("control_p_value"), (int, float))):
+    if _threshold_read(result):
         return result.reason or "below its member threshold"
+    if (result.reason or "").startswith(f"{NOT_CLEARED}:"):
+        # a member call its method withdrew because it rests on a part of the score it does not trust
+        # (Verbatim's tie-break): it depends on the score, so it passes no vote on either
+        return result.reason
     return None
 
 
@@ -393,14 +425,19 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
         at += f" against your {first.evidence['n_controls']} controls"
     alone = "" if first.method in (cfg.primary, cfg.second, lead) else " alone"
     # a "not found" is the shadow's clearing (a miss rate), never a false-positive rate or a call against controls
-    cleared = f" (at most {CLEAR_RULE.max_miss_rate:.0%} of its shadow's members score this low)"
+    cleared = (f" (at most {CLEAR_RULE.max_miss_rate:.0%} of its shadow's members score this low)"
+               if "member_p_value" in (first.evidence or {}) or "fpr" in (first.evidence or {}) else
+               # a calibration without out-of-fold evidence (built by hand, or stored before the clearing rule)
+               " (below its threshold; how many of its shadow's members score this low was not measured)")
     if first.decision:
         order = voting_order(cfg, [r.method for r in results], lead)
         ahead = set(order[:order.index(first.method)])
         below = [(r.method, why) for r in results if r.method in ahead and (why := below_member_call(r))]
         if below:  # R7
-            held = "; ".join(f"{_who(m)} scored it below its member threshold ({plain_reason(why)})"
-                            for m, why in below)
+            read = {r.method: _threshold_read(r) for r in results}
+            held = "; ".join(f"{_who(m)} " + ("scored it below its member threshold" if read[m] else
+                                              "withdrew its own member call") + f" ({plain_reason(why)})"
+                             for m, why in below)
             return Verdict(doc_id, INCONCLUSIVE, f"not confirmed: {_who(first.method)}{alone} calls it a "
                            f"member{at}, but {held}; counting the later call would add its false positives to "
                            "the earlier method's", first.score, summary, "R7")
@@ -414,8 +451,15 @@ def decide(doc_id: str, results: Sequence[MethodResult], cfg: VerdictConfig | No
     dissent = [r for r in others if r.decision] + [r for r in results if r.decision and r not in vote]
     if not dissent:
         agree = f"; {', '.join(_who(r.method) for r in others)} agrees" if others else ""
-        pool = dict.fromkeys((lead, cfg.primary, cfg.second))
+        # the primary and the second opinion, and every method ahead of the voter: a "not found" from the
+        # text-only chain may not pass over a method before it that did not clear the document either
+        order = voting_order(cfg, [r.method for r in results], lead)
+        pool = {*(lead, cfg.primary, cfg.second), *order[:order.index(first.method)]}
         held = [(r.method, why) for r in results if r.method in pool and (why := withholds_clearance(r))]
+        # a method of the pool that could not read this document is named: the "not found" stands on the others
+        unread = "".join(f"; {_who(r.method)} could not read it ({brief_reason(why)})" for r in results
+                         if r.method in pool and r is not first and (why := no_reading(r)))
+        agree += unread
         if held:  # R6
             objections = "; ".join(f"{_who(m)} does not clear it ({plain_reason(why)})" for m, why in held)
             # the verdict stands on the objection, so it shows the objecting method's probability, not the

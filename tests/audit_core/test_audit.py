@@ -9,6 +9,7 @@ import pytest
 from audit_core.audit import AuditConfig, calibrate, run_audit
 from audit_core.documents import Document
 from audit_core.methods.base import Calibration
+from audit_core.verdict import FOR_THE_AUDIT
 from audit_core.target.base import Capabilities, ChatRequest, Completion, Target, TokenLogprob, Usage
 
 CAPS = Capabilities(True, True, 5)
@@ -53,6 +54,8 @@ def test_a_method_without_signal_sends_nothing_and_says_why():
         assert v.verdict == "inconclusive"
         assert "none of its queries were sent" in v.reason and "agree" not in v.reason
     assert result.to_json()["no_signal"]["rag_mia"].startswith("no signal")
+    # marked as the whole audit's abstention, which a "not found" does not name as a failure on its document
+    assert all(result.results[d.id]["rag_mia"].evidence == {FOR_THE_AUDIT: True} for d in DOCS)
 
 
 def test_insisting_sends_the_queries_but_the_method_still_does_not_vote():

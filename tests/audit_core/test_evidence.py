@@ -555,6 +555,10 @@ def _uncleared(method, member_share):
     # a result saved before the shadow_member flag: re-decided against controls, it stands against clearing
     ([MethodResult("srag", "d", 0.9, None, "x", {"fpr": 0.05, "calibrated_on": "controls"}), _r("mba", False, 0.3)],
      INCONCLUSIVE, "R6"),
+    # ... nor the text-only chain: each method in turn had been a fresh chance to clear a member (session 61)
+    ([_uncleared("interrogation", 0.13), _r("perturbation", False, 0.1)], INCONCLUSIVE, "R6"),
+    ([_r("srag", None, reason="no logprobs"), _uncleared("verbatim", 0.3), _r("srag_sampled", False, 0.1)],
+     INCONCLUSIVE, "R6"),
     ([_r("srag", False, 0.1), _r("mba", False, 0.2), _uncleared("rag_mia", 0.6)], NOT_FOUND, "R3"),
     # ... nor an abstention that kept its probability (it was never set against the members' scores)
     ([MethodResult("srag", "d", 0.4, None, "no signal: ...", {"fpr": 0.05}), _r("mba", False, 0.3)], NOT_FOUND, "R3"),
@@ -571,6 +575,10 @@ def _uncleared(method, member_share):
     # ... nor where the method that scored low comes after the one that calls it a member
     ([_r("srag", True, 0.9), _uncleared("mba", 0.3)], MEMBER, "R2"),
     ([_r("srag", None, reason="x"), _r("verbatim", True, 0.9), _uncleared("rag_mia", 0.3)], MEMBER, "R2"),
+    # a member call its own method withdrew (Verbatim: only its tie-break lifted the score) depends on the
+    # score too, so it does not pass the vote on (session 61; before, the next method's call stood)
+    ([MethodResult("verbatim", "d", 0.9, None, "not cleared: above the member threshold only by the closeness "
+                   "in meaning ...", {"fpr": 0.05}), _r("srag_sampled", True, 0.9)], INCONCLUSIVE, "R7"),
 ])
 def test_verdict_rule_table_row_by_row(results, verdict, rule):
     v = decide("d", results, AS_SENT)
@@ -583,12 +591,30 @@ def test_verdict_rule_table_row_by_row(results, verdict, rule):
     if rule == "R1" and results:
         assert "no signal" in v.reason and "too many non-answers" in v.reason  # every reason is kept
     if rule == "R7":
-        assert v.reason.startswith("not confirmed") and "below its member threshold" in v.reason
+        assert v.reason.startswith("not confirmed")
+        assert ("below its member threshold" in v.reason) != ("withdrew its own member call" in v.reason)
         assert v.score == 0.9  # the member call's probability is kept; only the call is withheld
         assert decide("d", results).rule == "R7"
 
 
 AS_SENT = VerdictConfig(retrieval_as_sent=True)
+
+
+def test_a_not_found_names_a_method_that_could_not_read_the_document_but_not_one_out_for_the_whole_audit():
+    """S-RAG failing on a document (non-answers, failed calls) while MBA cleared it read "MBA did not find it",
+    as if S-RAG had had nothing to say; an abstention for the whole audit is said once, not on every row."""
+    from audit_core.verdict import FOR_THE_AUDIT
+
+    failed = _r("srag", None, reason="too many non-answers: 6 of 8 replies were not answers")
+    v = decide("d", [failed, _r("mba", False, 0.1)], AS_SENT)
+    assert (v.verdict, v.rule) == (NOT_FOUND, "R3")
+    assert v.reason.endswith("; S-RAG could not read it (too many non-answers: 6 of 8 replies were not answers)")
+    out = MethodResult("srag", "d", None, None, "no signal: ...; none of its queries were sent", {FOR_THE_AUDIT: True})
+    v = decide("d", [out, _r("mba", False, 0.1)], AS_SENT)
+    assert v.rule == "R3" and "could not read" not in v.reason
+    # a method outside the pool (behind the voter) is not named
+    v = decide("d", [_r("srag", False, 0.1), _r("rag_mia", None, reason="unparseable_answer")], AS_SENT)
+    assert v.rule == "R3" and "could not read" not in v.reason
 
 
 def test_an_r6_verdict_shows_the_probability_of_the_method_that_does_not_clear():
