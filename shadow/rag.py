@@ -18,6 +18,7 @@ RagSystem over the same documents reuses the stored embeddings.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -348,6 +349,28 @@ def knowledge_base_hash(docs: Sequence[Document], embedder: str) -> str:
     return h.hexdigest()
 
 
+#: the ``RagConfig`` fields, besides those ``system_name`` spells out, that change what the system answers
+ANSWER_FIELDS = ("top_k", "system_template", "document_separator", "mirabel_rho", "paraphrase_max_tokens",
+                 "prompt_style")
+
+
+def system_name(config: RagConfig, content_hash: str) -> str:
+    """The name the store keys a system's cached answers by: it changes with anything that changes the
+    answers (knowledge base, generator, defense, and any ``ANSWER_FIELDS`` value off its default, as a short
+    digest). Before session 61 only the first three counted, so a system with another top_k, prompt or
+    Mirabel rho could be served the answers cached for the default one."""
+    defense = config.defense or "none"
+    variant = paraphrase_variant(config.generator, config.paraphraser, config.paraphrase_min_similarity)
+    if defense == "paraphrase" and variant:
+        defense += f"({variant})"
+    name = f"rag:{config.generator}:{defense}:{content_hash[:12]}"
+    defaults = RagConfig()
+    changed = {f: getattr(config, f) for f in ANSWER_FIELDS if getattr(config, f) != getattr(defaults, f)}
+    if changed:
+        name += ":" + hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:10]
+    return name
+
+
 class RagSystem(Target):
     """An in-process RAG system implementing the Target interface.
 
@@ -376,14 +399,7 @@ class RagSystem(Target):
             raise ValueError("the Mirabel defense needs at least 3 documents in the knowledge base")
         self.documents: dict[str, str] = {d.id: d.text for d in docs}
         self.content_hash = knowledge_base_hash(docs, self.config.embedder)
-        # the store keys cached answers by this name: it must change with anything
-        # that changes the answers (knowledge base, generator, defense)
-        defense = self.config.defense or "none"
-        variant = paraphrase_variant(self.config.generator, self.config.paraphraser,
-                                     self.config.paraphrase_min_similarity)
-        if defense == "paraphrase" and variant:
-            defense += f"({variant})"
-        self.name = f"rag:{self.config.generator}:{defense}:{self.content_hash[:12]}"
+        self.name = system_name(self.config, self.content_hash)
         self.collection_name = f"rpa-kb-{self.content_hash[:40]}"
         self.reused_collection = False
         self._ef = _MiniLMFunction(self.config.embedder)

@@ -85,8 +85,10 @@ def parse_ask(body: Any, limits: ServeLimits) -> tuple[ChatRequest, bool]:
     if top and not flags["logprobs"]:
         raise ApiError(400, "'top_logprobs' requires 'logprobs' to be true", param="top_logprobs")
     messages = ((("system", system),) if system else ()) + (("user", question),)
+    # no seed: this API has no field for one, so a sampled answer differs from one request to the next, as a
+    # service's does (seed 0 had made every sample of a repeated question the same)
     req = ChatRequest(messages=messages, max_tokens=max_tokens, temperature=float(temperature),
-                      logprobs=flags["logprobs"], top_logprobs=top, seed=0)
+                      logprobs=flags["logprobs"], top_logprobs=top, seed=None)
     return req, flags["stream"]
 
 

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from audit_core.methods.base import MembershipMethod, Observation
+
+log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_DIR = ROOT / "assets" / "preparation"
@@ -128,9 +131,14 @@ def _read_shipped(key: str, folder: Path | None = None,
     path = shipped_file(key, folder)
     if not path.exists():
         return None
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        raw = parse_observations(fh.read(), progress, total)
-    return raw if raw.get("key") == key else None  # a renamed or copied file: not what the name says
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            raw = parse_observations(fh.read(), progress, total)
+    except (OSError, EOFError, ValueError) as exc:  # cut short, not gzip, not JSON: prepared afresh instead
+        log.warning("the shipped preparation %s cannot be read (%s: %s); the shadow is prepared instead",
+                    path.name, type(exc).__name__, exc)
+        return None
+    return raw if isinstance(raw, dict) and raw.get("key") == key else None  # renamed or copied: not its key
 
 
 #: the lists of observations in a shipped or cached observations file

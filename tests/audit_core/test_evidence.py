@@ -1472,3 +1472,13 @@ def test_a_kit_whose_canaries_this_code_writes_otherwise_is_refused(tmp_path):
     path.write_text(json.dumps(saved | {"generator": "9"}))
     with pytest.raises(ValueError, match="generator '9'"):
         load_kit(path)
+
+
+def test_a_not_found_from_a_hand_built_calibration_claims_no_measured_miss_rate():
+    """A threshold without out-of-fold evidence decides by raw >= threshold, with no clearing rule behind a
+    "not found": its reason had said "at most 5% of its shadow's members score this low" all the same."""
+    from audit_core.evidence.calibration import decide_raw
+
+    d = decide_raw(0.49, Calibration("mba", threshold=0.5))
+    v = decide("d", [MethodResult("mba", "d", d.score, d.decision, d.reason, d.evidence)], AS_SENT)
+    assert v.rule == "R3" and "at most 5%" not in v.reason and "was not measured" in v.reason

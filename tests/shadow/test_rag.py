@@ -331,3 +331,20 @@ def test_shared_retrieval_chains_short_generations_through_the_prefix_cache(kb_d
     for req, rec, got in zip(reqs, recs, many):
         ref = scoring.generate_ids(shared.lm, shared._prompt_ids(req, rec), max_new_tokens=3)
         assert got.text == ref.text
+
+
+def test_the_name_answers_are_cached_by_changes_with_every_setting_that_changes_the_answers():
+    """A system with another top_k, prompt, prompt style or Mirabel rho had the default's name, so the store
+    could serve it the answers cached for the default system (a review, session 61)."""
+    from shadow.rag import system_name
+
+    default = system_name(RagConfig(), "ab" * 20)
+    assert default == f"rag:{RagConfig().generator}:none:{'ab' * 6}"  # as before: cached answers still found
+    others = [RagConfig(top_k=1), RagConfig(system_template="Only say no. {context}"), RagConfig(prompt_style="completion"),
+              RagConfig(defense="mirabel", mirabel_rho=0.5), RagConfig(document_separator="\n---\n"),
+              RagConfig(paraphrase_max_tokens=32)]
+    names = {system_name(c, "ab" * 20) for c in others}
+    assert len(names) == len(others) and default not in names
+    assert system_name(RagConfig(defense="mirabel", mirabel_rho=0.5), "ab" * 20) != system_name(
+        RagConfig(defense="mirabel"), "ab" * 20)
+    assert system_name(RagConfig(persist_dir="/elsewhere", decode_batch_size=4), "ab" * 20) == default

@@ -111,3 +111,16 @@ def test_the_custom_api_reads_null_as_the_default_for_every_optional_field():
     req, stream = parse_ask({"question": "hi", "temperature": None, "logprobs": None, "stream": None,
                              "max_tokens": None, "top_logprobs": None}, ServeLimits())
     assert req.temperature == 0.0 and req.logprobs is False and stream is False
+
+
+def test_a_sampled_question_is_sampled_afresh_each_time_as_a_service_samples():
+    """Every /ask request was decoded with seed 0: the samples of S-RAG without logprobs (one per request, at
+    temperature 1) all came back the same, which no real service does. The API has no seed field."""
+    from shadow.generation_memo import memo_key
+    from shadow.serve import ServeLimits
+    from shadow.serve_custom import parse_ask
+
+    sampled, _ = parse_ask({"question": "Continue: my knee", "temperature": 1.0}, ServeLimits())
+    greedy, _ = parse_ask({"question": "Continue: my knee"}, ServeLimits())
+    assert sampled.seed is None and memo_key("m", [1, 2], sampled) is None  # not served from the memo either
+    assert memo_key("m", [1, 2], greedy) is not None

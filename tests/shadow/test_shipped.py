@@ -427,3 +427,12 @@ def test_parsing_an_observations_file_counts_each_observation_and_gives_what_jso
             json.loads(trailing)
         with pytest.raises(ValueError):
             shipped.parse_observations(trailing, lambda d, t: None)
+
+
+@pytest.mark.parametrize("damage", [b"\x1f\x8b\x08\x00cut", b"not gzip at all", gzip.compress(b"{not json")])
+def test_a_damaged_shipped_file_is_prepared_afresh_instead_of_failing_the_audit(tmp_path, damage, caplog):
+    """A shipped file cut short raised EOFError from prepare_shadow: the audit failed as "unexpected"."""
+    key = "077fea329630e1ef5fda"
+    shipped.shipped_file(key, tmp_path).write_bytes(damage)
+    assert shipped.read_shipped_preparation(key, tmp_path) is None
+    assert "cannot be read" in caplog.text and "prepared instead" in caplog.text
