@@ -34,7 +34,7 @@ import math
 import re
 import unicodedata
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -857,7 +857,12 @@ class SragMethod(MembershipMethod):
         with self._shadow_collection(members, nonmembers):
             df, labels = self._training_frame(members, nonmembers, read=lambda n: step(n, total))
         params = saved.get("params") or {}
-        if (params.get("oof_labels") != [int(x) for x in labels] or "evidence" not in params
+        # a scoring-only setting that changes the features (the reproduction n-gram, the stock-phrase rule) is
+        # not in the preparation's key, so a calibration fitted under another value could be restored
+        saved_cfg = params.get("config") or {}
+        refeatured = [f.name for f in fields(self.config) if f.metadata.get("scoring_only") and f.name != "scorer"
+                      and f.name in saved_cfg and saved_cfg[f.name] != getattr(self.config, f.name)]
+        if (params.get("oof_labels") != [int(x) for x in labels] or "evidence" not in params or refeatured
                 or params.get("feature_columns") != list(df.columns.drop("member"))):
             with steps_after(total - 1):  # the fits count on from the documents read
                 return self.prepare(members, nonmembers)

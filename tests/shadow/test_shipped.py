@@ -436,3 +436,24 @@ def test_a_damaged_shipped_file_is_prepared_afresh_instead_of_failing_the_audit(
     shipped.shipped_file(key, tmp_path).write_bytes(damage)
     assert shipped.read_shipped_preparation(key, tmp_path) is None
     assert "cannot be read" in caplog.text and "prepared instead" in caplog.text
+
+
+def test_a_saved_srag_calibration_is_not_restored_under_another_feature_setting(manifest, monkeypatch):
+    """The reproduction n-gram and the stock-phrase rule change S-RAG's features but not the preparation's key:
+    a calibration fitted under other values was restored, its out-of-fold scores and threshold those of other
+    features (a review of shadow/, session 61)."""
+    import audit_core.methods.srag as srag
+
+    key = _entry(manifest, "srag", {}, "quick", "completion")
+    saved = {k: v for k, v in shipped.load_shipped_calibration(key).items()
+             if k not in ("observations_sha256", "scoring_revision", "reader_revision")}  # as prepare_shadow passes it
+    mem, non = shipped.load_shipped(key)
+    prepared = []
+    monkeypatch.setattr(srag.SragMethod, "prepare", lambda self, m, n: prepared.append(self.config) or "fresh")
+    monkeypatch.setattr(srag, "train_predictor", lambda df, cfg: "model")
+    base = shipped.from_manifest(manifest[key]).create_method()
+    assert base.restore(saved, mem, non) != "fresh" and prepared == []
+    for change in ({"reproduction_ngram": 5}, {"shared_min_docs": 0}):
+        other = srag.SragMethod(replace(base.config, **change))
+        assert other.restore(saved, mem, non) == "fresh"
+    assert len(prepared) == 2
