@@ -969,7 +969,7 @@ def _write_report(result: dict, folder: Path, redact: bool) -> tuple[list[Path],
     try:
         pdf = report.pdf_report(result, progress=laid_out if total else None, redact=redact, view=view)
     except Exception as exc:  # noqa: BLE001 -- said in one line by the caller, never as a traceback
-        detail = (str(exc).splitlines() or [""])[0][:200]
+        detail = report.scrub_text((str(exc).splitlines() or [""])[0][:200])  # a message may quote a URL
         return paths, type(exc).__name__ + (f": {detail}" if detail else "")
     paths.append(write("pdf", pdf))
     return paths, None

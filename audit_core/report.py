@@ -23,6 +23,7 @@ import datetime as _dt
 import functools
 import hashlib
 import io
+import itertools
 import json
 import math
 import os
@@ -53,17 +54,29 @@ REDACTED = "[removed]"
 
 #: dict keys whose value is a secret whatever it looks like
 _SECRET_NAME = re.compile(
-    r"(?i)(api[_-]?key|apikey|secret|passw(or)?d|authori[sz]ation|bearer|credential|"
+    r"(?i)(api[_-]?key|apikey|secret|passw(or)?d|(?:^|[_-])pass(?:$|[_-])|authori[sz]ation|bearer|credential|cookie|"
     r"(access|auth|refresh|session|bearer|api)[_-]?token|private[_-]?key)"
 )
+#: names a credential goes by in a header, a query string or a "name: value" / "name=value" pair
+_SECRET_FIELD = (r"(?:x[-_])?(?:api[-_]?key|apikey|auth[-_]?token|access[-_]?token|refresh[-_]?token|"
+                 r"security[-_]?token|client[-_]?secret|secret[-_]?key|subscription[-_]?key|password|passwd|pwd)")
 #: substrings that look like credentials, with what replaces them
 _SECRET_PATTERNS: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{6,}"), f"Bearer {REDACTED}"),
     (re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{6,}"), REDACTED),  # OpenAI-style keys, sk-proj-, sk-ant-
-    (re.compile(r"(?<![A-Za-z0-9])(?:hf|gsk|ghp|gho|github_pat|xai|pplx|nvapi)[_-][A-Za-z0-9_\-]{16,}"), REDACTED),
+    (re.compile(r"(?<![A-Za-z0-9])(?:hf|gsk|ghp|gho|ghs|ghu|ghr|github_pat|glpat|xai|pplx|nvapi|tvly|r8)[_-]"
+                r"[A-Za-z0-9_\-]{16,}"), REDACTED),
     (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{30,}"), REDACTED),  # Google API keys
-    (re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|sig)=)[^&#\s]+"), r"\1" + REDACTED),
-    (re.compile(r"(://)[^/\s:@]+:[^/\s@]+@"), r"\1" + REDACTED + "@"),  # user:password@host
+    (re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), REDACTED),  # AWS access key ids
+    # an Authorization header's value, whatever its scheme (Basic, Digest, a bare token)
+    (re.compile(r"(?i)(\bauthori[sz]ation[\"']?\s*[:=]\s*[\"']?)(?!\[removed\]|bearer )[^\s\"',;]+(?:\s+[^\s\"',;]+)?"),
+     r"\1" + REDACTED),
+    (re.compile(rf"(?i)(\b{_SECRET_FIELD}[\"']?\s*[:=]\s*[\"']?)(?!\[removed\])[^\s\"',;&}}]+"), r"\1" + REDACTED),
+    (re.compile(r"(?i)([?&;](?:api[_-]?key|key|token|access[_-]?token|auth[_-]?token|auth|sig|signature|"
+                r"client[_-]?secret|secret|password|passwd|pwd|subscription[_-]?key|x-amz-signature|"
+                r"x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential)=)[^&;#\s]+"),
+     r"\1" + REDACTED),
+    (re.compile(r"(://)[^/\s]*@"), r"\1" + REDACTED + "@"),  # user:password@host, to the last @ before the path
 )
 
 
@@ -106,12 +119,15 @@ def _scrub(obj: Any, ids: frozenset[str]) -> Any:
         out = {}
         for k, v in obj.items():
             # a text under a secret's name; not a document whose id says "password-reset-policy"
-            if isinstance(k, str) and _SECRET_NAME.search(k) and k not in ids and isinstance(v, str) and v:
-                out[k] = REDACTED
+            if isinstance(k, str) and _SECRET_NAME.search(k) and k not in ids and isinstance(v, (str, list, dict)) and v:
+                out[k] = REDACTED  # a list of passwords or a dict of cookies as much as one string
             else:
                 out[_scrub(k, ids) if isinstance(k, str) else k] = _scrub(v, ids)
         return out
     if isinstance(obj, (list, tuple)):
+        if (len(obj) == 2 and all(isinstance(v, str) for v in obj) and _SECRET_NAME.search(obj[0])
+                and obj[0] not in ids and obj[1]):
+            return [obj[0], REDACTED]  # a header as a (name, value) pair
         return [_scrub(v, ids) for v in obj]
     if isinstance(obj, str):
         return obj if obj in ids else scrub_text(obj)
@@ -136,6 +152,14 @@ def scrub_audit(result: dict) -> dict:
 
 #: how many words of a redacted document stay readable
 REDACTED_WORDS = 6
+#: and at most this many characters of them: one "word" can be a whole URL with a name in it
+REDACTED_CHARS = 40
+#: a letter of a script written without spaces between words (Thai, Lao, Myanmar, Khmer, Japanese kana,
+#: Chinese characters): each counts as a word, or a Chinese document was one "word", shown whole
+_UNSPACED = r"\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+#: a word as redaction counts them (``redacted_text``, ``document_runs``): one such letter, or a run of others
+_TOKEN = re.compile(rf"[{_UNSPACED}]|(?:(?![{_UNSPACED}])\w)+")
+_HEAD_UNIT = re.compile(rf"[{_UNSPACED}]|[^\s{_UNSPACED}]+")
 #: absolute paths of this machine (POSIX, home-relative, Windows); a URL's path is not matched
 _LOCAL_PATH = re.compile(r"(?<![\w:/.~])(?:~|/(?=[\w.\-+~]+/))(?:/?[\w.\-+~ ]*?/)+(?P<name>[\w.\-+~]+)"
                          r"|\b[A-Za-z]:\\(?:[^\\\s]+\\)+(?P<wname>[^\\\s]+)")
@@ -157,7 +181,7 @@ def target_label(result: dict) -> str:
         parts = name.split(":")
         defense = parts[2] if len(parts) > 2 else "none"
         return "demo target" + ("" if defense in ("", "none") else f" (simulated defense: {defense})")
-    return scrub_text(re.sub(r"(://)[^/\s@]*@", r"\1", name)) or "unknown target"  # no user:password@
+    return scrub_text(re.sub(r"(://)[^/\s]*@", r"\1", name)) or "unknown target"  # no user:password@
 
 
 def strip_local_paths(text: str) -> str:
@@ -176,13 +200,16 @@ def _strip_paths(obj: Any, ids: frozenset[str], key: str | None = None) -> Any:
 
 
 def redacted_text(text: str) -> str:
-    """A document reduced to its hash and first words (``REDACTED_WORDS``).
+    """A document reduced to its hash and first words (``REDACTED_WORDS``, at most ``REDACTED_CHARS``).
 
     The hash is of the text as audited; the first words are scrubbed (``scrub_text``): a report to share
     should not carry a key the owner pasted into a document.
     """
-    words = (text or "").split()
-    head = scrub_text(" ".join(words[:REDACTED_WORDS])) + (" …" if len(words) > REDACTED_WORDS else "")
+    units = list(itertools.islice(_HEAD_UNIT.finditer(text or ""), REDACTED_WORDS + 1))
+    end = units[min(len(units), REDACTED_WORDS) - 1].end() if units else 0
+    head = scrub_text(" ".join((text or "")[:end].split()))
+    more = len(units) > REDACTED_WORDS or len(head) > REDACTED_CHARS
+    head = head[:REDACTED_CHARS] + (" …" if more else "")
     return f"[text redacted; SHA-256 {document_sha256(text)}; begins: {head}]"
 
 
@@ -240,10 +267,12 @@ SAFE_EVIDENCE_TEXT = frozenset({
 })
 
 
-#: the beginnings of the placeholders redaction writes itself, kept as they are (any other text starting with
-#: "[" may quote the document: MBA's answers read "[Mask_1]: Amoxicillin")
-_PLACEHOLDERS = (REDACTED_WORD, REDACTED, "[text redacted;", "[reproduced run redacted",
-                 "[redacted with the document text]")
+#: the placeholders redaction writes itself, kept as they are when a text is one of them whole: any other text
+#: may quote the document (MBA's answers read "[Mask_1]: Amoxicillin"; an answer "sk-... <the document>" read
+#: "[removed] <the document>" once its key-like start was masked, and had been kept as a placeholder)
+_PLACEHOLDER = re.compile(r"\[redacted\]|\[removed\]|\[redacted with the document text\]"
+                          r"|\[text redacted; SHA-256 [0-9a-f]{64}; begins: [^\n]*\]"
+                          r"|\[reproduced run redacted with the document text: \d+ words; SHA-256 [0-9a-f]{64}\]")
 
 
 def _redact_texts(obj: Any, runs: frozenset[tuple[str, ...]], key: str | None = None) -> Any:
@@ -255,7 +284,7 @@ def _redact_texts(obj: Any, runs: frozenset[tuple[str, ...]], key: str | None = 
         return {k: _redact_texts(v, runs, k) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_redact_texts(v, runs, key) for v in obj]
-    if isinstance(obj, str) and obj and not obj.startswith(_PLACEHOLDERS):
+    if isinstance(obj, str) and obj and not _PLACEHOLDER.fullmatch(obj):
         return redact_quoted_runs(obj, runs) if key in SAFE_EVIDENCE_TEXT else REDACTED_WORD
     return obj
 
@@ -271,22 +300,38 @@ should since so some such than that the their them then there these they this th
 under until up upon us very was we were what when where whether which while who whom whose why will with
 within without would yet you your
 """.split())
-_WORD = re.compile(r"\w+")
 #: consecutive words of a document that make a quotation of it
 QUOTED_RUN = 3
 
 
 def document_runs(texts: Any, n: int = QUOTED_RUN) -> frozenset[tuple[str, ...]]:
-    """Every run of ``n`` consecutive words (casefolded) of ``texts`` that is not made of ``_COMMON_WORDS`` and
-    numbers alone: what a redacted export hides wherever it is quoted."""
+    """Every run of ``n`` consecutive words (``_TOKEN``, casefolded, NFKC) of ``texts`` that is not made of
+    ``_COMMON_WORDS`` and short numbers alone: what a redacted export hides wherever it is quoted. A run of
+    numbers with one of three digits or more ("0171 555 0199", a card's groups) is a document's."""
     runs = set()
     for t in texts:
-        ws = _WORD.findall(str(t or "").casefold())
+        ws = _TOKEN.findall(unicodedata.normalize("NFKC", str(t or "")).casefold())
         for k in range(len(ws) - n + 1):
             run = tuple(ws[k:k + n])
-            if any(w not in _COMMON_WORDS and not w.isdigit() for w in run):
+            if any(w not in _COMMON_WORDS and not w.isdigit() for w in run) or (
+                    all(w.isdigit() for w in run) and any(len(w) >= 3 for w in run)):
                 runs.add(run)
     return frozenset(runs)
+
+
+#: a JSON escape in a server's error body, which a connector quotes as sent ("J\u00e9r\u00f4me")
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\([nrt\"/\\])")
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with JSON's escapes read (surrogate pairs joined) and NFKC applied: a server that escapes
+    non-ASCII in its error body echoes a document in a form its words do not match."""
+    def one(m: re.Match) -> str:
+        return chr(int(m.group(1), 16)) if m.group(1) else {"n": "\n", "r": "\r", "t": "\t"}.get(m.group(2), m.group(2))
+
+    out = _JSON_ESCAPE.sub(one, text)
+    out = out.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return unicodedata.normalize("NFKC", out)
 
 
 def redact_quoted_runs(text: str, runs: frozenset[tuple[str, ...]]) -> str:
@@ -302,7 +347,8 @@ def redact_quoted_runs(text: str, runs: frozenset[tuple[str, ...]]) -> str:
     if not runs or not text:
         return text
     n = len(next(iter(runs)))
-    found = list(_WORD.finditer(text))
+    read = _unescaped(text)  # what the words say, escaped or not; the text is returned as read only if it quotes
+    found = list(_TOKEN.finditer(read))
     words = [m.group().casefold() for m in found]
     hide = set()
     for k in range(len(words) - n + 1):
@@ -313,9 +359,9 @@ def redact_quoted_runs(text: str, runs: frozenset[tuple[str, ...]]) -> str:
     out, pos = [], 0
     for k in sorted(hide):
         m = found[k]
-        out.append(text[pos:m.start()] + REDACTED_WORD)
+        out.append(read[pos:m.start()] + REDACTED_WORD)
         pos = m.end()
-    return "".join(out) + text[pos:]
+    return "".join(out) + read[pos:]
 
 
 def _redact_quotes(obj: Any, runs: frozenset[tuple[str, ...]]) -> Any:
@@ -441,11 +487,11 @@ def audit_methods(result: dict) -> list[str]:
     cfg = result.get("config") or {}
     names = [m for m in cfg.get("methods") or [] if isinstance(m, str)]
     for v in result.get("verdicts") or []:
-        for m in (v.get("methods") or {}):
+        for m in ((v.get("methods") or {}) if isinstance(v, dict) else {}):  # an entry not shaped as a verdict
             if m not in names:
                 names.append(m)
     for rs in (result.get("results") or {}).values():
-        for m in rs or {}:
+        for m in (rs if isinstance(rs, dict) else {}):
             if m not in names:
                 names.append(m)
     return names
@@ -473,6 +519,8 @@ def results_csv(result: dict, redact: bool = False, view: dict | None = None) ->
         header += [f"{m}_score", f"{m}_decision", f"{m}_reason"]
     w.writerow(header)
     for v in clean.get("verdicts") or []:
+        if not isinstance(v, dict):  # not shaped as a verdict (a damaged or hand-made audit): no row to write
+            continue
         row = [csv_cell(v.get("doc_id")), v.get("verdict", ""), csv_cell(v.get("reason")), _num(v.get("score"))]
         ms = v.get("methods") or {}
         for m in methods:
@@ -539,7 +587,8 @@ def freshness_sentence(result: dict) -> str:
     sent = int(f.get("sent") or 0) + probe  # as the account counts them: the capability probe's requests too
     when = ""
     if reused and f.get("oldest_reused"):
-        oldest, newest = str(f["oldest_reused"])[:16].replace("T", " "), str(f["newest_reused"])[:16].replace("T", " ")
+        oldest = str(f["oldest_reused"])[:16].replace("T", " ")
+        newest = str(f.get("newest_reused") or f["oldest_reused"])[:16].replace("T", " ")
         when = f", received {oldest} UTC" + ("" if oldest == newest else f" to {newest} UTC")
     of_them = f" ({probe} of them the capability probe, always asked anew)" if probe else ""
     return (f"Answers reused from earlier requests: {reused}{when}; requests sent during this audit: {sent}{of_them}. "
@@ -1584,7 +1633,11 @@ def _document_evidence(r: dict, doc_id: str, verdict: dict | None, text: str, st
     out: list = [P(f"Document {esc(doc_id)}", "h2")]
     if verdict is not None:
         logprobs = (r.get("capabilities") or {}).get("logprobs")
-        out.append(P(f"<b>Verdict: {esc(verdict.get('verdict'))}.</b> {esc(explain_verdict(verdict, logprobs))}"))
+        try:
+            why = explain_verdict(verdict, logprobs)
+        except ValueError:  # a kind this version does not know (an imported or hand-made audit): its own reason
+            why = plain_reason(scrub_text(str(verdict.get("reason") or "")))
+        out.append(P(f"<b>Verdict: {esc(verdict.get('verdict'))}.</b> {esc(why)}"))
     if text:
         excerpt = text if len(text) <= opt.excerpt_chars else text[: opt.excerpt_chars].rstrip() + " …"
         if RTL.search(excerpt):
@@ -1718,11 +1771,13 @@ def method_power_rows(result: dict) -> list[list[str]]:
     rows = [["Method", "False-positive rate", "Power (shadow TPR)", "Cleared (shadow non-members)",
              "Shadow AUC (out of fold) [95%]", "Decides"]]
     for name, info in mp.items():
+        info = info if isinstance(info, dict) else {}  # a stored audit is read as found: n/a, never a failed PDF
         ci = info.get("shadow_auc_ci")
-        auc = "n/a" if info.get("shadow_auc") is None else (
-            f"{info['shadow_auc']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""))
-        fpr = "n/a" if info.get("fpr") is None else f"{info['fpr']:.0%}"
-        power = "n/a" if info.get("power") is None else f"{info['power']:.2f}"
+        ci = ci if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_fmt(x) != "n/a" for x in ci) else None
+        auc = _fmt(info.get("shadow_auc"))
+        auc += f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci and auc != "n/a" else ""
+        fpr = "n/a" if _fmt(info.get("fpr")) == "n/a" else f"{info['fpr']:.0%}"
+        power = _fmt(info.get("power"))
         rows.append([name, fpr, power, cleared_text(info), auc,
                      "yes" if info.get("decides") else f"no: {info.get('reason')}"])
     return rows
@@ -1743,7 +1798,7 @@ def cleared_text(info: dict, why_where: str = "under this table") -> str:
     (``never_clears_lines``), once under the verdicts in the CLI)."""
     if info.get("never_clears"):
         return f'none (this method never says "not found"; the reason is given {why_where})'
-    if info.get("miss_rate") is None:
+    if _fmt(info.get("miss_rate")) == "n/a":
         return "n/a"
     if not info.get("cleared"):
         from audit_core.evidence.calibration import NOT_CLEARED
@@ -1751,5 +1806,5 @@ def cleared_text(info: dict, why_where: str = "under this table") -> str:
         if info.get("clear_reason"):  # the shadow is too small for the rate, not its members too low
             return f"none ({str(info['clear_reason']).removeprefix(NOT_CLEARED + ': ')})"
         return f"none (its members score too low too often to clear at a {info['miss_rate']:.0%} miss rate)"
-    return f"{info['cleared']:.2f} (members missed at most {info['miss_rate']:.0%})"
+    return f"{_fmt(info['cleared'])} (members missed at most {info['miss_rate']:.0%})"
 

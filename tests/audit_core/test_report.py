@@ -1124,3 +1124,74 @@ def test_a_redacted_reports_exports_walk_the_result_once_and_read_as_before(resu
 
     flat = _flat("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf)).pages))
     assert hashlib.sha256(before[0]).hexdigest()[:16] in flat.replace(" ", "")  # the JSON's hash, as exported
+
+
+#: a French note and a Chinese one with a name, an address and a telephone number (made up)
+FRENCH = "Le patient Jérôme Dupré a reçu de l'amoxicilline à l'hôpital Saint-Étienne pour une sinusite aiguë. "
+CHINESE = "患者张三住在北京市朝阳区幸福路十二号，阿莫西林五百毫克用于治疗鼻窦感染，电话一三八零零一三八零零零。"
+
+
+def test_a_redacted_export_shows_a_few_words_of_a_text_written_without_spaces_and_of_a_long_url():
+    """"First words" were the first six space-separated ones: a Chinese or Thai document is one such word, and
+    the redacted JSON and PDF showed it whole (a review of the exports, session 61)."""
+    zh = report.redacted_text(CHINESE * 2)
+    assert "begins: 患者张三住在 …]" in zh and "北京" not in zh
+    url = report.redacted_text("https://example.org/patient/records?name=Jerome-Dupre&dob=1971-02-03 was my page")
+    assert "Jerome-Dupre" not in url and "begins: https://example.org/patient/records?name …]" in url
+    assert report.redacted_text("Amoxicillin 500mg was given to the patient").endswith(
+        "begins: Amoxicillin 500mg was given to the …]")
+
+
+def test_a_redacted_export_hides_document_quotes_however_a_server_escaped_or_spaced_them():
+    """A key-like start made an answer quoting the document "[removed] <document>", kept as a placeholder; a
+    server that escapes non-ASCII ("J\\u00e9r\\u00f4me") or writes without spaces echoed the document past the
+    three-word check, and a telephone number (numbers only) was never hidden."""
+    r = make_result()
+    r["documents"][0]["text"] = FRENCH * 2 + "Rappeler au 0171 555 0199."
+    r["documents"][1]["text"] = CHINESE * 2
+    echo = "HTTP 500: " + json.dumps({"detail": "cannot parse prompt: " + FRENCH + " call 0171 555 0199"})
+    r["results"]["doc-1"]["srag"]["evidence"]["words"][0]["error"] = echo
+    r["results"]["doc-2"]["srag"]["evidence"]["words"][0]["error"] = "server_error: HTTP 400: 无法处理：" + CHINESE
+    r["results"]["doc-1"]["mba"]["evidence"]["answer"] = "sk-proj-abcdefgh123456 " + FRENCH
+    data = report.results_json(r, redact=True).decode()
+    for quoted in ("hôpital Saint", "h\\u00f4pital", "sinusite", "0171 555 0199", "阿莫西林五百毫克", "北京市朝阳区"):
+        assert quoted not in data, quoted
+    assert "cannot parse prompt: [redacted]" in data  # the server's own words stay
+
+
+def test_backup_scrubbing_masks_the_credentials_of_headers_query_strings_and_user_info():
+    for text, kept in [("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: "),
+                       ("x-api-key: 3f9a8b7c6d5e", "x-api-key: "), ('{"api_key": "3f9a8b7c6d"}', '{"api_key": "'),
+                       ("https://h/v1?auth_token=TOPSECRET123&page=2", "&page=2"),
+                       ("https://h/v1?client_secret=abc;x-amz-signature=9f8e", "https://h/v1?client_secret="),
+                       ("http://:TOPSECRET@host/v1", "@host/v1"), ("http://user:p@ssTOPSECRET@host/v1", "@host/v1"),
+                       ("key AKIAABCDEFGHIJKLMNOP here", "key "), ("glpat-abcdefghijklmnopqrst", ""),
+                       ("password: TOPSECRET", "password: ")]:
+        out = report.scrub_text(text)
+        assert "[removed]" in out and kept in out and "TOPSECRET" not in out and "dXNlcjpw" not in out, (text, out)
+    for prose in ("authorization of the treatment was given", "a basic understanding of the key issue",
+                  "The password reset went fine"):
+        assert report.scrub_text(prose) == prose
+    assert report.target_label({"target": "http://user:p@ss@host/v1 · m"}) == "http://host/v1 · m"
+    cleaned = report.scrub({"passwords": ["a1", "b2"], "headers": [["Authorization", "Basic abcdefgh"]],
+                            "auth": {"user": "u", "pass": "hunter2"}, "tokens": [{"token": " the"}]})
+    assert cleaned["passwords"] == "[removed]" and cleaned["headers"] == [["Authorization", "[removed]"]]
+    assert cleaned["auth"]["pass"] == "[removed]" and cleaned["tokens"] == [{"token": " the"}]  # logprobs kept
+
+
+@pytest.mark.parametrize("damage", [
+    lambda r: r.update(method_power={"srag": {"fpr": 0.05, "power": 0.5, "shadow_auc": 0.8,
+                                              "shadow_auc_ci": [float("nan"), 0.9], "decides": True}}),
+    lambda r: r.update(method_power={"srag": None, "mba": {"fpr": "0.05", "shadow_auc": "0.8", "miss_rate": "x"}}),
+    lambda r: r.update(freshness={"policy_days": 1, "reused": 3, "sent": 4, "oldest_reused": "2025-01-01T00:00:00"}),
+    lambda r: r["verdicts"].append("garbage"),
+    lambda r: r["verdicts"][0].update(verdict="error"),
+])
+def test_every_export_of_an_audit_with_odd_fields_is_made(damage):
+    """NaN in the power table's interval, a missing newest reuse date, a verdict that is not a dict and a verdict
+    kind this version does not know each failed the PDF (and a non-dict verdict the CSVs): no export at all."""
+    r = make_result()
+    damage(r)
+    for redact in (True, False):
+        assert report.results_csv(r, redact=redact) and report.scores_csv(r, redact=redact)
+        assert report.pdf_report(r, redact=redact)[:4] == b"%PDF"
