@@ -89,7 +89,7 @@ from audit_core.target.base import (
     url_origin,
 )
 from audit_core.target.http_client import (Pacer, SecretScrubber, capped, check_pace, check_timeout, client_error,
-                                           client_options, error_head, is_loopback)
+                                           client_options, error_head, is_loopback, single_coding)
 from audit_core.target.jsonpaths import compile_jsonpath, read_sources
 from audit_core.target.openai_compat import (
     RequestRejected,
@@ -351,7 +351,7 @@ class HttpTarget(RetryingConnector, Target):
         self.config = config
         self.url = display_url(config.url)
         env = os.environ if environ is None else environ
-        headers, secrets = {}, []
+        headers, secrets, from_env = {}, [], {}
         for k, v in config.headers.items():
             missing = [n for n in string.Template(v).get_identifiers() if not env.get(n)]
             if missing:
@@ -366,6 +366,8 @@ class HttpTarget(RetryingConnector, Target):
                     "break or a non-ASCII letter): set it again, copied from the provider")
             secrets += list(values.values())
             headers[k] = string.Template(v).substitute(values)
+            if values:
+                from_env[k.lower()] = headers[k]
         lowered = {k.lower() for k in headers}
         if config.method != "GET" and "content-type" not in lowered:
             headers["Content-Type"] = "application/json"
@@ -378,6 +380,9 @@ class HttpTarget(RetryingConnector, Target):
         # short, is masked in a server's error text, and those of key length in answers too (``SecretScrubber``)
         self._secrets = _Secret(sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len,
                                        reverse=True))  # type: ignore[arg-type]
+        # whose answers these are: every header read from the environment, whole and by name, however short its
+        # value (a tenant id of 4 letters; two such tenants had shared one cache) and whichever header holds it
+        self._credential = _Secret(json.dumps(sorted(from_env.items())) if from_env else "")  # type: ignore
         self._scrubber = SecretScrubber(secrets)
         self._answer = compile_jsonpath(config.answer_path, "answer_path") if config.response_json else None
         self._logprobs = None if config.logprobs_path is None else compile_jsonpath(config.logprobs_path,
@@ -546,6 +551,9 @@ class HttpTarget(RetryingConnector, Target):
         """The body's decoded bytes as they arrive: late only when more of it still arrives after the
         deadline (a body that was complete when the deadline passed is kept), and never more than
         ``MAX_BODY_BYTES`` (a 500 KiB gzip body can decode to 500 MiB, in memory and in the store)."""
+        why = single_coding(resp.headers)
+        if why is not None:
+            raise BadResponse(f"{self.url} sent an answer that was not read: {why}")
         for i, chunk in enumerate(capped(resp.iter_bytes(), self.url)):
             if i:
                 self._late(deadline)
@@ -703,6 +711,8 @@ class HttpTarget(RetryingConnector, Target):
 
     def _error_text(self, resp: httpx.Response) -> str:
         """The start of an error response's body, enough to quote (``http_client.error_head``)."""
+        if single_coding(resp.headers) is not None:  # not decoded: no quote rather than a bomb
+            return ""
         return error_head(resp.iter_bytes(), self._scrubber).decode("utf-8", "replace")
 
     def _status_error(self, resp: httpx.Response, text: str) -> _Attempt:
@@ -743,5 +753,5 @@ class HttpTarget(RetryingConnector, Target):
         """Whose answers these are, without the secrets (``credential_digest``), "" without any."""
         memo = self.__dict__.setdefault("_credential_ids", {})  # scrypt once per store salt, not per method
         if salt not in memo:
-            memo[salt] = credential_digest(salt, "\n".join(sorted(self._secrets.reveal())))
+            memo[salt] = credential_digest(salt, self._credential.reveal())
         return memo[salt]

@@ -229,6 +229,24 @@ def client_error(exc: Exception) -> ValueError:
 MAX_BODY_BYTES = 32 * 2 ** 20
 
 
+#: the content codings a body may come in to be read: one layer at most (``single_coding``)
+READABLE_CODINGS = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "identity"})
+
+
+def single_coding(headers: Any) -> str | None:
+    """Why a body's ``Content-Encoding`` is not read, or None.
+
+    httpx decodes every layer a server names, each chunk whole before ``capped`` can count it: two gzip layers
+    took an 822-byte body to 400 MiB in memory, and 16 KiB would have taken gigabytes (a review, session 61).
+    One layer multiplies a network read by about a thousand at most, which the cap then stops.
+    """
+    value = headers.get("content-encoding") or ""
+    codings = [c.strip().lower() for c in value.split(",") if c.strip() and c.strip().lower() != "identity"]
+    if len(codings) > 1 or any(c not in READABLE_CODINGS for c in codings):
+        return f"it compressed its answer as {value[:60]!r}; one layer of gzip, deflate, br or zstd is read"
+    return None
+
+
 def capped(chunks: Iterable[bytes], source: str) -> Iterator[bytes]:
     """``chunks`` of a body as they arrive, until more than ``MAX_BODY_BYTES`` would have been read: then a
     BadResponse (the rest is never read)."""
@@ -288,14 +306,19 @@ class SecretScrubber:
       word they occur in and change what the methods compare with the document.
     - ``error``: a server's own words quoted in an error message (its error body, a redirect's address,
       a connection error). Every secret is masked, whatever its length: such text is read by a person,
-      stored with a failed request and shown in the history, and a short key is still a key. A short one
-      is masked only where it stands as a token of its own (not inside a word, a number or a model id):
-      a placeholder key "x" had made "does not e***ist", and "1" "llama-3.***-8b".
+      stored with a failed request and shown in the history, and a short key is still a key. One of fewer
+      than 4 characters is masked only where it stands as a token of its own (not inside a word, a number
+      or a model id): a placeholder key "x" had made "does not e***ist", and "1" "llama-3.***-8b". One of
+      4 to 7 wherever no letter or digit touches it: "Incorrect API key provided: Ab3xK9q." and
+      "/keys/Ab3xK9q" had kept it.
 
     The scrubber never shows its secrets (no repr, no attributes).
     """
 
     __slots__ = ("_long", "_short", "_all")
+
+    #: below this many characters a secret is masked only as a token of its own (class docstring)
+    TINY_SECRET_CHARS = 4
 
     def __init__(self, secrets: Iterable[str]) -> None:
         from audit_core.target.base import MIN_SECRET_CHARS
@@ -303,10 +326,13 @@ class SecretScrubber:
         values = {s for s in secrets if s}
         # longest first: a secret that contains another is masked whole
         self._long = self._spellings(s for s in values if len(s) >= MIN_SECRET_CHARS)
-        short = self._spellings(s for s in values if len(s) < MIN_SECRET_CHARS)
+        tiny = self._spellings(s for s in values if len(s) < self.TINY_SECRET_CHARS)
+        short = self._spellings(s for s in values if self.TINY_SECRET_CHARS <= len(s) < MIN_SECRET_CHARS)
         self._all = tuple(f.encode("utf-8") for f in self._spellings(values))
-        self._short = re.compile(r"(?<![\w.\-/])(?:" + "|".join(map(re.escape, short)) + r")(?![\w.\-/])") \
-            if short else None
+        alternatives = ([r"(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, short)) + r")(?![A-Za-z0-9])"] if short
+                        else []) + ([r"(?<![\w.\-/])(?:" + "|".join(map(re.escape, tiny)) + r")(?![\w.\-/])"]
+                                    if tiny else [])
+        self._short = re.compile("|".join(alternatives)) if alternatives else None
 
     @staticmethod
     def _spellings(secrets: Iterable[str]) -> tuple[str, ...]:

@@ -119,7 +119,10 @@ def test_env_secret_is_sent_and_never_shown(custom, caplog):
 
     # not a fast hash that the salt beside it would let anyone test password guesses against
     assert cred != hmac.new(b"salt", KEY.encode(), hashlib.sha256).hexdigest()[:32]
-    assert cred == hashlib.scrypt(KEY.encode(), salt=b"salt", n=2 ** 14, r=8, p=1, dklen=16).hex()
+    import json
+
+    named = json.dumps([["x-api-key", KEY]])  # each header read from the environment, by name (session 61)
+    assert cred == hashlib.scrypt(named.encode(), salt=b"salt", n=2 ** 14, r=8, p=1, dklen=16).hex()
     assert t.credential_id(b"salt") == cred and t.credential_id(b"other salt") != cred  # per store
     # a wrong key: the typed error, without either key in it
     bad = _target(url, env={"RPA_SERVE_API_KEY": "wrong-key-123456"})
@@ -733,6 +736,12 @@ def test_a_short_secret_is_masked_in_error_text_only_where_it_stands_as_a_token(
     assert said == ('model *** does not exist; try llama-3.1-8b or qwen2.5-1.5b; "key": "***", tenant ***, '
                     "version ***; sk=***bPx")
     assert SecretScrubber([]).error("nothing to mask") == "nothing to mask"
+    # a key of 4 to 7 characters is masked wherever no letter or digit touches it: the end of a sentence, a path
+    # and a suffix had kept it (a review, session 61)
+    s = SecretScrubber(["Ab3xK9q"])
+    assert (s.error("Incorrect API key provided: Ab3xK9q. See /keys/Ab3xK9q or token=Ab3xK9q-old")
+            == "Incorrect API key provided: ***. See /keys/*** or token=***-old")
+    assert s.error("xAb3xK9qy") == "xAb3xK9qy"  # inside a longer word it is another word
 
 
 def _plain(srv: FakeOpenAIServer, **changes) -> HttpTarget:
@@ -813,3 +822,17 @@ def test_placeholders_outside_the_body_are_refused_not_sent_as_written(where):
     with pytest.raises(TargetFileError, match="filled in the body only"):
         parse_target_file("type: http\n" + where.encode().decode("unicode_escape")
                           + "body: {q: '{{prompt}}'}\nanswer_path: $.a\n", "t.yaml")
+
+
+def test_answers_are_cached_per_value_of_every_header_read_from_the_environment_however_short():
+    """Only secrets of key length named whose answers these were: two tenants with ids of 4 and 6 letters in
+    $TENANT shared one cache, and a second audit got the first tenant's answers (a review, session 61)."""
+    cfg = HttpTargetConfig(url="http://127.0.0.1:9/ask", body={"q": "{{prompt}}"}, answer_path="$.a",
+                           headers={"X-Tenant": "$TENANT"})
+    ids = {t: HttpTarget(cfg, environ={"TENANT": t}).credential_id(b"salt") for t in ("acme", "globex")}
+    assert ids["acme"] and ids["globex"] and ids["acme"] != ids["globex"]
+    # which header holds a value counts too, and a file reading nothing from the environment has no credential
+    two = replace(cfg, headers={"X-A": "$A", "X-B": "$B"})
+    assert (HttpTarget(two, environ={"A": "k1", "B": "k2"}).credential_id(b"salt")
+            != HttpTarget(two, environ={"A": "k2", "B": "k1"}).credential_id(b"salt"))
+    assert HttpTarget(replace(cfg, headers={"X-Tenant": "acme"}), environ={}).credential_id(b"salt") == ""

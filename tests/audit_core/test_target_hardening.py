@@ -201,3 +201,29 @@ def test_an_openai_error_body_is_read_only_as_far_as_it_is_quoted(server):
     with pytest.raises(AuthenticationFailed) as info:
         target.complete(ask())
     assert KEY[:9] not in str(info.value) and str(info.value).endswith("***")
+
+
+@pytest.mark.parametrize("status", [200, 500])
+def test_a_body_compressed_twice_is_not_decoded(status):
+    """httpx decodes every layer a server names, a network chunk whole before the size cap counts it: two gzip
+    layers took an 822-byte body to 400 MiB (a review, session 61). One layer is read; two are refused."""
+    import gzip
+    import tracemalloc
+
+    inner = gzip.compress(b'{"answer": "' + b"x" * 64 * 2 ** 20 + b'"}', 9)  # 64 MiB as about 64 KiB
+    twice = gzip.compress(inner, 9)  # and that as a few hundred bytes
+    with FakeOpenAIServer() as srv:
+        srv.script(Reply(status=status, body=twice, headers={"Content-Encoding": "gzip, gzip"}), path="/ask")
+        tracemalloc.start()
+        try:
+            with pytest.raises((BadResponse, ServerError)) as exc:
+                _http(srv, max_retries=0).complete(ask())
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < MAX_BODY_BYTES and "xxxx" not in str(exc.value)
+        if status == 200:
+            assert "compressed its answer as 'gzip, gzip'" in str(exc.value)
+        srv.script(Reply(body=gzip.compress(b'{"answer": "one layer"}'), headers={"Content-Encoding": "gzip"}),
+                   path="/ask")
+        assert _http(srv).complete(ask()).text == "one layer"
