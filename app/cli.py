@@ -377,8 +377,10 @@ def _print_failures(failures: dict) -> None:
 
 def _file_host(config) -> str:
     """The host a target file's requests (and secrets) go to, as the user reads it."""
+    from audit_core.target.base import consent_host
+
     url = getattr(config, "url", None) or config.base_url
-    return urlsplit(url).netloc.rsplit("@", 1)[-1]
+    return consent_host(url)
 
 
 def _not_allowed(args, config) -> str | None:
@@ -419,11 +421,12 @@ def _target(args):
         from shadow.demo import demo_target
 
         return demo_target(args.demo_defense)
+    from audit_core.target.base import consent_host
     from audit_core.target.openai_compat import OpenAITarget
 
     # read for the host named on this command line only; the connector never reads it by itself
     key = os.environ.get(args.api_key_env) or None
-    host = urlsplit(args.target).netloc.rsplit("@", 1)[-1]
+    host = consent_host(args.target)
     from audit_core.target.http_client import is_loopback
 
     plain = " over plain http: anyone on the way can read it" if urlsplit(args.target).scheme == "http" and \

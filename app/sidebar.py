@@ -14,7 +14,7 @@ import streamlit as st
 from app.consent import bind_to_origin, dropped_message
 from app.target_file import HTTP_FILE  # the third target kind: any HTTP API, from a target file
 from audit_core.target import TARGET_TYPES
-from audit_core.target.base import MIN_SECRET_CHARS
+from audit_core.target.base import MIN_SECRET_CHARS, consent_host
 from audit_core.target.http_client import MAX_REQUESTS_PER_MINUTE
 
 DEMO = "Demo target (built-in, no key)"
@@ -244,9 +244,10 @@ def _host(base_url: str) -> str:
     from urllib.parse import urlsplit
 
     try:
-        return urlsplit(base_url.strip()).netloc.rsplit("@", 1)[-1] or "(no host yet)"
+        urlsplit(base_url.strip())
     except ValueError:
         return "(not a valid URL)"
+    return consent_host(base_url) or "(no host yet)"
 
 
 #: Streamlit (1.67) commits a text field's value when it loses focus, unless focus moves to an element

@@ -14,13 +14,12 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, fields, replace
-from urllib.parse import urlsplit
 
 import streamlit as st
 
 from app.consent import bind_to_origin, dropped_message
 from audit_core.target import TARGET_TYPES, TargetFileError, create_target, parse_target_file, target_file_text
-from audit_core.target.base import display_url
+from audit_core.target.base import consent_host, display_url
 
 #: the sidebar's name for this kind of target: the registry's label
 HTTP_FILE = TARGET_TYPES["http"].label
@@ -100,7 +99,7 @@ def target_file_section() -> tuple[str, str]:
         return "", ""
     st.session_state[_PARSED] = (spec.name, config)
     url = _url(config)
-    host = urlsplit(url).hostname or url
+    host = consent_host(url) or url
     st.caption(f"{spec.label}: {display_url(url)} · can return {spec.returns}.")
     names = list(config.env_vars())
     # every secret of every file seen in this session: one given for an older file's host must not wait
@@ -164,7 +163,7 @@ def missing_secret() -> str | None:
     if not parsed:
         return None
     config = parsed[1]
-    host = urlsplit(_url(config)).hostname
+    host = consent_host(_url(config))
     for var in config.env_vars():
         if not _secret_value(var):
             return (f"The target file sends ${var} to {host}: type its value in the sidebar, or tick the box "

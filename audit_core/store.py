@@ -150,7 +150,9 @@ _MIGRATIONS: dict[int, str] = {
 }
 
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
-_URL_QUERY = re.compile(r"\?[^\s]*")
+#: a URL's query string (the URL kept in group 1); a "?" elsewhere in a name is the name's (a JSONPath filter
+#: in its sources path, a model name), and stripping it had made targets that read different sources one
+_URL_QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s?]*)\?[^\s]*")
 
 
 def target_identity(name: str) -> str:
@@ -160,7 +162,7 @@ def target_identity(name: str) -> str:
     this also strips ``user:password@`` and query strings (``?api_key=...``)
     from any URL in it, so a key pasted into a base URL cannot reach the file.
     """
-    return _URL_QUERY.sub("", _URL_USERINFO.sub(r"\1", name)).strip()
+    return _URL_QUERY.sub(r"\1", _URL_USERINFO.sub(r"\1", name)).strip()
 
 
 def _now() -> str:

@@ -265,6 +265,32 @@ def display_url(url: str) -> str:
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+def consent_host(url: str) -> str:
+    """The host (and port) a secret would be sent to, as a person must read it before allowing that; "" when the
+    URL names none (or cannot be read).
+
+    In the ASCII form the request uses. A host written with other letters is named as sent, with how it was
+    written beside it: "аpi.openai.com" (its first letter Cyrillic) read as OpenAI's host in the consent box,
+    and the key went to xn--pi-6kc.openai.com (a review, session 61).
+    """
+    try:
+        parts = urlsplit((url or "").strip())
+        netloc, host = parts.netloc.rsplit("@", 1)[-1], parts.hostname or ""
+    except ValueError:
+        return ""
+    if host.isascii():
+        return netloc
+    try:
+        import httpx
+
+        sent = httpx.URL((url or "").strip()).raw_host.decode("ascii")
+    except Exception:  # noqa: BLE001 - a host httpx cannot encode is sent nowhere; say what was written
+        sent = "an address that cannot be encoded"
+    port = netloc.rsplit(":", 1)[1] if netloc.rsplit("]", 1)[-1].count(":") == 1 else ""
+    return (f"{sent}{':' + port if port else ''} (written {host}: not all its letters are ASCII, as in addresses "
+            "made to look like another's)")
+
+
 def url_origin(url: str) -> str:
     """scheme://host:port of a URL, lower-cased; "" when it names no host (or cannot be parsed);
     "unreadable:<url>" when it names a host but its port cannot be read.

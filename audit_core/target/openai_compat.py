@@ -161,12 +161,18 @@ def tokens_from_logprob_entries(content: Any, scrub: Callable[[str], str], sourc
     """
     if not isinstance(content, list):
         raise BadResponse(f"{source} sent logprobs that are not a list of token entries")
+    def number(x: Any) -> float:
+        """A logprob as sent: a JSON number only (float() had read false as 0.0, a certain token, and "-0.5")."""
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise TypeError("not a number")
+        return float(x)
+
     tokens = []
     try:
         for entry in content:
-            top = [(scrub(str(alt["token"])), float(alt["logprob"])) for alt in (entry.get("top_logprobs") or [])]
+            top = [(scrub(str(alt["token"])), number(alt["logprob"])) for alt in (entry.get("top_logprobs") or [])]
             top.sort(key=lambda a: a[1], reverse=True)
-            tokens.append(TokenLogprob(scrub(str(entry["token"])), float(entry["logprob"]), top))
+            tokens.append(TokenLogprob(scrub(str(entry["token"])), number(entry["logprob"]), top))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise BadResponse(f"{source} sent a logprobs entry without token or logprob") from None
     if spans_a_secret([str(entry["token"]) for entry in content], scrub):
@@ -657,10 +663,12 @@ class OpenAITarget(RetryingConnector, Target):
             raise BadResponse(f"{self.base_url} sent a message whose content is not text")
         usage_d = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         try:
-            usage = Usage(int(usage_d.get("prompt_tokens") or 0), int(usage_d.get("completion_tokens") or 0),
-                          reported="prompt_tokens" in usage_d)
+            counts = [int(usage_d.get("prompt_tokens") or 0), int(usage_d.get("completion_tokens") or 0)]
         except (TypeError, ValueError, OverflowError):
             raise BadResponse(f"{self.base_url} sent unreadable token usage") from None
+        if min(counts) < 0:  # the account would go down (a review, session 61)
+            raise BadResponse(f"{self.base_url} sent a negative token count")
+        usage = Usage(*counts, reported="prompt_tokens" in usage_d)
         # a server that echoes the key in any field must not carry it into the store, the history or a report
         return Completion(
             text=self._scrub(text or ""),

@@ -171,3 +171,18 @@ def test_a_connection_check_goes_stale_when_the_target_file_changes_at_the_same_
     app.text_area(key="target_file_text").input(file).run()
     app.text_input(key="tf_secret_RPA_TEST_RAG_KEY").input("another-key-typed").run()
     assert "Connected" not in said()  # another secret: stale too
+
+
+def test_the_consent_names_a_look_alike_host_as_the_request_sends_it(app):  # noqa: F811
+    """A file's base URL "https://аpi.openai.com/v1" (its first letter Cyrillic) read as OpenAI's host in the
+    box that sends $RPA_TEST_RAG_KEY; the key would have gone to xn--pi-6kc.openai.com (a review, session 61)."""
+    from audit_core.target.base import consent_host
+
+    assert consent_host("https://api.openai.com/v1") == "api.openai.com"
+    assert consent_host("http://user:pw@127.0.0.1:8000/v1") == "127.0.0.1:8000"
+    assert consent_host("https://аpi.openai.com:8443/v1").startswith("xn--pi-6kc.openai.com:8443 (written аpi.openai.com")
+    app.radio(key="target_kind").set_value("Any HTTP API (target file)").run()
+    app.text_area(key="target_file_text").input(FILE.replace("URL", "https://аpi.openai.com/v1/ask")).run()
+    assert not app.exception
+    box = app.checkbox(key="tf_env_RPA_TEST_RAG_KEY").label
+    assert "xn--pi-6kc.openai.com" in box and "not all its letters are ASCII" in box

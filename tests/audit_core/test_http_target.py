@@ -836,3 +836,35 @@ def test_answers_are_cached_per_value_of_every_header_read_from_the_environment_
     assert (HttpTarget(two, environ={"A": "k1", "B": "k2"}).credential_id(b"salt")
             != HttpTarget(two, environ={"A": "k2", "B": "k1"}).credential_id(b"salt"))
     assert HttpTarget(replace(cfg, headers={"X-Tenant": "acme"}), environ={}).credential_id(b"salt") == ""
+
+
+def test_an_event_stream_is_searched_for_line_ends_once_however_long_a_line_grows(monkeypatch):
+    """Every chunk copied the unfinished line and searched it again from its start: quadratic, 17 s of CPU
+    for one 16 MiB line that never ended (a review, session 61). Lines still end at CR LF split across chunks."""
+    import audit_core.target.http_api as http_api
+
+    scanned = []
+    real = http_api._LINE_END
+
+    class Counting:
+        def finditer(self, buf, pos=0):
+            scanned.append(len(buf) - pos)
+            return real.finditer(buf, pos)
+
+    monkeypatch.setattr(http_api, "_LINE_END", Counting())
+
+    class Stream:
+        headers: dict = {}
+
+        def __init__(self, chunks):
+            self.chunks = chunks
+
+        def iter_bytes(self):
+            yield from self.chunks
+
+    target = HttpTarget(HttpTargetConfig(url="http://127.0.0.1:9/ask", body={"q": "{{prompt}}"}, answer_path="$.a",
+                                         stream=True), environ={})
+    chunks = [b"data: "] + [b"a" * 1000] * 200 + [b"a\r", b"\ndata: two\r", b"\n\r\n"]
+    lines = list(target._lines(Stream(chunks), float("inf")))
+    assert lines == ["data: " + "a" * 200_001, "data: two", ""]
+    assert sum(scanned) <= 2 * sum(map(len, chunks))  # each byte searched about once, not once per chunk

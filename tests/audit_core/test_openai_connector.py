@@ -518,6 +518,22 @@ def test_a_logprob_of_minus_infinity_for_the_token_produced_is_not_read_as_impos
     assert comp.tokens[0].top[-1][1] == -9999.0  # an alternative ruled out sorts last, as OpenAI reports it
 
 
+@pytest.mark.parametrize("where, value", [("alternative", False), ("token", "-0.5"), ("usage", -1000000)])
+def test_a_logprob_that_is_not_a_number_or_a_negative_token_count_is_a_bad_answer(server, target, where, value):
+    """float() read a false alternative as logprob 0 (certain, ranked above the token produced) and "-0.5" as a
+    number; a negative usage count took the account down (a review, session 61)."""
+    body = completion_body("Hello there")
+    if where == "alternative":
+        body["choices"][0]["logprobs"]["content"][0]["top_logprobs"][1]["logprob"] = value
+    elif where == "token":
+        body["choices"][0]["logprobs"]["content"][0]["logprob"] = value
+    else:
+        body["usage"]["prompt_tokens"] = value
+    server.script(*[Reply.json(200, body)] * 4)
+    with pytest.raises(BadResponse):
+        _chat(target)
+
+
 def test_a_placeholder_key_does_not_garble_the_answers_and_a_cut_emoji_can_be_stored(tmp_path):
     from audit_core.store import Store
     from audit_core.target.caching import CachingTarget

@@ -94,6 +94,11 @@ def test_target_identity_strips_url_credentials():
     assert target_identity("https://user:sk-abc@api.example.com/v1 gpt") == "https://api.example.com/v1 gpt"
     assert target_identity("http://h:8000/v1?api_key=sk-abc m") == "http://h:8000/v1 m"
     assert target_identity("http://h:8000/v1 m") == "http://h:8000/v1 m"
+    # a "?" outside a URL is the name's own: targets reading different sources stay apart (a review, session 61)
+    doc, web = ("http://h/v1 · m · sources $.citations[?(@.kind=='doc')].text",
+                "http://h/v1 · m · sources $.citations[?(@.kind=='web')].text")
+    assert target_identity(doc) == doc and target_identity(doc) != target_identity(web)
+    assert target_identity("http://h/v1?key=sk-abc · which-model?v2") == "http://h/v1 · which-model?v2"
 
 
 def test_default_path_is_in_cache_dir(tmp_path, monkeypatch):
