@@ -152,12 +152,21 @@ def check_timeout(value: Any) -> None:
 
 
 def is_loopback(url: str) -> bool:
-    """Whether ``url`` names this machine."""
+    """Whether ``url`` names this machine: a loopback address (127.0.0.0/8, ::1) or "localhost". A name that
+    only begins like one ("127.attacker.example") is a name anyone can point anywhere: it had passed as this
+    machine, and a key sent to it over plain http drew no warning (a review, session 61)."""
+    import ipaddress
+
     try:
         host = (urlsplit(url).hostname or "").lower()
     except ValueError:
         return False
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def no_cookies() -> CookieJar:

@@ -227,3 +227,13 @@ def test_a_body_compressed_twice_is_not_decoded(status):
         srv.script(Reply(body=gzip.compress(b'{"answer": "one layer"}'), headers={"Content-Encoding": "gzip"}),
                    path="/ask")
         assert _http(srv).complete(ask()).text == "one layer"
+
+
+def test_only_a_loopback_address_or_localhost_is_this_machine():
+    """"127.attacker.example" passed as this machine: a key sent to it over plain http drew no warning."""
+    from audit_core.target.http_client import is_loopback
+
+    for url in ("http://127.0.0.1:8000/v1", "http://127.8.9.10/ask", "http://localhost:1/x", "http://[::1]:80/v1"):
+        assert is_loopback(url), url
+    for url in ("http://127.attacker.example/v1", "http://127.0.0.1.nip.io/v1", "http://10.0.0.1/v1", "not a url"):
+        assert not is_loopback(url), url
