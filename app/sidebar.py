@@ -507,10 +507,13 @@ def _shadow_sizes() -> tuple[int, int, int]:
     if size != CUSTOM:
         return AUDIT_SIZES[size]
     c1, c2 = st.columns(2)
-    n_m = c1.number_input("Shadow members", 4, 2000, 60, step=10, key="n_members")
-    n_n = c2.number_input("Shadow non-members", 4, 2000, 60, step=10, key="n_nonmembers")
+    # kept while another size hides them (``persist.KEPT``): the defaults go into the session state, not the widgets
+    for key, default in (("n_members", 60), ("n_nonmembers", 60), ("n_generative", 30)):
+        st.session_state.setdefault(key, default)
+    n_m = c1.number_input("Shadow members", 4, 2000, step=10, key="n_members")
+    n_n = c2.number_input("Shadow non-members", 4, 2000, step=10, key="n_nonmembers")
     n_g = st.number_input("Per class for the methods that decode whole answers (MBA, S2MIA, the text-only ones)",
-                          4, 2000, 30, step=10, key="n_generative")
+                          4, 2000, step=10, key="n_generative")
     return int(n_m), int(n_n), int(n_g)
 
 

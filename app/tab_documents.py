@@ -3,6 +3,8 @@ before anything runs (usable / too short / duplicate / empty rows), and
 optional declared controls for the collection-level test."""
 from __future__ import annotations
 
+import hashlib
+
 import streamlit as st
 
 PASTE = "Paste text"
@@ -105,11 +107,19 @@ def _csv():
         st.error(f"This file cannot be used: {exc}")
         return None, None
     columns = [str(c) for c in df.columns]
+    # the columns chosen for this file, kept with it: a switch to "Paste text" and back kept the file but
+    # dropped the choice, and other texts and ids were audited without a word (a review, session 61)
+    chosen = st.session_state.setdefault("_columns_chosen", {})
+    file_key = hashlib.sha256(data).hexdigest()
+    text_pick, id_pick = chosen.get(file_key, (text_guess, id_guess))
+    text_pick = text_pick if text_pick in columns else text_guess
     c1, c2 = st.columns(2)
-    text_col = c1.selectbox("Text column", columns, index=columns.index(text_guess), key="text_column")
+    text_col = c1.selectbox("Text column", columns, index=columns.index(text_pick), key="text_column")
     id_options = [NO_ID] + [c for c in columns if c != text_col]
-    id_index = id_options.index(id_guess) if id_guess in id_options else 0
+    id_pick = id_pick if id_pick in id_options else id_guess
+    id_index = id_options.index(id_pick) if id_pick in id_options else 0
     id_col = c2.selectbox("Id column (optional)", id_options, index=id_index, key="id_column")
+    chosen[file_key] = (text_col, id_col)
     st.caption(f"First rows of {len(df)}:")
     st.dataframe(df.head(5), hide_index=True)
     id_name = None if id_col == NO_ID else id_col

@@ -27,9 +27,16 @@ WHAT_IT_PROVES = (
 
 
 def result_key(result: dict) -> str:
-    """A stable fingerprint of an audit dict (exports are cached per result)."""
-    blob = json.dumps([result.get("target"), result.get("created"), [v.get("doc_id") for v in result.get("verdicts", [])],
-                       result.get("cancelled")], default=str)
+    """A stable fingerprint of an audit dict (exports are cached per result).
+
+    A resumed run keeps its first start as ``created`` and may end with the same verdicts: when it ended, what
+    it sent and how many controls it scored tell it from the run before (the exports of an audit cancelled
+    during its controls, resumed and cancelled again had been the first run's)."""
+    coll = result.get("collection") if isinstance(result.get("collection"), dict) else {}
+    blob = json.dumps([result.get("target"), result.get("created"), [v.get("doc_id") for v in result.get("verdicts", [])
+                                                                     if isinstance(v, dict)],
+                       result.get("cancelled"), result.get("finished"), (result.get("account") or {}).get("queries"),
+                       len(coll.get("control_scores") or {})], default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -379,14 +386,20 @@ class PdfProgress:
     figures of a large audit take minutes, and a spinner said nothing of how far it had got)."""
 
     def __init__(self, total: int) -> None:
+        from audit_core.progress import ProgressClock
+
         self.total, self.n = total, 0
+        self.clock = ProgressClock()
+        self.clock.update("pdf", 0, total)
         self.bar = st.progress(0.0, text=self.text())
 
     def text(self) -> str:
-        return f"Preparing the PDF report: {self.n} / {self.total} documents"
+        """ "Preparing the PDF report, documents laid out: 120 / 1000 · about 45 s left" (done / total, time left)."""
+        return f"Preparing the PDF report, documents laid out: {self.clock.describe('pdf')}"
 
     def step(self, n: int = 1) -> None:
         self.n += n
+        self.clock.update("pdf", self.n, self.total)
         self.bar.progress(min(1.0, self.n / self.total) if self.total else 1.0, text=self.text())
 
     def done(self) -> None:

@@ -306,7 +306,14 @@ def _check_calibration(settings: Settings) -> None:
         return {"check": True, "key": key, "no_signal": cal.no_signal,
                 "auc": {m: c.shadow_auc for m, c in cal.calibrations.items()}}
 
-    _attach(start_job(CHECK_PREFIX + uuid.uuid4().hex, 0, work, plain_error, registry=job_registry(),
+    def on_error(exc: BaseException) -> str:
+        from audit_core.audit import Cancelled
+
+        # a cancelled check is what the user asked for, not "an unexpected error (Cancelled)"
+        return ("calibration check cancelled; the shadow's steps it finished stay cached, and nothing was sent "
+                "to the target") if isinstance(exc, Cancelled) else plain_error(exc)
+
+    _attach(start_job(CHECK_PREFIX + uuid.uuid4().hex, 0, work, on_error, registry=job_registry(),
                       settings=settings.summary()))
     st.rerun()
 

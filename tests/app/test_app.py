@@ -8,6 +8,7 @@ therefore marked slow; it keeps its sizes small through the UI's settings.
 from __future__ import annotations
 
 import io
+import json
 import os
 
 import pytest
@@ -763,7 +764,7 @@ def test_the_pdf_is_made_with_a_progress_bar_of_its_documents(monkeypatch):
     at = _results_part("_exports", {"verdicts": verdicts, "documents": [], "config": {}}, "k")
     assert not at.exception and seen == [1, 1, 1]
     bar = at.get("progress")[-1]
-    assert bar.proto.value == 100 and bar.proto.text == "Preparing the PDF report: 3 / 3 documents"
+    assert bar.proto.value == 100 and bar.proto.text == "Preparing the PDF report, documents laid out: 3 / 3 · done"
     assert at.session_state["exports"]["pdf"] == b"%PDF-fake"
 
 
@@ -862,3 +863,41 @@ def test_a_large_audits_pdf_is_made_when_asked_for_and_the_other_exports_at_once
     assert not at.exception and made == [1] and at.session_state["exports"]["pdf"].startswith(b"%PDF")
     at.run()
     assert made == [1]  # made once, kept
+
+
+def test_choices_hidden_by_a_switch_are_kept_the_columns_the_shadow_size_and_run_anyway(app):
+    """A switch of the Source to "Paste text" and back kept the file but not its chosen columns (other texts and
+    ids were audited without a word), and custom shadow sizes went back to 60 when another size hid them (a
+    review of the app, session 61)."""
+    csv = "doc_id,ref,abstract,text\n" + "\n".join(
+        f"p{i},R{i},\"{a}\",\"{t} {t}\"" for i, (a, t) in enumerate([(LONG_1, LONG_2), (LONG_2, LONG_1)]))
+    app.radio(key="docs_source").set_value("Upload a CSV").run()
+    app.file_uploader(key="csv_file").set_value(("a.csv", csv.encode(), "text/csv")).run()
+    app.selectbox(key="text_column").set_value("abstract").run()
+    app.selectbox(key="id_column").set_value("ref").run()
+    app.radio(key="docs_source").set_value("Paste text").run()
+    app.radio(key="docs_source").set_value("Upload a CSV").run()
+    assert not app.exception
+    assert (app.selectbox(key="text_column").value, app.selectbox(key="id_column").value) == ("abstract", "ref")
+    assert [d.id for d in app.session_state["documents"]] == ["R0", "R1"]
+
+    app.radio(key="audit_size").set_value("custom").run()
+    app.number_input(key="n_members").set_value(150).run()
+    app.radio(key="audit_size").set_value("quick").run()
+    app.radio(key="audit_size").set_value("custom").run()
+    assert not app.exception and app.number_input(key="n_members").value == 150
+    assert not any("Session State API" in str(w.value) for w in app.warning)
+
+
+def test_a_resumed_audit_gets_exports_of_its_own():
+    """A resumed run keeps its first start as "created": cancelled during the controls, resumed and cancelled
+    again, it had the same key as the run before, and its PDF, JSON and CSVs were that run's (a review, 61)."""
+    from app.tab_results import result_key
+
+    first = {"target": "t", "created": "2026-12-02T18:49:11+00:00", "verdicts": [{"doc_id": "a"}], "cancelled": True,
+             "finished": "2026-12-02T18:50:00+00:00", "account": {"queries": 7},
+             "collection": {"control_scores": {"c1": 0.1, "c2": 0.2}}}
+    resumed = {**first, "finished": "2026-12-02T18:52:00+00:00", "account": {"queries": 9},
+               "collection": {"control_scores": {"c1": 0.1, "c2": 0.2, "c3": 0.3, "c4": 0.4}}}
+    assert result_key(first) != result_key(resumed)
+    assert result_key(first) == result_key(json.loads(json.dumps(first)))  # the same audit, read back

@@ -208,6 +208,70 @@ def test_a_method_without_signal_is_announced_before_the_run_and_sends_nothing(d
     assert all(rs["rag_mia"]["score"] is not None for rs in result["results"].values())
 
 
+def test_run_anyway_stays_ticked_through_a_cancelled_run_so_start_resumes_it(demo, monkeypatch):
+    """The box is not drawn while an audit runs, and Streamlit dropped it: Start after a Cancel began another
+    audit, without the method the user had insisted on, that sent nothing (a review of the app, session 61)."""
+    import shadow.prepare
+
+    def flat(methods, shadow_cfg, progress=None):
+        prep = _prepare(methods, shadow_cfg, progress)
+        for cal in prep.calibrations.values():
+            cal.shadow_auc = 0.52
+        return prep
+
+    monkeypatch.setattr(shadow.prepare, "prepare_shadow", flat)
+    at = _open_app()
+    at.multiselect(key="methods").set_value(["rag_mia"]).run()
+    at.text_area(key="pasted").input("\n\n".join(t for _, t in make_documents(N_DOCS))).run()
+    at.button(key="check_calibration").click().run()
+    deadline = time.time() + 30
+    while not [c for c in at.checkbox if c.key == "insist_rag_mia"] and time.time() < deadline:
+        time.sleep(0.3)
+        at.run()
+    at.checkbox(key="insist_rag_mia").check().run()
+    at.button(key="start_audit").click().run()
+    assert demo.held.wait(30)
+    at.run()
+    at.button(key="cancel_audit").click().run()
+    demo.release.set()
+    assert _wait_for_result(at)["cancelled"]
+    assert at.checkbox(key="insist_rag_mia").value is True
+    before = len(demo.sent)
+    at.button(key="start_audit").click().run()
+    result = _wait_for_result(at, done=lambda r: not r["cancelled"])
+    assert len(demo.sent) - before == N_DOCS - before  # resumed: only the documents never answered
+    assert all(rs["rag_mia"]["score"] is not None for rs in result["results"].values())
+
+
+def test_a_cancelled_calibration_check_says_so_and_no_unexpected_error(demo, monkeypatch):
+    """Cancel during "Check calibration" read "The audit stopped on an unexpected error (Cancelled)": no audit ran,
+    and nothing unexpected happened (a review of the app, session 61)."""
+    import shadow.prepare
+
+    def slow(methods, shadow_cfg, progress=None):
+        for i in range(400):
+            if progress:
+                progress("rag_mia: probing shadow members", i, 400)
+            time.sleep(0.05)
+        return _prepare(methods, shadow_cfg, progress)
+
+    monkeypatch.setattr(shadow.prepare, "prepare_shadow", slow)
+    demo.release.set()
+    at = _open_app()
+    at.multiselect(key="methods").set_value(["rag_mia"]).run()
+    at.text_area(key="pasted").input("\n\n".join(t for _, t in make_documents(N_DOCS))).run()
+    at.button(key="check_calibration").click().run()
+    time.sleep(1)
+    at.run()
+    at.button(key="cancel_audit").click().run()
+    deadline = time.time() + 30
+    while not any("cancelled" in i.value for i in at.info) and time.time() < deadline:
+        time.sleep(0.3)
+        at.run()
+    said = " ".join(i.value for i in at.info) + " ".join(e.value for e in at.error)
+    assert "Calibration check cancelled" in said and "unexpected" not in said and demo.sent == []
+
+
 def test_controls_marked_in_the_csv_are_probed_after_the_documents_and_tested(demo):
     """Issue 17 point 3(a) in the app: a 'control' column (or a second upload) gives the collection test."""
     import csv
