@@ -16,7 +16,8 @@ from typing import MutableMapping, Sequence
 #: endpoint), and the prefixes of the target file's secret widgets. A kept widget is drawn without a ``value``
 #: other than its minimum: Streamlit warns of a widget given a default and a value set in the session state.
 KEPT = ("pasted", "base_url", "model", "api_key", "target_file_text", "requests_per_minute", "reuse_answers",
-        "reuse_days", "n_members", "n_nonmembers", "n_generative", "context_tokens")
+        "reuse_days", "n_members", "n_nonmembers", "n_generative", "context_tokens", "elicitation_demo",
+        "elicitation_endpoint")
 KEPT_PREFIXES = ("tf_secret_", "tf_env_", "insist_")  # "Run X anyway": hidden while an audit runs
 
 

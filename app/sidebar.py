@@ -469,16 +469,20 @@ def _aux_corpus() -> str:
                            "the methods learn from how that shadow answers.")
     if choice.startswith("Shipped"):
         return str(DEFAULT_AUX_CORPUS)
-    up = st.file_uploader("Public corpus (JSONL with a 'text' field, or CSV with a 'text' column)",
-                          type=["jsonl", "csv"], key="aux_upload")
+    from app.persist import kept_upload
+
+    # kept through a switch to the shipped corpus and back, as the documents' file is (a review, session 61)
+    up = kept_upload("Public corpus (JSONL with a 'text' field, or CSV with a 'text' column)", "aux_upload",
+                     "_aux_upload_kept", "aux_upload_forget", ["jsonl", "csv"],
+                     "Public texts of the same kind as yours, with their licence allowing this use.")
     if up is None:
         st.caption("No file yet: the shipped corpus is used.")
         return str(DEFAULT_AUX_CORPUS)
     from audit_core.io import write_private_bytes
     from audit_core.models import cache_dir
 
-    data = up.getvalue()
-    suffix = ".csv" if up.name.lower().endswith(".csv") else ".jsonl"
+    name, data = up
+    suffix = ".csv" if name.lower().endswith(".csv") else ".jsonl"
     path = cache_dir() / "uploads" / (hashlib.sha256(data).hexdigest()[:20] + suffix)
     if not path.exists():  # the folder is made 0700 on the way
         write_private_bytes(path, data, follow_links=False)  # 0600, the cache's own file: a link there is replaced
@@ -488,7 +492,7 @@ def _aux_corpus() -> str:
     try:  # read now, so that a file without texts is said here and not when the audit starts
         n = len(load_corpus(path))
     except CorpusError as exc:
-        named = str(exc).replace(str(path), up.name)  # the user's file name, not the cache's copy of it
+        named = str(exc).replace(str(path), name)  # the user's file name, not the cache's copy of it
         st.error(f"This corpus cannot be used: {named}. The shipped corpus is used instead.")
         return str(DEFAULT_AUX_CORPUS)
     problem = corpus_problem(ShadowConfig(aux_corpus=str(path)))
@@ -537,10 +541,11 @@ def _advanced(kind: str) -> tuple[dict[str, dict], int, str | None]:
         gamma = st.number_input("γ: MBA share of masks to guess right", 0.05, 1.0, 0.5, step=0.05, key="gamma",
                                 help="The paper's fixed threshold (about 0.5), kept for the record: decisions use "
                                      "a threshold set on the shadow for the chosen false-positive rate.")
-        default = mba_elicitation_for(kind == DEMO)
+        # the default goes into the session state, so the choice is kept while hidden (``persist.KEPT``)
+        elicitation_key = f"elicitation_{'demo' if kind == DEMO else 'endpoint'}"
+        st.session_state.setdefault(elicitation_key, mba_elicitation_for(kind == DEMO))
         elicitation = st.selectbox(
-            "MBA: how to ask for the hidden words", ELICITATIONS, index=ELICITATIONS.index(default),
-            key=f"elicitation_{'demo' if kind == DEMO else 'endpoint'}",
+            "MBA: how to ask for the hidden words", ELICITATIONS, key=elicitation_key,
             format_func=lambda e: {"fill_in": "fill in the blanks (one request, the paper's)",
                                    "continue": "continue the text before each blank (M requests)"}[e],
             help="Chat models fill in a text with blanks. Small completion-style models, like the demo "

@@ -865,10 +865,12 @@ def test_a_large_audits_pdf_is_made_when_asked_for_and_the_other_exports_at_once
     assert made == [1]  # made once, kept
 
 
-def test_choices_hidden_by_a_switch_are_kept_the_columns_the_shadow_size_and_run_anyway(app):
+def test_choices_hidden_by_a_switch_are_kept_the_columns_the_sizes_the_elicitation_the_corpus(app, tmp_path,
+                                                                                              monkeypatch):
     """A switch of the Source to "Paste text" and back kept the file but not its chosen columns (other texts and
-    ids were audited without a word), and custom shadow sizes went back to 60 when another size hid them (a
-    review of the app, session 61)."""
+    ids were audited without a word); custom shadow sizes went back to 60, an endpoint's MBA elicitation to its
+    default and an uploaded public corpus to the shipped one when a switch hid them (a review, session 61)."""
+    monkeypatch.setenv("RPA_CACHE_DIR", str(tmp_path))
     csv = "doc_id,ref,abstract,text\n" + "\n".join(
         f"p{i},R{i},\"{a}\",\"{t} {t}\"" for i, (a, t) in enumerate([(LONG_1, LONG_2), (LONG_2, LONG_1)]))
     app.radio(key="docs_source").set_value("Upload a CSV").run()
@@ -887,6 +889,22 @@ def test_choices_hidden_by_a_switch_are_kept_the_columns_the_shadow_size_and_run
     app.radio(key="audit_size").set_value("custom").run()
     assert not app.exception and app.number_input(key="n_members").value == 150
     assert not any("Session State API" in str(w.value) for w in app.warning)
+
+    # the endpoint's MBA elicitation, and an uploaded public corpus, through a switch that hides them
+    from app.sidebar import DEMO, ENDPOINT
+
+    app.radio(key="target_kind").set_value(ENDPOINT).run()
+    assert app.selectbox(key="elicitation_endpoint").value == "fill_in"  # the default for an endpoint
+    app.selectbox(key="elicitation_endpoint").set_value("continue").run()
+    app.radio(key="target_kind").set_value(DEMO).run()
+    app.radio(key="target_kind").set_value(ENDPOINT).run()
+    assert app.selectbox(key="elicitation_endpoint").value == "continue"
+    lines = "".join(f'{{"text": "Public text number {i} about knees and elbows and stairs"}}\n' for i in range(40))
+    app.radio(key="aux_choice").set_value("Upload a public corpus").run()
+    app.file_uploader(key="aux_upload").set_value(("corpus.jsonl", lines.encode(), "application/json")).run()
+    app.radio(key="aux_choice").set_value("Shipped corpus (MedQuAD answers)").run()
+    app.radio(key="aux_choice").set_value("Upload a public corpus").run()
+    assert not app.exception and "40 public texts read" in _texts(app)
 
 
 def test_a_resumed_audit_gets_exports_of_its_own():
