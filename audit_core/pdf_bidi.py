@@ -29,11 +29,16 @@ def _reshaper() -> arabic_reshaper.ArabicReshaper:
     return arabic_reshaper.ArabicReshaper(configuration={"arabic ligature allah": "False"})
 
 
+def _in_drawing_order(lines: list[str]) -> str:
+    """Shaped lines, each put in drawing order on its own, joined by line ends."""
+    return "\n".join(get_display(line) for line in lines)
+
+
 def visual(text: str) -> str:
     """``text`` in drawing order, each line on its own: right for a line that fits its box (an id, a table
     cell, a sentence)."""
     shaped = _reshaper().reshape(text)
-    return "\n".join(get_display(line) for line in shaped.split("\n"))
+    return _in_drawing_order(shaped.split("\n"))
 
 
 class BidiText(Flowable):
@@ -58,7 +63,7 @@ class BidiText(Flowable):
             lines.extend(simpleSplit(line, st.fontName, st.fontSize, room) or [""])
         rtl = get_base_level(shaped) == 1
         style = ParagraphStyle(f"{st.name}-rtl", parent=st, alignment=TA_RIGHT) if rtl else st
-        return Paragraph(self.markup("\n".join(get_display(line) for line in lines)), style)
+        return Paragraph(self.markup(_in_drawing_order(lines)), style)
 
     def wrap(self, availWidth: float, availHeight: float) -> tuple[float, float]:  # noqa: N803 - reportlab's
         self._para = self._laid_out(availWidth)

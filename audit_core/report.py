@@ -821,12 +821,17 @@ def _markup(drawn: str) -> str:
     return _CJK_RUN.sub(lambda m: f'<font name="{_cjk_font(m.group())}">{m.group()}</font>', s)
 
 
+def _drawn(text: Any) -> str:
+    """``text`` as a string without control characters, each character no font has named (``_drawable``)."""
+    return _drawable(_CONTROL.sub("", "" if text is None else str(text)))
+
+
 def esc(text: Any) -> str:
     """User or target text made safe for a reportlab Paragraph: markup escaped, control characters dropped,
     Chinese, Japanese and Korean runs set in a font that has them, Hebrew and Arabic put in drawing order
     (``pdf_bidi.visual``) and other characters no font has named (``_drawable``): an owner's ids and texts
     are theirs to read."""
-    drawn = _drawable(_CONTROL.sub("", "" if text is None else str(text)))
+    drawn = _drawn(text)
     if RTL.search(drawn):
         from audit_core.pdf_bidi import visual
 
@@ -840,7 +845,7 @@ def text_block(text: Any, style) -> Any:
     a right-to-left paragraph's lines last first."""
     from reportlab.platypus import Paragraph
 
-    drawn = _drawable(_CONTROL.sub("", "" if text is None else str(text)))
+    drawn = _drawn(text)
     if RTL.search(drawn):
         from audit_core.pdf_bidi import BidiText
 

@@ -168,7 +168,9 @@ def test_a_reloaded_page_reattaches_to_the_running_audit(demo):
     assert "Audit cancelled" in " ".join(s.value for s in fresh.success)
 
 
-def test_a_method_without_signal_is_announced_before_the_run_and_sends_nothing(demo, monkeypatch):
+def _checked_without_signal(monkeypatch):
+    """The app after "Check calibration" of RAG-MIA on a shadow without signal (AUC 0.52): its "Run anyway"
+    box is drawn."""
     import shadow.prepare
 
     def flat(methods, shadow_cfg, progress=None):
@@ -178,7 +180,6 @@ def test_a_method_without_signal_is_announced_before_the_run_and_sends_nothing(d
         return prep
 
     monkeypatch.setattr(shadow.prepare, "prepare_shadow", flat)
-    demo.release.set()  # nothing is held in this test
     at = _open_app()
     at.multiselect(key="methods").set_value(["rag_mia"]).run()
     at.text_area(key="pasted").input("\n\n".join(t for _, t in make_documents(N_DOCS))).run()
@@ -187,6 +188,12 @@ def test_a_method_without_signal_is_announced_before_the_run_and_sends_nothing(d
     while not [c for c in at.checkbox if c.key == "insist_rag_mia"] and time.time() < deadline:
         time.sleep(0.3)
         at.run()
+    return at
+
+
+def test_a_method_without_signal_is_announced_before_the_run_and_sends_nothing(demo, monkeypatch):
+    demo.release.set()  # nothing is held in this test
+    at = _checked_without_signal(monkeypatch)
     warned = " ".join(w.value for w in at.warning)
     assert "RAG-MIA: no signal" in warned and "0.52" in warned and "None of its queries will be sent" in warned
     assert demo.sent == []  # announced before any query
@@ -211,23 +218,7 @@ def test_a_method_without_signal_is_announced_before_the_run_and_sends_nothing(d
 def test_run_anyway_stays_ticked_through_a_cancelled_run_so_start_resumes_it(demo, monkeypatch):
     """The box is not drawn while an audit runs, and Streamlit dropped it: Start after a Cancel began another
     audit, without the method the user had insisted on, that sent nothing (a review of the app, session 61)."""
-    import shadow.prepare
-
-    def flat(methods, shadow_cfg, progress=None):
-        prep = _prepare(methods, shadow_cfg, progress)
-        for cal in prep.calibrations.values():
-            cal.shadow_auc = 0.52
-        return prep
-
-    monkeypatch.setattr(shadow.prepare, "prepare_shadow", flat)
-    at = _open_app()
-    at.multiselect(key="methods").set_value(["rag_mia"]).run()
-    at.text_area(key="pasted").input("\n\n".join(t for _, t in make_documents(N_DOCS))).run()
-    at.button(key="check_calibration").click().run()
-    deadline = time.time() + 30
-    while not [c for c in at.checkbox if c.key == "insist_rag_mia"] and time.time() < deadline:
-        time.sleep(0.3)
-        at.run()
+    at = _checked_without_signal(monkeypatch)
     at.checkbox(key="insist_rag_mia").check().run()
     at.button(key="start_audit").click().run()
     assert demo.held.wait(30)
